@@ -1,0 +1,421 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "units.h"
+
+enum {
+	OPT_COLLECT = 256,
+	OPT_CPU_TIME,
+	OPT_CPUS,
+	OPT_DISK,
+	OPT_DRY_RUN,
+	OPT_ENV,
+	OPT_ENV_DIR,
+	OPT_FILE_SIZE,
+	OPT_INODES,
+	OPT_INPUT,
+	OPT_LANG,
+	OPT_MEMORY,
+	OPT_NODE,
+	OPT_NODE_MODULES,
+	OPT_NOFILE,
+	OPT_OUTPUT_LIMIT,
+	OPT_PIDS,
+	OPT_PYTHON,
+	OPT_QUIET,
+	OPT_REPORT,
+	OPT_RM,
+	OPT_RO_BIND,
+	OPT_RUNS_DIR,
+	OPT_SANDBOX_USER,
+	OPT_SECCOMP_POLICY,
+	OPT_STDIN,
+	OPT_TIMEOUT,
+	OPT_TMP_SIZE,
+	OPT_VENV,
+	OPT_WITHOUT,
+	OPT_WORKSPACE,
+	OPT_HELP,
+};
+
+/* Sorted alphabetically (isolate). */
+static const struct option run_options[] = {
+	{ "collect", required_argument, NULL, OPT_COLLECT },
+	{ "cpu-time", required_argument, NULL, OPT_CPU_TIME },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ "env-dir", required_argument, NULL, OPT_ENV_DIR },
+	{ "file-size", required_argument, NULL, OPT_FILE_SIZE },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "inodes", required_argument, NULL, OPT_INODES },
+	{ "input", required_argument, NULL, OPT_INPUT },
+	{ "lang", required_argument, NULL, OPT_LANG },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "node", required_argument, NULL, OPT_NODE },
+	{ "node-modules", required_argument, NULL, OPT_NODE_MODULES },
+	{ "nofile", required_argument, NULL, OPT_NOFILE },
+	{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
+	{ "pids", required_argument, NULL, OPT_PIDS },
+	{ "python", required_argument, NULL, OPT_PYTHON },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "report", required_argument, NULL, OPT_REPORT },
+	{ "rm", no_argument, NULL, OPT_RM },
+	{ "ro-bind", required_argument, NULL, OPT_RO_BIND },
+	{ "runs-dir", required_argument, NULL, OPT_RUNS_DIR },
+	{ "sandbox-user", required_argument, NULL, OPT_SANDBOX_USER },
+	{ "seccomp-policy", required_argument, NULL, OPT_SECCOMP_POLICY },
+	{ "stdin", required_argument, NULL, OPT_STDIN },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
+	{ "venv", required_argument, NULL, OPT_VENV },
+	{ "without", required_argument, NULL, OPT_WITHOUT },
+	{ "workspace", required_argument, NULL, OPT_WORKSPACE },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const char *const limit_names[AB_LIM_COUNT] = {
+	[AB_LIM_TIMEOUT_MS] = "timeout",     [AB_LIM_MEMORY] = "memory",
+	[AB_LIM_PIDS] = "pids",		     [AB_LIM_CPUS_MILLI] = "cpus",
+	[AB_LIM_CPU_TIME_MS] = "cpu-time",   [AB_LIM_DISK] = "disk",
+	[AB_LIM_INODES] = "inodes",	     [AB_LIM_TMP_SIZE] = "tmp-size",
+	[AB_LIM_FILE_SIZE] = "file-size",    [AB_LIM_NOFILE] = "nofile",
+	[AB_LIM_OUTPUT] = "output-limit",
+};
+
+static const char *const prot_names[AB_PROT_COUNT] = {
+	[AB_PROT_SECCOMP] = "seccomp",
+	[AB_PROT_LANDLOCK] = "landlock",
+	[AB_PROT_DISABLE_USERNS] = "disable-userns",
+	[AB_PROT_CGROUP] = "cgroup",
+};
+
+const char *
+cli_limit_name(enum ab_limit_id id)
+{
+	return id < AB_LIM_COUNT ? limit_names[id] : "?";
+}
+
+const char *
+cli_prot_name(enum ab_prot p)
+{
+	return p < AB_PROT_COUNT ? prot_names[p] : "?";
+}
+
+void
+run_opts_init(struct ab_run_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->lang = AB_LANG_AUTO;
+	o->seccomp_policy = AB_SECCOMP_DEFAULT;
+	o->limits[AB_LIM_TIMEOUT_MS].value = 60 * 1000;
+	o->limits[AB_LIM_MEMORY].value = 1ULL << 30;
+	o->limits[AB_LIM_PIDS].value = 256;
+	o->limits[AB_LIM_CPUS_MILLI].value = 1000;
+	o->limits[AB_LIM_CPU_TIME_MS].value = 0; /* off unless asked for */
+	o->limits[AB_LIM_DISK].value = 512ULL << 20;
+	o->limits[AB_LIM_INODES].value = 16384;
+	o->limits[AB_LIM_TMP_SIZE].value = 128ULL << 20;
+	o->limits[AB_LIM_FILE_SIZE].value = 256ULL << 20;
+	o->limits[AB_LIM_NOFILE].value = 1024;
+	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
+}
+
+void
+run_opts_done(struct ab_run_opts *o)
+{
+	strv_done(&o->script_args);
+	strv_done(&o->inputs);
+	strv_done(&o->env);
+	strv_done(&o->ro_binds);
+}
+
+const char *
+cli_run_help(void)
+{
+	return "usage: agentbox run [OPTIONS] SCRIPT [--] [ARGS...]\n"
+	       "\n"
+	       "Runs SCRIPT (Python .py, Node .js/.mjs/.cjs, or by shebang) in a bubblewrap\n"
+	       "sandbox: read-only system, one writable workspace at /work, no network.\n"
+	       "\n"
+	       "Files and directories:\n"
+	       "  --workspace DIR        use DIR (yours, not a symlink, not group/other-writable)\n"
+	       "                         as the workspace instead of a fresh run directory\n"
+	       "  --input PATH           copy PATH (file or directory) into the workspace\n"
+	       "  --runs-dir DIR         where run directories are created\n"
+	       "                         (default $AGENTBOX_RUNS_DIR or /var/tmp/agentbox-UID)\n"
+	       "  --collect DIR          copy the regular files the script left into DIR\n"
+	       "  --rm                   remove the run directory after the report\n"
+	       "  --stdin FILE           the script's stdin (default /dev/null)\n"
+	       "  --report FILE          write the JSON report to FILE ('-' for stdout)\n"
+	       "\n"
+	       "Interpreter and environment:\n"
+	       "  --lang python|node     override detection by extension / shebang\n"
+	       "  --python PATH          Python interpreter (default /usr/bin/python3)\n"
+	       "  --node PATH            Node interpreter (default: node on PATH)\n"
+	       "  --venv DIR             a virtualenv, mounted read-only and activated\n"
+	       "  --node-modules DIR     a node_modules tree, mounted read-only\n"
+	       "  --env-dir DIR          an environment built by `agentbox prepare`\n"
+	       "  --ro-bind HOST[:PATH]  mount HOST read-only in the sandbox\n"
+	       "  --env NAME=VALUE       add a variable to the sandbox's clean environment\n"
+	       "\n"
+	       "Limits (units: 512M 2G; 90s 500ms 2m; 1.5 cores):\n"
+	       "  --timeout DUR          wall clock (default 60s)\n"
+	       "  --memory SIZE          memory incl. tmpfs, no swap (default 1G)\n"
+	       "  --pids N               tasks in the whole run (default 256)\n"
+	       "  --cpus N               CPU bandwidth in cores (default 1)\n"
+	       "  --cpu-time DUR         total CPU time (default off)\n"
+	       "  --disk SIZE            workspace bytes (default 512M)\n"
+	       "  --inodes N             workspace entries (default 16384)\n"
+	       "  --tmp-size SIZE        /tmp and /dev/shm each (default 128M)\n"
+	       "  --file-size SIZE       largest single file (default 256M)\n"
+	       "  --nofile N             open files per process (default 1024)\n"
+	       "  --output-limit SIZE    stdout and stderr each; the run is stopped past it\n"
+	       "                         (default 1M)\n"
+	       "\n"
+	       "Hardening:\n"
+	       "  --seccomp-policy default|strict\n"
+	       "  --without NAME         opt out of a default protection that this host cannot\n"
+	       "                         apply: seccomp, landlock, disable-userns, cgroup\n"
+	       "  --sandbox-user USER    when started as root: the unprivileged user (name or\n"
+	       "                         UID[:GID]) the script runs as (default: user 'agentbox'\n"
+	       "                         if it exists, else 64000:64000)\n"
+	       "\n"
+	       "  --dry-run              print the bwrap command line, one word per line\n"
+	       "  --quiet                do not relay the script's output live\n"
+	       "  --help                 this text\n"
+	       "\n"
+	       "Exit status: the script's; 128+N if it died of signal N; 124 timeout;\n"
+	       "125 agentbox failed or refused (nothing ran); 126/127 interpreter not\n"
+	       "executable / not found; 2 usage error.\n";
+}
+
+static int
+parse_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct ab_err *err)
+{
+	uint64_t v = 0;
+	int r;
+	const char *expect;
+
+	switch (id) {
+	case AB_LIM_TIMEOUT_MS:
+	case AB_LIM_CPU_TIME_MS:
+		r = units_parse_duration_ms(arg, &v);
+		expect = "a duration like 90s, 500ms, 2m";
+		break;
+	case AB_LIM_CPUS_MILLI:
+		r = units_parse_cpus_milli(arg, &v);
+		expect = "a number of cores like 1 or 1.5";
+		break;
+	case AB_LIM_PIDS:
+	case AB_LIM_INODES:
+	case AB_LIM_NOFILE:
+		r = units_parse_count(arg, &v);
+		expect = "a whole number like 256";
+		break;
+	case AB_LIM_MEMORY:
+	case AB_LIM_DISK:
+	case AB_LIM_TMP_SIZE:
+	case AB_LIM_FILE_SIZE:
+	case AB_LIM_OUTPUT:
+		r = units_parse_size(arg, &v);
+		expect = "a size like 512M or 2G";
+		break;
+	case AB_LIM_COUNT:
+	default:
+		return ab_err_usage(err, "internal: unknown limit");
+	}
+	if (r == 0 && v == 0 && id != AB_LIM_CPU_TIME_MS)
+		r = -ERANGE;
+	if (r == 0 && id == AB_LIM_TIMEOUT_MS && v > 7 * 24 * 3600 * 1000ULL)
+		r = -ERANGE;
+	if (r == 0 && id == AB_LIM_NOFILE && (v < 16 || v > 1048576))
+		r = -ERANGE;
+	if (r == 0 && id == AB_LIM_CPUS_MILLI && (v < 10 || v > 1024 * 1000))
+		r = -ERANGE;
+	if (r == 0 && id == AB_LIM_MEMORY && v < (16ULL << 20))
+		r = -ERANGE;
+	if (r < 0)
+		return ab_err_usage(err, "invalid --%s '%s': expected %s%s", limit_names[id], arg,
+				    expect, r == -ERANGE ? " in a sensible range" : "");
+	o->limits[id].value = v;
+	o->limits[id].set = true;
+	return 0;
+}
+
+static int
+parse_env(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!eq || eq == arg)
+		return ab_err_usage(err, "invalid --env '%s': expected NAME=VALUE", arg);
+	for (const char *p = arg; p < eq; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+		      (p > arg && *p >= '0' && *p <= '9')))
+			return ab_err_usage(err, "invalid --env name in '%s': use letters, digits, _",
+					    arg);
+	strv_push(&o->env, arg);
+	return 0;
+}
+
+static int
+parse_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	for (int p = 0; p < AB_PROT_COUNT; p++) {
+		if (strcmp(arg, prot_names[p]) == 0) {
+			o->without[p] = true;
+			return 0;
+		}
+	}
+	return ab_err_usage(err,
+			    "invalid --without '%s': expected seccomp, landlock, disable-userns or "
+			    "cgroup",
+			    arg);
+}
+
+int
+cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
+{
+	int c, r = 0;
+
+	optind = 0; /* full reset: tests call this repeatedly */
+	opterr = 0;
+	/* '+': stop at the first non-option, which is SCRIPT; its arguments follow. */
+	while ((c = getopt_long(argc, argv, "+:", run_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_COLLECT:
+			o->collect_dir = optarg;
+			break;
+		case OPT_CPU_TIME:
+			r = parse_limit(o, AB_LIM_CPU_TIME_MS, optarg, err);
+			break;
+		case OPT_CPUS:
+			r = parse_limit(o, AB_LIM_CPUS_MILLI, optarg, err);
+			break;
+		case OPT_DISK:
+			r = parse_limit(o, AB_LIM_DISK, optarg, err);
+			break;
+		case OPT_DRY_RUN:
+			o->dry_run = true;
+			break;
+		case OPT_ENV:
+			r = parse_env(o, optarg, err);
+			break;
+		case OPT_ENV_DIR:
+			o->env_dir = optarg;
+			break;
+		case OPT_FILE_SIZE:
+			r = parse_limit(o, AB_LIM_FILE_SIZE, optarg, err);
+			break;
+		case OPT_HELP:
+			return 1;
+		case OPT_INODES:
+			r = parse_limit(o, AB_LIM_INODES, optarg, err);
+			break;
+		case OPT_INPUT:
+			strv_push(&o->inputs, optarg);
+			break;
+		case OPT_LANG:
+			if (strcmp(optarg, "python") == 0)
+				o->lang = AB_LANG_PYTHON;
+			else if (strcmp(optarg, "node") == 0)
+				o->lang = AB_LANG_NODE;
+			else
+				r = ab_err_usage(err, "invalid --lang '%s': expected python or node",
+						 optarg);
+			break;
+		case OPT_MEMORY:
+			r = parse_limit(o, AB_LIM_MEMORY, optarg, err);
+			break;
+		case OPT_NODE:
+			o->node_path = optarg;
+			break;
+		case OPT_NODE_MODULES:
+			o->node_modules = optarg;
+			break;
+		case OPT_NOFILE:
+			r = parse_limit(o, AB_LIM_NOFILE, optarg, err);
+			break;
+		case OPT_OUTPUT_LIMIT:
+			r = parse_limit(o, AB_LIM_OUTPUT, optarg, err);
+			break;
+		case OPT_PIDS:
+			r = parse_limit(o, AB_LIM_PIDS, optarg, err);
+			break;
+		case OPT_PYTHON:
+			o->python_path = optarg;
+			break;
+		case OPT_QUIET:
+			o->quiet = true;
+			break;
+		case OPT_REPORT:
+			o->report_path = optarg;
+			break;
+		case OPT_RM:
+			o->rm = true;
+			break;
+		case OPT_RO_BIND:
+			strv_push(&o->ro_binds, optarg);
+			break;
+		case OPT_RUNS_DIR:
+			o->runs_dir = optarg;
+			break;
+		case OPT_SANDBOX_USER:
+			o->sandbox_user = optarg;
+			break;
+		case OPT_SECCOMP_POLICY:
+			if (seccomp_policy_parse(optarg, &o->seccomp_policy) < 0)
+				r = ab_err_usage(err,
+						 "invalid --seccomp-policy '%s': expected default or "
+						 "strict",
+						 optarg);
+			break;
+		case OPT_STDIN:
+			o->stdin_path = optarg;
+			break;
+		case OPT_TIMEOUT:
+			r = parse_limit(o, AB_LIM_TIMEOUT_MS, optarg, err);
+			break;
+		case OPT_TMP_SIZE:
+			r = parse_limit(o, AB_LIM_TMP_SIZE, optarg, err);
+			break;
+		case OPT_VENV:
+			o->venv = optarg;
+			break;
+		case OPT_WITHOUT:
+			r = parse_without(o, optarg, err);
+			break;
+		case OPT_WORKSPACE:
+			o->workspace = optarg;
+			break;
+		case ':':
+			return ab_err_usage(err, "option '%s' needs a value", argv[optind - 1]);
+		case '?':
+		default:
+			if (optopt)
+				return ab_err_usage(err, "unknown option '-%c'", optopt);
+			return ab_err_usage(err, "unknown option '%s'", argv[optind - 1]);
+		}
+		if (r < 0)
+			return r;
+	}
+	if (optind >= argc)
+		return ab_err_usage(err, "no SCRIPT given");
+	o->script = argv[optind++];
+	if (o->script[0] == '\0')
+		return ab_err_usage(err, "SCRIPT is an empty string");
+	if (optind < argc && strcmp(argv[optind], "--") == 0)
+		optind++;
+	for (; optind < argc; optind++)
+		strv_push(&o->script_args, argv[optind]);
+	if (o->workspace && o->inputs.n > 0)
+		return ab_err_usage(err, "--input cannot be combined with --workspace: put the files "
+					 "in the workspace directory instead");
+	return 0;
+}

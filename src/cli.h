@@ -1,0 +1,88 @@
+/* cli.h: command line -> struct ab_run_opts. Never prints, never exits (unit-tested). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "seccomp.h"
+#include "util/err.h"
+#include "util/strv.h"
+
+enum ab_lang {
+	AB_LANG_AUTO,
+	AB_LANG_PYTHON,
+	AB_LANG_NODE,
+};
+
+/* A limit: its value and whether the caller set it (an explicit limit the host cannot
+ * enforce is an error; a default that cannot be enforced is a warning). */
+struct ab_limit {
+	uint64_t value;
+	bool set;
+};
+
+/* Indexes into ab_run_opts.limits; the order is the report's order. */
+enum ab_limit_id {
+	AB_LIM_TIMEOUT_MS,
+	AB_LIM_MEMORY,
+	AB_LIM_PIDS,
+	AB_LIM_CPUS_MILLI,
+	AB_LIM_CPU_TIME_MS,
+	AB_LIM_DISK,
+	AB_LIM_INODES,
+	AB_LIM_TMP_SIZE,
+	AB_LIM_FILE_SIZE,
+	AB_LIM_NOFILE,
+	AB_LIM_OUTPUT,
+	AB_LIM_COUNT,
+};
+
+/* Protections that are on by default; the caller may opt out of one by name with
+ * --without NAME (recorded in the report). */
+enum ab_prot {
+	AB_PROT_SECCOMP,
+	AB_PROT_LANDLOCK,
+	AB_PROT_DISABLE_USERNS,
+	AB_PROT_CGROUP,
+	AB_PROT_COUNT,
+};
+
+struct ab_run_opts {
+	const char *script; /* as given; NULL for a usage error */
+	struct strv script_args;
+	enum ab_lang lang;
+	const char *report_path; /* NULL: no report file; "-": stdout after the run */
+	const char *runs_dir;
+	const char *workspace; /* --workspace DIR */
+	struct strv inputs;    /* --input PATH */
+	struct strv env;       /* --env NAME=VALUE, validated */
+	struct strv ro_binds;  /* --ro-bind HOST[:SANDBOX] */
+	const char *stdin_path;
+	const char *collect_dir;
+	const char *python_path; /* --python PATH */
+	const char *node_path;	 /* --node PATH */
+	const char *venv;	 /* --venv DIR */
+	const char *node_modules;
+	const char *env_dir;
+	const char *sandbox_user; /* --sandbox-user NAME|UID[:GID] (root callers) */
+	enum ab_seccomp_policy seccomp_policy;
+	bool without[AB_PROT_COUNT];
+	struct ab_limit limits[AB_LIM_COUNT];
+	bool dry_run;
+	bool rm;
+	bool quiet; /* do not relay the script's output live */
+	bool keep_going_unsafe; /* unused, reserved */
+};
+
+/* Names, units and defaults of the limits (for help text and the report). */
+const char *cli_limit_name(enum ab_limit_id id);
+const char *cli_prot_name(enum ab_prot p);
+
+void run_opts_init(struct ab_run_opts *o); /* defaults */
+void run_opts_done(struct ab_run_opts *o);
+
+/* Parses `agentbox run` arguments (argv[0] is "run"). Returns 0, 1 when --help was asked
+ * (help text is in cli_run_help()), or a negative errno with err set (err->exit == 2). */
+int cli_parse_run(int argc, char **argv, struct ab_run_opts *ret, struct ab_err *err);
+const char *cli_run_help(void);

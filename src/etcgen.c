@@ -1,0 +1,103 @@
+#include "etcgen.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "plan.h"
+#include "util/fdutil.h"
+#include "util/macro.h"
+
+const char *const etcgen_host_entries[] = {
+	"/etc/alternatives", /* Debian's alternatives links in /usr/bin point here */
+	"/etc/ld.so.cache",  /* the dynamic linker's cache: faster startup */
+	NULL,
+};
+
+struct etc_file {
+	const char *name;
+	const char *text;
+};
+
+#define STR_(x) #x
+#define STR(x)	STR_(x)
+
+static const struct etc_file etc_files[] = {
+	{ "passwd", "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" AB_SANDBOX_USER
+		    ":x:" STR(AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK
+									     ":/usr/sbin/nologin\n"
+									     "nobody:x:65534:65534:"
+									     "nobody:/nonexistent:/usr/"
+									     "sbin/nologin\n" },
+	{ "group", "root:x:0:\n" AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\nnogroup:x:65534:\n" },
+	{ "hostname", AB_SANDBOX_HOSTNAME "\n" },
+	{ "hosts", "127.0.0.1\tlocalhost " AB_SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost "
+		   "ip6-loopback\n" },
+	{ "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+			   "networks: files\nprotocols: files\nservices: files\n" },
+	{ "resolv.conf", "# no network in the sandbox\n" },
+};
+
+static int
+write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t group)
+{
+	cleanup_fd int fd = -1;
+	int r;
+
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, text, strlen(text));
+	if (r < 0)
+		return r;
+	if (owner != (uid_t) -1 && fchown(fd, owner, group) < 0)
+		return -errno;
+	return 0;
+}
+
+int
+etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, struct strv *ret_host,
+	      struct ab_err *err)
+{
+	cleanup_fd int efd = -1;
+	int r;
+
+	if (mkdirat(dirfd, name, 0755) < 0)
+		return ab_err_set(err, -errno, "create the sandbox /etc: %s", strerror(errno));
+	efd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (efd < 0)
+		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
+	if (owner != (uid_t) -1 && fchown(efd, owner, group) < 0)
+		return ab_err_set(err, -errno, "chown the sandbox /etc: %s", strerror(errno));
+	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++) {
+		r = write_file_at(efd, etc_files[i].name, etc_files[i].text, owner, group);
+		if (r < 0)
+			return ab_err_set(err, r, "write the sandbox /etc/%s: %s", etc_files[i].name,
+					  strerror(-r));
+	}
+	/* UTC: deterministic, and no host timezone leak. */
+	if (symlinkat("/usr/share/zoneinfo/Etc/UTC", efd, "localtime") < 0)
+		return ab_err_set(err, -errno, "write the sandbox /etc/localtime: %s",
+				  strerror(errno));
+	for (const char *const *h = etcgen_host_entries; *h; h++) {
+		const char *base = *h + strlen("/etc/");
+		struct stat st;
+
+		if (stat(*h, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			if (mkdirat(efd, base, 0755) < 0)
+				return ab_err_set(err, -errno, "create mount point /etc/%s", base);
+		} else if (S_ISREG(st.st_mode)) {
+			r = write_file_at(efd, base, "", (uid_t) -1, (gid_t) -1);
+			if (r < 0)
+				return ab_err_set(err, r, "create mount point /etc/%s", base);
+		} else {
+			continue;
+		}
+		strv_push(ret_host, *h);
+	}
+	return 0;
+}

@@ -1,0 +1,18 @@
+/* etcgen.h: the sandbox's small generated /etc (never the host's /etc wholesale, T2). */
+#pragma once
+
+#include <sys/types.h>
+
+#include "util/err.h"
+#include "util/strv.h"
+
+/* Host /etc entries bound read-only at the same path, when they exist on the host. */
+extern const char *const etcgen_host_entries[];
+
+/* Creates directory `name` (mode 0755) in dirfd and fills it: passwd and group naming the
+ * sandbox user (uid/gid AB_SANDBOX_*, HOME=/work), hostname, hosts, nsswitch.conf, localtime
+ * (UTC), and empty mount points for each host entry that exists (returned in ret_host, host
+ * paths). Files are owned by the caller; when owner != (uid_t) -1 they are chowned to it.
+ * Returns 0 or -errno with err set. */
+int etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, struct strv *ret_host,
+		  struct ab_err *err);

@@ -1,0 +1,236 @@
+#include "host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "config.h"
+#include "util/fdutil.h"
+#include "util/macro.h"
+#include "util/strv.h"
+#include "util/xalloc.h"
+
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+
+int
+host_landlock_abi(void)
+{
+	long v = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+
+	return v < 0 ? 0 : (int) v;
+}
+
+static bool
+find_in_path(const char *name, char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	char *copy, *save = NULL;
+	bool found = false;
+
+	if (!path)
+		return false;
+	copy = xstrdup(path);
+	for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+		if (d[0] != '/')
+			continue;
+		snprintf(out, size, "%s/%s", d, name);
+		found = access(out, X_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+static void
+find_init(struct ab_host *h)
+{
+	const char *env = getenv("AGENTBOX_INIT");
+	char self[PATH_MAX - 32];
+	ssize_t n;
+
+	if (env && env[0] == '/' && access(env, X_OK) == 0) {
+		snprintf(h->init_path, sizeof(h->init_path), "%s", env);
+		return;
+	}
+	/* Next to the agentbox binary (the build tree), else the installed libexec dir. */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(h->init_path, sizeof(h->init_path), "%s/agentbox-init", self);
+			if (access(h->init_path, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(h->init_path, sizeof(h->init_path), "%s/agentbox-init", AB_LIBEXECDIR);
+	if (access(h->init_path, X_OK) != 0)
+		h->init_path[0] = '\0';
+}
+
+int
+host_probe_paths(struct ab_host *h, struct ab_err *err)
+{
+	const char *env = getenv("AGENTBOX_BWRAP");
+	struct stat st;
+	char buf[16];
+
+	(void) err;
+	memset(h, 0, sizeof(*h));
+	h->uid = getuid();
+	h->gid = getgid();
+	h->is_root = geteuid() == 0;
+	if (env && env[0] == '/')
+		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "%s", env);
+	else if (access("/usr/bin/bwrap", X_OK) == 0)
+		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "/usr/bin/bwrap");
+	else if (!find_in_path("bwrap", h->bwrap_path, sizeof(h->bwrap_path)))
+		h->bwrap_path[0] = '\0';
+	if (h->bwrap_path[0] && stat(h->bwrap_path, &st) == 0)
+		h->bwrap_setuid = (st.st_mode & S_ISUID) != 0;
+	else
+		h->bwrap_path[0] = '\0';
+	find_init(h);
+	h->landlock_abi = host_landlock_abi();
+	if (read_small_file_at(AT_FDCWD, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+			       buf, sizeof(buf)) > 0)
+		h->apparmor_restrict_userns = buf[0] == '1';
+	(void) cg_probe(NULL, NULL, &h->cg);
+	return 0;
+}
+
+/* Runs bwrap with extra options and /usr/bin/true, as uid/gid when drop. Captures bwrap's
+ * stderr into errbuf. Returns the exit status (0 = worked), or -errno. Bounded at 10 s. */
+static int
+probe_run(const char *bwrap, const char *const *opts, bool drop, uid_t uid, gid_t gid,
+	  char *errbuf, size_t errsize)
+{
+	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+	struct strv av = { 0 };
+	int ep[2];
+	pid_t pid;
+	int ws = 0, r;
+	size_t len = 0;
+	int64_t deadline;
+
+	strv_push(&av, "bwrap");
+	for (const char *const *o = opts; *o; o++)
+		strv_push(&av, *o);
+	strv_push_n(&av, 11, "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+		    "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin");
+	strv_push_n(&av, 3, "/bin", "--", "/usr/bin/true");
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		strv_done(&av);
+		return -errno;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		strv_done(&av);
+		(void) close(ep[0]);
+		(void) close(ep[1]);
+		return r;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(ep[1], 2) < 0)
+			_exit(126);
+		if (drop && (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+			     setresuid(uid, uid, uid) < 0))
+			_exit(126);
+		(void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+		(void) fds_close_from(3);
+		execve(bwrap, strv_array(&av), envp);
+		_exit(127);
+	}
+	(void) close(ep[1]);
+	strv_done(&av);
+	deadline = now_ms() + 10000;
+	errbuf[0] = '\0';
+	for (;;) {
+		struct pollfd p = { .fd = ep[0], .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int) left) <= 0) {
+			(void) kill(pid, SIGKILL);
+			break;
+		}
+		n = read(ep[0], errbuf + len, errsize - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t) n;
+		if (len >= errsize - 1)
+			break;
+	}
+	errbuf[len] = '\0';
+	while (len > 0 && errbuf[len - 1] == '\n')
+		errbuf[--len] = '\0';
+	(void) close(ep[0]);
+	if (RETRY_EINTR(waitpid(pid, &ws, 0)) < 0)
+		return -errno;
+	if (WIFEXITED(ws))
+		return WEXITSTATUS(ws);
+	return 128 + WTERMSIG(ws);
+}
+
+int
+host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid)
+{
+	static const char *const full[] = { "--unshare-all",   "--unshare-user", "--disable-userns",
+					    "--die-with-parent", "--proc",	 "/proc",
+					    "--dev",	       "/dev",		 "--size",
+					    "1048576",	       "--tmpfs",	 "/tmp",
+					    NULL };
+	static const char *const no_disable[] = { "--unshare-all", "--unshare-user",
+						  "--die-with-parent", "--proc", "/proc",
+						  "--dev", "/dev", "--size", "1048576",
+						  "--tmpfs", "/tmp", NULL };
+	static const char *const no_proc[] = { "--unshare-all", "--unshare-user",
+					       "--die-with-parent", NULL };
+	char buf[512];
+	int r;
+
+	if (!h->bwrap_path[0])
+		return -ENOENT;
+	r = probe_run(h->bwrap_path, full, drop, uid, gid, buf, sizeof(buf));
+	if (r == 0) {
+		h->bwrap_runs = h->has_disable_userns = h->has_size = h->proc_mountable = true;
+		return 0;
+	}
+	snprintf(h->bwrap_error, sizeof(h->bwrap_error), "%s", buf);
+	r = probe_run(h->bwrap_path, no_disable, drop, uid, gid, buf, sizeof(buf));
+	if (r == 0) {
+		h->bwrap_runs = h->has_size = h->proc_mountable = true;
+		return 0;
+	}
+	r = probe_run(h->bwrap_path, no_proc, drop, uid, gid, buf, sizeof(buf));
+	if (r == 0) {
+		h->bwrap_runs = true;
+		h->proc_mountable = false;
+		return 0;
+	}
+	snprintf(h->bwrap_error, sizeof(h->bwrap_error), "%s", buf[0] ? buf : "bwrap failed");
+	return 0;
+}
+
+int
+host_probe(struct ab_host *h, struct ab_err *err)
+{
+	return host_probe_paths(h, err);
+}

@@ -1,0 +1,133 @@
+/* agentbox-init: PID 1 of every agentbox sandbox (bwrap --as-pid-1 execs it).
+ *
+ *   agentbox-init --status-fd N [--landlock [--landlock-net] [--landlock-scope]] -- CMD ARGS...
+ *
+ * It makes itself non-dumpable (the script, same uid, cannot read its memory, environ or fds),
+ * applies Landlock, starts CMD as PID 2, reaps every process that is re-parented to it, and
+ * when CMD ends writes CMD's exact wait status and resource usage to the status fd
+ * (see proto.h) and exits; the kernel then kills whatever is left in the PID namespace.
+ * As PID 1 it receives no signal from inside the sandbox that it does not handle, and it
+ * handles none. Static, no allocation after start, no output but the status records. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "init/landlock.h"
+#include "init/proto.h"
+
+static int status_fd = -1;
+
+static void
+send_msg(struct ab_init_msg *m)
+{
+	m->magic = AB_INIT_MAGIC;
+	if (status_fd >= 0)
+		(void) !write(status_fd, m, sizeof(*m));
+}
+
+static _Noreturn void
+setup_failed(int err, const char *what)
+{
+	struct ab_init_msg m = { .kind = AB_INIT_SETUP_FAILED, .err = err };
+
+	strncpy(m.text, what, sizeof(m.text) - 1);
+	send_msg(&m);
+	_exit(125);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const char *const writable[] = { "/work", "/tmp", "/dev/shm", NULL };
+	bool landlock = false, ll_net = false, ll_scope = false;
+	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
+	int i, abi = 0;
+	pid_t child;
+	sigset_t none;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		} else if (strcmp(argv[i], "--status-fd") == 0 && i + 1 < argc) {
+			char *end;
+			long fd = strtol(argv[++i], &end, 10);
+
+			if (*end != '\0' || fd < 3 || fd > 1024)
+				setup_failed(EINVAL, "agentbox-init: bad --status-fd");
+			status_fd = (int) fd;
+		} else if (strcmp(argv[i], "--landlock") == 0) {
+			landlock = true;
+		} else if (strcmp(argv[i], "--landlock-net") == 0) {
+			ll_net = true;
+		} else if (strcmp(argv[i], "--landlock-scope") == 0) {
+			ll_scope = true;
+		} else {
+			setup_failed(EINVAL, "agentbox-init: bad arguments");
+		}
+	}
+	if (i >= argc)
+		setup_failed(EINVAL, "agentbox-init: no command");
+	if (status_fd >= 0 && fcntl(status_fd, F_SETFD, FD_CLOEXEC) < 0)
+		setup_failed(errno, "agentbox-init: status fd");
+
+	/* T6/T12: not dumpable, so /proc/1/{environ,mem,fd} are closed to the script. */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		setup_failed(errno, "prctl(PR_SET_DUMPABLE)");
+	if (landlock) {
+		const char *what = NULL;
+
+		abi = landlock_apply(writable, ll_net, ll_scope, &what);
+		if (abi < 0)
+			setup_failed(-abi, what ? what : "landlock");
+	}
+	m.landlock_abi = abi;
+
+	child = fork();
+	if (child < 0)
+		setup_failed(errno, "fork");
+	if (child == 0) {
+		struct ab_init_msg f = { .kind = AB_INIT_EXEC_FAILED };
+
+		sigemptyset(&none);
+		(void) sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(argv[i], argv + i);
+		f.err = errno;
+		send_msg(&f);
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	m.pid = child;
+	send_msg(&m);
+
+	for (;;) {
+		int ws;
+		pid_t w = waitpid(-1, &ws, __WALL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(125); /* ECHILD before our child ended cannot happen */
+		}
+		if (w == child) {
+			struct ab_init_msg e = { .kind = AB_INIT_EXITED, .wstatus = ws };
+			struct rusage ru;
+
+			if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+				e.utime_us = ru.ru_utime.tv_sec * 1000000LL + ru.ru_utime.tv_usec;
+				e.stime_us = ru.ru_stime.tv_sec * 1000000LL + ru.ru_stime.tv_usec;
+				e.maxrss_kib = ru.ru_maxrss;
+			}
+			send_msg(&e);
+			if (WIFEXITED(ws))
+				_exit(WEXITSTATUS(ws));
+			_exit(128 + WTERMSIG(ws));
+		}
+	}
+}

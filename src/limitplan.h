@@ -1,0 +1,43 @@
+/* limits.h: decide, per limit, the strongest mechanism this host offers, and say which.
+ * An explicit limit the host cannot enforce is an error (nothing runs); a default that cannot
+ * be enforced becomes a warning in the report. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+
+#include "cgroup.h"
+#include "cli.h"
+#include "host.h"
+#include "result.h"
+#include "util/err.h"
+
+struct ab_limits_plan {
+	bool use_cgroup;
+	struct ab_cg_limits cg;
+	bool cg_cpu_time; /* the supervisor polls the cgroup's CPU time against cpu_time_ms */
+	uint64_t cpu_time_ms;
+	/* rlimits set in the child before bwrap (inherited by everything in the sandbox);
+	 * RLIM_INFINITY = leave alone */
+	rlim_t fsize, nofile, cpu_s, nproc, core;
+	/* the workspace tmpfs */
+	bool tmpfs_workspace;
+	uint64_t work_bytes, work_inodes;
+	uint64_t tmp_bytes;
+	int cpu_affinity; /* >= 0: pin the run to this many cores (fallback for --cpus) */
+	uint64_t timeout_ms;
+	uint64_t output_bytes;
+};
+
+/* Decides mechanisms. tmpfs_workspace: the workspace is agentbox's own capped tmpfs (false
+ * with --workspace). per_run_userns: the supervisor runs in its own user namespace, so
+ * RLIMIT_NPROC counts only this run's tasks. Fills res->limits, adds warnings.
+ * Returns 0 or -errno with err set (an explicit limit that cannot be enforced). */
+int limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
+		bool per_run_userns, struct ab_limits_plan *ret, struct ab_result *res,
+		struct ab_err *err);
+
+/* Applies the rlimits to the calling process (a forked child before exec). Returns 0 or
+ * -errno. Async-signal-safe. */
+int limits_apply_rlimits(const struct ab_limits_plan *lp);

@@ -1,0 +1,122 @@
+/* agentbox: run an agent-written Python or Node script in a bubblewrap sandbox and report
+ * exactly what happened. main() only dispatches; see docs/design.md for the theory of
+ * operation. Only this file prints errors and picks exit statuses. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+#include "report.h"
+#include "result.h"
+#include "run.h"
+#include "util/err.h"
+
+static const char main_help[] =
+	"usage: agentbox COMMAND [OPTIONS...]\n"
+	"\n"
+	"Commands:\n"
+	"  run [OPTIONS] SCRIPT [-- ARGS]   run a Python or Node script in a sandbox\n"
+	"  version                          print the version\n"
+	"  help                             this text\n"
+	"\n"
+	"`agentbox run --help` lists the run options.\n";
+
+static void
+print_error(const struct ab_err *err)
+{
+	if (err->fix[0])
+		fprintf(stderr, "agentbox: %s (fix: %s)\n", err->msg, err->fix);
+	else
+		fprintf(stderr, "agentbox: %s\n", err->msg);
+	if (err->exit == AB_EXIT_USAGE)
+		fprintf(stderr, "Try 'agentbox run --help' for more information.\n");
+}
+
+static void
+write_report(const struct ab_run_opts *o, const struct ab_result *res)
+{
+	json_t *rep = report_build(res);
+	int r;
+
+	if (o->report_path) {
+		r = report_write(o->report_path, rep);
+		if (r < 0)
+			fprintf(stderr, "agentbox: cannot write the report '%s': %s\n",
+				o->report_path, strerror(-r));
+	}
+	/* A copy stays with a kept run, for `agentbox collect` and for people. */
+	if (res->run_dir && res->run_dir_kept) {
+		char *path = NULL;
+
+		if (asprintf(&path, "%s/report.json", res->run_dir) >= 0) {
+			(void) report_write(path, rep);
+			free(path);
+		}
+	}
+	json_decref(rep);
+}
+
+static int
+cmd_run(int argc, char **argv)
+{
+	struct ab_run_opts o;
+	struct ab_result res;
+	struct ab_err err = { 0 };
+	int r, code;
+
+	run_opts_init(&o);
+	result_init(&res, &o);
+	r = cli_parse_run(argc, argv, &o, &err);
+	if (r == 1) {
+		fputs(cli_run_help(), stdout);
+		run_opts_done(&o);
+		return 0;
+	}
+	if (r < 0) {
+		res.status = AB_STATUS_USAGE_ERROR;
+	} else {
+		r = run_main(&o, &res, &err);
+		if (r < 0)
+			res.status = err.exit == AB_EXIT_USAGE ? AB_STATUS_USAGE_ERROR
+							       : AB_STATUS_SETUP_ERROR;
+	}
+	if (r < 0) {
+		print_error(&err);
+		result_set_message(&res, err.msg, err.fix);
+		res.agentbox_exit = err.exit ? err.exit : AB_EXIT_SETUP;
+	} else {
+		res.agentbox_exit = run_exit_code(&res);
+	}
+	for (size_t i = 0; i < res.warnings.n; i++)
+		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);
+	if (res.status != AB_STATUS_DRY_RUN)
+		write_report(&o, &res);
+	code = res.agentbox_exit;
+	result_done(&res);
+	run_opts_done(&o);
+	return code;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(main_help, stderr);
+		return AB_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+		printf("agentbox %s\n", AB_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
+		fputs(main_help, stdout);
+		return 0;
+	}
+	fprintf(stderr, "agentbox: unknown command '%s'\nTry 'agentbox help'.\n", argv[1]);
+	return AB_EXIT_USAGE;
+}

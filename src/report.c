@@ -1,0 +1,318 @@
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "interp.h"
+#include "util/fdutil.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
+
+static const char *const status_names[AB_STATUS_COUNT] = {
+	[AB_STATUS_EXITED] = "exited",
+	[AB_STATUS_SIGNALED] = "signaled",
+	[AB_STATUS_TIMEOUT] = "timeout",
+	[AB_STATUS_OOM] = "oom",
+	[AB_STATUS_PIDS_LIMIT] = "pids_limit",
+	[AB_STATUS_CPU_TIME_LIMIT] = "cpu_time_limit",
+	[AB_STATUS_DISK_LIMIT] = "disk_limit",
+	[AB_STATUS_FILE_SIZE_LIMIT] = "file_size_limit",
+	[AB_STATUS_OUTPUT_LIMIT] = "output_limit",
+	[AB_STATUS_EXEC_FAILED] = "exec_failed",
+	[AB_STATUS_INTERRUPTED] = "interrupted",
+	[AB_STATUS_SETUP_ERROR] = "setup_error",
+	[AB_STATUS_USAGE_ERROR] = "usage_error",
+	[AB_STATUS_DRY_RUN] = "dry_run",
+};
+
+const char *
+result_status_name(enum ab_status s)
+{
+	return s < AB_STATUS_COUNT ? status_names[s] : "unknown";
+}
+
+void
+result_init(struct ab_result *r, struct ab_run_opts *opts)
+{
+	memset(r, 0, sizeof(*r));
+	r->status = AB_STATUS_SETUP_ERROR;
+	r->exit_code = -1;
+	r->cpu_ms = -1;
+	r->max_rss_kib = -1;
+	r->opts = opts;
+	r->usage = (struct ab_usage){ -1, -1, -1, -1, -1, -1, -1 };
+	r->sandbox_host_uid = (uid_t) -1;
+}
+
+void
+result_done(struct ab_result *r)
+{
+	free(r->out.buf);
+	free(r->err.buf);
+	free(r->message);
+	free(r->fix);
+	free(r->run_dir);
+	free(r->workspace);
+	free(r->script);
+	free(r->interpreter);
+	free(r->collect_dir);
+	json_decref(r->files);
+	json_decref(r->collected);
+	json_decref(r->inputs);
+	for (int i = 0; i < AB_LIM_COUNT; i++)
+		free(r->limits[i].note);
+	for (size_t i = 0; i < r->n_prot; i++)
+		free(r->prot[i].detail);
+	strv_done(&r->warnings);
+	strv_done(&r->limits_hit);
+	memset(r, 0, sizeof(*r));
+}
+
+void
+result_warn(struct ab_result *r, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	if (!s)
+		return;
+	strv_push(&r->warnings, s);
+	free(s);
+}
+
+void
+result_protect(struct ab_result *r, const char *name, bool enforced, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	if (r->n_prot >= ARRAY_SIZE(r->prot))
+		return;
+	if (fmt) {
+		va_start(ap, fmt);
+		if (vasprintf(&s, fmt, ap) < 0)
+			s = NULL;
+		va_end(ap);
+	}
+	r->prot[r->n_prot++] = (struct ab_protection){ name, enforced, s };
+}
+
+void
+result_set_message(struct ab_result *r, const char *msg, const char *fix)
+{
+	free(r->message);
+	free(r->fix);
+	r->message = msg && *msg ? xstrdup(msg) : NULL;
+	r->fix = fix && *fix ? xstrdup(fix) : NULL;
+}
+
+/* Copies buf into valid UTF-8, replacing each invalid byte with U+FFFD. Sets *lossy. */
+static char *
+utf8_sanitize(const char *buf, size_t len, size_t *ret_len, bool *lossy)
+{
+	const unsigned char *s = (const unsigned char *) buf;
+	char *out = xmalloc(len * 3 + 1), *q = out;
+	size_t i = 0;
+
+	*lossy = false;
+	while (i < len) {
+		unsigned char c = s[i];
+		size_t n = 0;
+		uint32_t cp = 0;
+
+		if (c < 0x80)
+			n = 1, cp = c;
+		else if ((c & 0xE0) == 0xC0)
+			n = 2, cp = c & 0x1F;
+		else if ((c & 0xF0) == 0xE0)
+			n = 3, cp = c & 0x0F;
+		else if ((c & 0xF8) == 0xF0)
+			n = 4, cp = c & 0x07;
+		if (n == 0 || i + n > len)
+			goto bad;
+		for (size_t k = 1; k < n; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				goto bad;
+			cp = (cp << 6) | (s[i + k] & 0x3F);
+		}
+		/* overlongs, surrogates, out of range, NUL (jansson rejects embedded NUL) */
+		if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+		    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0)
+			goto bad;
+		memcpy(q, s + i, n);
+		q += n;
+		i += n;
+		continue;
+bad:
+		memcpy(q, "\xEF\xBF\xBD", 3);
+		q += 3;
+		i++;
+		*lossy = true;
+	}
+	*q = '\0';
+	*ret_len = (size_t) (q - out);
+	return out;
+}
+
+static json_t *
+stream_json(const struct ab_stream *s)
+{
+	size_t len;
+	bool lossy;
+	char *text = utf8_sanitize(s->buf ? s->buf : "", s->len, &len, &lossy);
+	json_t *o = json_pack("{s:I, s:I, s:b, s:s%, s:b}", "bytes", (json_int_t) s->bytes,
+			      "captured_bytes", (json_int_t) s->len, "truncated", s->truncated,
+			      "text", text, len, "text_lossy", lossy);
+
+	free(text);
+	return o;
+}
+
+static json_t *
+int_or_null(int64_t v)
+{
+	return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *
+str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *
+limits_json(const struct ab_result *r)
+{
+	json_t *o = json_object();
+
+	for (int i = 0; i < AB_LIM_COUNT; i++) {
+		const struct ab_limit_result *l = &r->limits[i];
+		const struct ab_limit *req = r->opts ? &r->opts->limits[i] : NULL;
+		json_t *e;
+
+		if (!l->applies)
+			continue;
+		e = json_pack("{s:o, s:b, s:o, s:o, s:b}", "requested",
+			      req ? json_integer((json_int_t) req->value) : json_null(),
+			      "explicit", req ? req->set : false, "enforced",
+			      l->mechanism ? json_integer((json_int_t) l->enforced) : json_null(),
+			      "mechanism", str_or_null(l->mechanism), "whole_run", l->enforced_ok);
+		if (l->note)
+			json_object_set_new(e, "note", json_string(l->note));
+		json_object_set_new(o, cli_limit_name((enum ab_limit_id) i), e);
+	}
+	return o;
+}
+
+static json_t *
+strv_json(const struct strv *sv)
+{
+	json_t *a = json_array();
+
+	STRV_FOREACH(s, sv)
+	json_array_append_new(a, json_string(*s));
+	return a;
+}
+
+json_t *
+report_build(const struct ab_result *r)
+{
+	json_t *o = json_object();
+	json_t *prot = json_object();
+	json_t *usage;
+
+	json_object_set_new(o, "schema_version", json_integer(AB_REPORT_SCHEMA_VERSION));
+	json_object_set_new(o, "agentbox_version", json_string(AB_VERSION));
+	json_object_set_new(o, "status", json_string(result_status_name(r->status)));
+	json_object_set_new(o, "exit_code", int_or_null(r->exit_code));
+	json_object_set_new(o, "signal", r->signal > 0 ? json_integer(r->signal) : json_null());
+	json_object_set_new(o, "signal_name",
+			    r->signal > 0 ? json_string(sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?")
+					  : json_null());
+	json_object_set_new(o, "agentbox_exit", json_integer(r->agentbox_exit));
+	json_object_set_new(o, "message", str_or_null(r->message));
+	json_object_set_new(o, "fix", str_or_null(r->fix));
+	json_object_set_new(o, "limits_hit", strv_json(&r->limits_hit));
+	json_object_set_new(o, "started_unix_ms", int_or_null(r->started_unix_ms));
+	json_object_set_new(o, "wall_ms", int_or_null(r->wall_ms));
+	json_object_set_new(o, "cpu_ms", int_or_null(r->cpu_ms));
+	json_object_set_new(o, "max_rss_kib", int_or_null(r->max_rss_kib));
+	json_object_set_new(o, "script", str_or_null(r->script));
+	json_object_set_new(o, "lang", r->lang == AB_LANG_AUTO ? json_null()
+							       : json_string(interp_lang_name(r->lang)));
+	json_object_set_new(o, "interpreter", str_or_null(r->interpreter));
+	json_object_set_new(o, "stdout", stream_json(&r->out));
+	json_object_set_new(o, "stderr", stream_json(&r->err));
+	json_object_set_new(o, "run_dir", str_or_null(r->run_dir));
+	json_object_set_new(o, "run_dir_kept", json_boolean(r->run_dir_kept));
+	json_object_set_new(o, "workspace", str_or_null(r->workspace));
+	json_object_set_new(o, "files", r->files ? json_incref(r->files) : json_array());
+	if (r->inputs)
+		json_object_set_new(o, "inputs", json_incref(r->inputs));
+	if (r->collected)
+		json_object_set_new(o, "collected", json_incref(r->collected));
+	json_object_set_new(o, "limits", limits_json(r));
+	usage = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "memory_peak_bytes",
+			  int_or_null(r->usage.memory_peak_bytes), "cpu_ms",
+			  int_or_null(r->usage.cpu_ms), "tasks_peak", int_or_null(r->usage.tasks_peak),
+			  "workspace_bytes", int_or_null(r->usage.workspace_bytes),
+			  "workspace_entries", int_or_null(r->usage.workspace_entries), "oom_kills",
+			  int_or_null(r->usage.oom_kills), "pids_refused",
+			  int_or_null(r->usage.pids_refused));
+	json_object_set_new(o, "usage", usage);
+	for (size_t i = 0; i < r->n_prot; i++) {
+		json_t *e = json_pack("{s:b}", "enforced", r->prot[i].enforced);
+
+		if (r->prot[i].detail)
+			json_object_set_new(e, "detail", json_string(r->prot[i].detail));
+		json_object_set_new(prot, r->prot[i].name, e);
+	}
+	json_object_set_new(o, "sandbox", prot);
+	json_object_set_new(o, "sandbox_host_uid", r->sandbox_host_uid == (uid_t) -1
+							   ? json_null()
+							   : json_integer(r->sandbox_host_uid));
+	json_object_set_new(o, "workspace_given_to_sandbox_uid", json_boolean(r->workspace_chowned));
+	json_object_set_new(o, "warnings", strv_json(&r->warnings));
+	return o;
+}
+
+int
+report_write(const char *path, const json_t *report)
+{
+	cleanup_free char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
+	cleanup_free char *tmp = NULL;
+	cleanup_fd int fd = -1;
+	size_t len;
+	int r;
+
+	if (!text)
+		return -ENOMEM;
+	len = strlen(text);
+	text = xrealloc(text, len + 2);
+	text[len++] = '\n';
+	text[len] = '\0';
+	if (strcmp(path, "-") == 0)
+		return write_all(STDOUT_FILENO, text, len);
+	tmp = xasprintf("%s.tmp-XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	(void) fchmod(fd, 0644);
+	r = write_all(fd, text, len);
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		(void) unlink(tmp);
+	return r;
+}

@@ -1,0 +1,15 @@
+/* run.h: `agentbox run`, start to finish: check inputs, probe, plan, prepare the run
+ * directory and the private mount namespace, start the sandbox, interpret what happened,
+ * collect, clean up. */
+#pragma once
+
+#include "cli.h"
+#include "result.h"
+#include "util/err.h"
+
+/* Returns 0 when the sandbox ran (res says how it ended), or -errno with err set when
+ * agentbox failed or refused before or around the run (res->status = setup_error). */
+int run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err);
+
+/* The exit status agentbox leaves with, from a finished result. */
+int run_exit_code(const struct ab_result *res);

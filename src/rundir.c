@@ -1,0 +1,230 @@
+#include "rundir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+
+#include "util/fdutil.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
+
+void
+rundir_init(struct ab_rundir *rd)
+{
+	memset(rd, 0, sizeof(*rd));
+	rd->root_fd = -1;
+	rd->fd = -1;
+}
+
+void
+rundir_done(struct ab_rundir *rd)
+{
+	free(rd->root);
+	free(rd->path);
+	if (rd->root_fd >= 0)
+		(void) close(rd->root_fd);
+	if (rd->fd >= 0)
+		(void) close(rd->fd);
+	rundir_init(rd);
+}
+
+char *
+rundir_default_root(uid_t uid)
+{
+	const char *env = getenv("AGENTBOX_RUNS_DIR");
+
+	if (env && *env)
+		return xstrdup(env);
+	return xasprintf("/var/tmp/agentbox-%u", (unsigned) uid);
+}
+
+static int
+check_private_dir(int fd, const char *path, const char *what, struct ab_err *err)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return ab_err_set(err, -errno, "stat %s '%s': %s", what, path, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return ab_err_set(err, -ENOTDIR, "%s '%s' is not a directory", what, path);
+	if (st.st_uid != geteuid()) {
+		ab_err_set(err, -EPERM, "%s '%s' is owned by uid %u, not by you (uid %u)", what,
+			   path, (unsigned) st.st_uid, (unsigned) geteuid());
+		return ab_err_fix(err, "use a directory you own (--runs-dir DIR)");
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		ab_err_set(err, -EPERM, "%s '%s' is writable by group or others", what, path);
+		return ab_err_fix(err, "chmod go-w '%s', or use another --runs-dir", path);
+	}
+	return 0;
+}
+
+int
+rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundir *rd,
+		 struct ab_err *err)
+{
+	mode_t mode = traverse_for_others ? 0711 : 0700;
+	cleanup_fd int fd = -1;
+	bool created = true;
+	struct stat st;
+	int r;
+
+	if (path[0] != '/')
+		return ab_err_usage(err, "--runs-dir '%s' must be an absolute path", path);
+	if (mkdir(path, mode) < 0) {
+		created = false;
+		if (errno == EEXIST)
+			goto opened;
+
+		ab_err_set(err, -errno, "cannot create the runs directory '%s': %s", path,
+			   strerror(errno));
+		return ab_err_fix(err, "create its parent, or pass --runs-dir DIR");
+	}
+opened:
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ELOOP || errno == ENOTDIR)
+			return ab_err_set(err, -errno,
+					  "the runs directory '%s' is a symlink or not a directory",
+					  path);
+		return ab_err_set(err, -errno, "open the runs directory '%s': %s", path,
+				  strerror(errno));
+	}
+	r = check_private_dir(fd, path, "the runs directory", err);
+	if (r < 0)
+		return r;
+	/* Only a root we created gets its mode set (umask); an existing one is the caller's. */
+	if (created && fchmod(fd, mode) < 0)
+		return ab_err_set(err, -errno, "chmod the runs directory '%s'", path);
+	if (!created && traverse_for_others && fstat(fd, &st) == 0 && !(st.st_mode & S_IXOTH)) {
+		ab_err_set(err, -EACCES,
+			   "the runs directory '%s' is not searchable by the sandbox user", path);
+		return ab_err_fix(err, "chmod o+x '%s' (mode 0711), or use another --runs-dir",
+				  path);
+	}
+	rd->root = xstrdup(path);
+	rd->root_fd = steal_fd(&fd);
+	return 0;
+}
+
+int
+rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err)
+{
+	cleanup_free char *tmpl = xasprintf("%s/" AB_RUN_PREFIX "XXXXXX", rd->root);
+	cleanup_fd int fd = -1;
+	char marker[64];
+	int mfd, r;
+
+	if (!mkdtemp(tmpl))
+		return ab_err_set(err, -errno, "create a run directory in '%s': %s", rd->root,
+				  strerror(errno));
+	fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ab_err_set(err, -errno, "open the run directory '%s'", tmpl);
+	rd->path = xstrdup(tmpl);
+	snprintf(rd->suffix, sizeof(rd->suffix), "%s", strrchr(tmpl, '-') + 1);
+
+	mfd = openat(fd, AB_RUN_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (mfd < 0)
+		return ab_err_set(err, -errno, "write the run marker in '%s'", tmpl);
+	snprintf(marker, sizeof(marker), "agentbox %s\n", rd->suffix);
+	r = write_all(mfd, marker, strlen(marker));
+	(void) close(mfd);
+	if (r < 0)
+		return ab_err_set(err, r, "write the run marker in '%s'", tmpl);
+	if (mkdirat(fd, "work", 0700) < 0 || mkdirat(fd, "mnt", 0700) < 0)
+		return ab_err_set(err, -errno, "create the workspace in '%s'", tmpl);
+	if (owner != (uid_t) -1) {
+		if (fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchownat(fd, "mnt", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchown(fd, owner, group) < 0)
+			return ab_err_set(err, -errno, "give the run directory to uid %u",
+					  (unsigned) owner);
+	}
+	rd->fd = steal_fd(&fd);
+	return 0;
+}
+
+bool
+rundir_is_run(int root_fd, const char *name)
+{
+	cleanup_fd int fd = -1;
+	struct stat st;
+	size_t len = strlen(name);
+
+	if (strncmp(name, AB_RUN_PREFIX, strlen(AB_RUN_PREFIX)) != 0 ||
+	    len != strlen(AB_RUN_PREFIX) + 6 || strchr(name, '/'))
+		return false;
+	fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (fstatat(fd, AB_RUN_MARKER, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	return true;
+}
+
+int
+rundir_check_workspace(const char *dir, uid_t uid, struct ab_err *err)
+{
+	cleanup_fd int fd = -1;
+	struct stat st;
+
+	if (lstat(dir, &st) < 0)
+		return ab_err_set(err, -errno, "workspace '%s': %s", dir, strerror(errno));
+	if (S_ISLNK(st.st_mode)) {
+		ab_err_set(err, -ELOOP, "workspace '%s' is a symlink", dir);
+		return ab_err_fix(err, "pass the real directory");
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ab_err_set(err, -errno, "workspace '%s': %s", dir, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return ab_err_set(err, -errno, "workspace '%s': %s", dir, strerror(errno));
+	if (st.st_uid != uid) {
+		ab_err_set(err, -EPERM, "workspace '%s' is owned by uid %u, not by you (uid %u)",
+			   dir, (unsigned) st.st_uid, (unsigned) uid);
+		return ab_err_fix(err, "use a directory you own");
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		ab_err_set(err, -EPERM, "workspace '%s' is shared: writable by group or others",
+			   dir);
+		return ab_err_fix(err, "chmod go-w '%s'", dir);
+	}
+	return steal_fd(&fd);
+}
+
+int
+rundir_copy_file(int src_fd, int dst_dirfd, const char *name, uid_t owner, gid_t group)
+{
+	cleanup_fd int dfd = -1;
+	struct stat st;
+	off_t off = 0;
+
+	if (fstat(src_fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	dfd = openat(dst_dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		     (st.st_mode & S_IXUSR) ? 0755 : 0644);
+	if (dfd < 0)
+		return -errno;
+	while (off < st.st_size) {
+		ssize_t n = sendfile(dfd, src_fd, &off, (size_t) (st.st_size - off));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+	}
+	if (owner != (uid_t) -1 && fchown(dfd, owner, group) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* rundir.h: the runs root, per-run directories, the --workspace checks and copy-in.
+ * Layout of a run directory (mode 0700, owned by the sandbox user):
+ *   RUNS/run-XXXXXX/.agentbox-run   marker: this is a run directory agentbox created
+ *   RUNS/run-XXXXXX/work/           the workspace as collected after the run
+ *   RUNS/run-XXXXXX/mnt/            during the run: the size- and inode-capped tmpfs
+ *   RUNS/run-XXXXXX/etc/            the sandbox's generated /etc
+ *   RUNS/run-XXXXXX/report.json     a copy of the report */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+
+#define AB_RUN_PREFIX "run-"
+#define AB_RUN_MARKER ".agentbox-run"
+
+struct ab_rundir {
+	char *root;	/* runs root path */
+	int root_fd;	/* O_DIRECTORY fd on it */
+	char *path;	/* run directory path */
+	int fd;		/* O_DIRECTORY fd on it */
+	char suffix[8]; /* the random part of the name */
+};
+
+void rundir_init(struct ab_rundir *rd);
+void rundir_done(struct ab_rundir *rd);
+
+/* The default runs root for uid: $AGENTBOX_RUNS_DIR, else /var/tmp/agentbox-UID. malloc'd. */
+char *rundir_default_root(uid_t uid);
+
+/* Opens (creating the last component if missing) the runs root. It must be a directory owned
+ * by the caller, not a symlink, not group/other writable. Mode 0700, or 0711 when
+ * traverse_for_others (root callers: the sandbox user must reach its run directory).
+ * Returns 0 or -errno with err set (message names the problem and the fix). */
+int rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundir *rd,
+		     struct ab_err *err);
+
+/* Creates a fresh run directory with mkdtemp under the root (never reused), writes the marker,
+ * creates work/ and mnt/, and gives it to owner:group when they are not -1. */
+int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err);
+
+/* Is `name` in root_fd a run directory agentbox created (pattern, marker, owner)? */
+bool rundir_is_run(int root_fd, const char *name);
+
+/* --workspace DIR: must be a directory (not a symlink), owned by uid, not group/other
+ * writable. Returns an O_DIRECTORY fd or -errno with err set. */
+int rundir_check_workspace(const char *dir, uid_t uid, struct ab_err *err);
+
+/* Copies the regular file open on src_fd into dst_dirfd/name (O_EXCL, never through a
+ * symlink), mode 0644 (0755 when the source is executable by its owner), owned by
+ * owner:group when not -1. Returns 0 or -errno. */
+int rundir_copy_file(int src_fd, int dst_dirfd, const char *name, uid_t owner, gid_t group);

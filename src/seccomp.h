@@ -1,0 +1,25 @@
+/* seccomp.h: the default syscall filter, compiled with libseccomp and handed to bwrap as a
+ * BPF program by fd (bwrap --seccomp FD). Side effects: memfd, optional on-disk cache. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "util/err.h"
+
+enum ab_seccomp_policy {
+	AB_SECCOMP_DEFAULT, /* Flatpak + Docker blocklists, socket-family allow-list */
+	AB_SECCOMP_STRICT,  /* default, plus no sockets but AF_UNIX, no process tracing aids */
+	AB_SECCOMP_COUNT,
+};
+
+/* "default" | "strict" -> enum. Returns 0, or -EINVAL for anything else. */
+int seccomp_policy_parse(const char *s, enum ab_seccomp_policy *ret);
+const char *seccomp_policy_name(enum ab_seccomp_policy p);
+
+/* Returns a readable fd (O_CLOEXEC, offset 0) holding the raw BPF program (struct sock_filter[],
+ * length a multiple of 8) for bwrap's --seccomp, or -errno with err set.
+ * cache_dir: a private directory (0700, owned by the caller) where the compiled program is kept,
+ * keyed by policy, libseccomp version and agentbox version; NULL disables the cache. A cache
+ * entry that is not a regular file owned by the caller, or whose length is not a multiple of 8,
+ * is ignored and rewritten. */
+int seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_err *err);

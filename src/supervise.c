@@ -1,0 +1,556 @@
+#include "supervise.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include "plan.h"
+#include "util/fdutil.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
+
+#ifndef KEYCTL_JOIN_SESSION_KEYRING
+#define KEYCTL_JOIN_SESSION_KEYRING 1
+#endif
+
+struct child_err {
+	int err;
+	char what[60];
+};
+
+/* In the forked child: report what failed through the error pipe and leave. */
+static _Noreturn void
+child_fail(int errpipe, const char *what)
+{
+	struct child_err ce = { .err = errno };
+
+	strncpy(ce.what, what, sizeof(ce.what) - 1);
+	(void) !write(errpipe, &ce, sizeof(ce));
+	_exit(127);
+}
+
+static void
+child_pin_cpus(int n)
+{
+	cpu_set_t allowed, set;
+	int want = n, cpu, count, start;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+		return;
+	count = CPU_COUNT(&allowed);
+	if (want >= count)
+		return;
+	/* Spread concurrent runs: start at a cpu derived from our pid. */
+	start = (int) (getpid() % count);
+	CPU_ZERO(&set);
+	for (int seen = 0, i = 0; i < CPU_SETSIZE && want > 0; i++) {
+		cpu = i;
+		if (!CPU_ISSET(cpu, &allowed))
+			continue;
+		if (seen++ < start)
+			continue;
+		CPU_SET(cpu, &set);
+		want--;
+	}
+	for (int i = 0; i < CPU_SETSIZE && want > 0; i++) {
+		if (CPU_ISSET(i, &allowed) && !CPU_ISSET(i, &set)) {
+			CPU_SET(i, &set);
+			want--;
+		}
+	}
+	(void) sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Everything between fork and exec. Only async-signal-safe calls. */
+static _Noreturn void
+child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_fd, int status_w,
+	   int errpipe, pid_t parent)
+{
+	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+	char *argv[256];
+	sigset_t none;
+	int fds[AB_FD_FIRST_FREE];
+
+	sigemptyset(&none);
+	for (int s = 1; s < NSIG; s++)
+		(void) signal(s, SIG_DFL);
+	(void) sigprocmask(SIG_SETMASK, &none, NULL);
+
+	if (sp->cg && cg_attach_self(sp->cg) < 0)
+		child_fail(errpipe, "join the run's cgroup");
+	if (limits_apply_rlimits(sp->lp) < 0)
+		child_fail(errpipe, "setrlimit");
+	if (sp->lp->cpu_affinity > 0)
+		child_pin_cpus(sp->lp->cpu_affinity);
+	/* T8: a fresh, empty session keyring; the caller's keys stay out of reach. */
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS)
+		child_fail(errpipe, "join a new session keyring");
+	if (sp->drop) {
+		/* T30: never run the sandbox as host root. */
+		if (setgroups(0, NULL) < 0)
+			child_fail(errpipe, "setgroups");
+		if (setresgid(sp->drop_gid, sp->drop_gid, sp->drop_gid) < 0)
+			child_fail(errpipe, "setresgid");
+		if (setresuid(sp->drop_uid, sp->drop_uid, sp->drop_uid) < 0)
+			child_fail(errpipe, "setresuid");
+		if (getuid() == 0 || geteuid() == 0)
+			child_fail(errpipe, "drop root");
+	}
+	/* After any credential change (which clears it): die with agentbox. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(errpipe, "PR_SET_PDEATHSIG");
+	if (getppid() != parent)
+		_exit(127);
+
+	/* Every source fd is >= 10 (F_DUPFD_CLOEXEC in the parent), so dup2 onto 0..5 cannot
+	 * clobber another source (minijail's ensure_no_fd_conflict). */
+	fds[0] = in_fd;
+	fds[1] = out_w;
+	fds[2] = err_w;
+	fds[AB_FD_ARGS] = args_fd;
+	fds[AB_FD_SECCOMP] = sp->seccomp_fd;
+	fds[AB_FD_STATUS] = status_w;
+	for (int i = 0; i < AB_FD_FIRST_FREE; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (dup2(fds[i], i) < 0)
+			child_fail(errpipe, "dup2");
+	}
+	/* T7: nothing else crosses into the sandbox. The error pipe is CLOEXEC: keep it. */
+	if (fcntl(errpipe, F_SETFD, FD_CLOEXEC) < 0)
+		child_fail(errpipe, "fcntl");
+	for (int fd = AB_FD_FIRST_FREE; fd < errpipe; fd++)
+		(void) close(fd);
+	if (syscall(SYS_close_range, (unsigned) errpipe + 1, ~0U, 0) < 0) {
+		for (int fd = errpipe + 1; fd < 4096; fd++)
+			(void) close(fd);
+	}
+	argv[0] = "bwrap";
+	argv[1] = "--args";
+	argv[2] = "3";
+	{
+		size_t n = 3;
+
+		for (char **w = sp->cmd; *w && n < 255; w++)
+			argv[n++] = *w;
+		argv[n] = NULL;
+	}
+	execve(sp->bwrap_path, argv, envp);
+	child_fail(errpipe, "execve bwrap");
+}
+
+/* Neutralises terminal control sequences: C0 controls other than \n and \t, DEL, and UTF-8
+ * encoded C1 controls become visible \xNN text (T29). Returns a malloc'd buffer. */
+static char *
+sanitize_for_tty(const char *buf, size_t len, size_t *ret_len)
+{
+	char *out = xmalloc(len * 4 + 1), *q = out;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char) buf[i];
+
+		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+			q += sprintf(q, "\\x%02x", c);
+		} else if (c == 0xc2 && i + 1 < len && (unsigned char) buf[i + 1] >= 0x80 &&
+			   (unsigned char) buf[i + 1] <= 0x9f) {
+			q += sprintf(q, "\\x%02x", (unsigned char) buf[i + 1]);
+			i++;
+		} else {
+			*q++ = (char) c;
+		}
+	}
+	*ret_len = (size_t) (q - out);
+	return out;
+}
+
+struct stream_state {
+	int fd;
+	int relay_fd;
+	bool sanitize;
+	struct ab_stream *s;
+};
+
+/* Reads what is there. Returns 1 when the stream went past the cap, 0 otherwise; closes and
+ * sets fd to -1 on EOF. */
+static int
+pump(struct stream_state *st, uint64_t cap, bool relay)
+{
+	char buf[65536];
+	int over = 0;
+
+	for (;;) {
+		ssize_t n = read(st->fd, buf, sizeof(buf));
+		size_t room, take;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return over;
+			n = 0; /* treat errors as EOF */
+		}
+		if (n == 0) {
+			(void) close(st->fd);
+			st->fd = -1;
+			return over;
+		}
+		st->s->bytes += (uint64_t) n;
+		room = st->s->len < cap ? (size_t) (cap - st->s->len) : 0;
+		take = (size_t) n < room ? (size_t) n : room;
+		if (take > 0) {
+			st->s->buf = xrealloc(st->s->buf, st->s->len + take);
+			memcpy(st->s->buf + st->s->len, buf, take);
+			st->s->len += take;
+			if (relay) {
+				if (st->sanitize) {
+					size_t l;
+					char *clean = sanitize_for_tty(buf, take, &l);
+
+					(void) write_all(st->relay_fd, clean, l);
+					free(clean);
+				} else {
+					(void) write_all(st->relay_fd, buf, take);
+				}
+			}
+		}
+		if (st->s->bytes > cap) {
+			st->s->truncated = true;
+			over = 1;
+		}
+	}
+}
+
+static void
+add_rusage(struct rusage *acc, const struct rusage *ru)
+{
+	timeradd(&acc->ru_utime, &ru->ru_utime, &acc->ru_utime);
+	timeradd(&acc->ru_stime, &ru->ru_stime, &acc->ru_stime);
+	if (ru->ru_maxrss > acc->ru_maxrss)
+		acc->ru_maxrss = ru->ru_maxrss;
+}
+
+static void
+read_status(int *fd, struct ab_outcome *oc)
+{
+	struct ab_init_msg m;
+
+	for (;;) {
+		ssize_t n = read(*fd, &m, sizeof(m));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			(void) close(*fd);
+			*fd = -1;
+			return;
+		}
+		if ((size_t) n != sizeof(m) || m.magic != AB_INIT_MAGIC)
+			continue; /* cannot happen with one write() per record; ignore */
+		switch (m.kind) {
+		case AB_INIT_STARTED:
+			oc->init_started = true;
+			oc->landlock_abi = m.landlock_abi;
+			break;
+		case AB_INIT_EXEC_FAILED:
+			oc->init_exec_failed = true;
+			oc->init_errno = m.err;
+			break;
+		case AB_INIT_EXITED:
+			oc->script_done = true;
+			oc->script_wstatus = m.wstatus;
+			break;
+		case AB_INIT_SETUP_FAILED:
+			oc->init_setup_failed = true;
+			oc->init_errno = m.err;
+			memcpy(oc->init_text, m.text, sizeof(oc->init_text));
+			oc->init_text[sizeof(oc->init_text) - 1] = '\0';
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static int
+dup_high(int fd)
+{
+	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+}
+
+int
+supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
+	      struct ab_err *err)
+{
+	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 },
+	    ep[2] = { -1, -1 };
+	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1;
+	struct stream_state so = { -1, STDOUT_FILENO, sp->sanitize_out, &res->out };
+	struct stream_state se = { -1, STDERR_FILENO, sp->sanitize_err, &res->err };
+	sigset_t mask, oldmask;
+	int64_t t0, deadline, kill_at = -1, next_tick;
+	pid_t pid, self = getpid();
+	bool killed = false, children = true;
+	int r = 0;
+
+	memset(oc, 0, sizeof(*oc));
+
+	/* bwrap reads its arguments from a memfd: no ARG_MAX limit, nothing in `ps` (T6). */
+	args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
+	if (args_fd < 0)
+		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+	r = write_all(args_fd, sp->args_buf, sp->args_len);
+	if (r < 0 || lseek(args_fd, 0, SEEK_SET) < 0)
+		return ab_err_set(err, r < 0 ? r : -errno, "write bwrap arguments");
+	{
+		int hi = dup_high(args_fd);
+
+		(void) close(args_fd);
+		args_fd = hi;
+	}
+	if (sp->stdin_fd >= 0)
+		in_fd = dup_high(sp->stdin_fd);
+	else {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		in_fd = dup_high(nul);
+		(void) close(nul);
+	}
+	seccomp_hi = dup_high(sp->seccomp_fd);
+	if (args_fd < 0 || in_fd < 0 || (sp->seccomp_fd >= 0 && seccomp_hi < 0))
+		return ab_err_set(err, -errno, "prepare fds: %s", strerror(errno));
+	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
+	    pipe2(st_p, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+		r = ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
+		goto out_close;
+	}
+	{
+		int *all[] = { &out_p[0], &out_p[1], &err_p[0], &err_p[1],
+			       &st_p[0],  &st_p[1],  &ep[0],	&ep[1] };
+
+		for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+			int hi = dup_high(*all[i]);
+
+			(void) close(*all[i]);
+			*all[i] = hi;
+			if (hi < 0) {
+				r = ab_err_set(err, -errno, "dup pipes");
+				goto out_close;
+			}
+		}
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	if (sigprocmask(SIG_BLOCK, &mask, &oldmask) < 0) {
+		r = ab_err_set(err, -errno, "sigprocmask");
+		goto out_close;
+	}
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		r = ab_err_set(err, -errno, "signalfd");
+		goto out_mask;
+	}
+	(void) signal(SIGPIPE, SIG_IGN);
+	/* PID 1 of the sandbox is re-parented to us if bwrap dies first: we reap it and so
+	 * know when the whole run is gone. */
+	(void) prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+	t0 = now_ms();
+	pid = fork();
+	if (pid < 0) {
+		r = ab_err_set(err, -errno, "fork: %s", strerror(errno));
+		goto out_mask;
+	}
+	if (pid == 0)
+		child_exec(sp, in_fd, out_p[1], err_p[1], args_fd, st_p[1], ep[1], self);
+
+	(void) close(out_p[1]);
+	(void) close(err_p[1]);
+	(void) close(st_p[1]);
+	(void) close(ep[1]);
+	out_p[1] = err_p[1] = st_p[1] = ep[1] = -1;
+	so.fd = out_p[0];
+	se.fd = err_p[0];
+	out_p[0] = err_p[0] = -1;
+	(void) fd_set_nonblock(so.fd, 1);
+	(void) fd_set_nonblock(se.fd, 1);
+	(void) fd_set_nonblock(st_p[0], 1);
+
+	/* Did bwrap start? The error pipe is CLOEXEC: EOF without data means exec worked. */
+	{
+		struct child_err ce;
+		ssize_t n = RETRY_EINTR(read(ep[0], &ce, sizeof(ce)));
+
+		(void) close(ep[0]);
+		ep[0] = -1;
+		if (n == (ssize_t) sizeof(ce)) {
+			oc->exec_errno = ce.err;
+			snprintf(oc->exec_what, sizeof(oc->exec_what), "%s", ce.what);
+		} else {
+			oc->started = true;
+		}
+	}
+
+	deadline = t0 + (int64_t) sp->lp->timeout_ms;
+	next_tick = t0 + 50;
+	while (children || so.fd >= 0 || se.fd >= 0) {
+		struct pollfd pfd[4];
+		int nfd = 0, timeout;
+		int64_t now = now_ms();
+
+		if (!killed && children) {
+			const char *why = NULL;
+
+			if (now >= deadline) {
+				oc->timed_out = true;
+				why = "timeout";
+			} else if (sp->lp->cg_cpu_time && sp->cg && now >= next_tick) {
+				struct ab_cg_usage u;
+
+				next_tick = now + 50;
+				if (cg_read_usage(sp->cg, &u) == 0 && u.valid &&
+				    u.cpu_usec / 1000 >= sp->lp->cpu_time_ms) {
+					oc->cpu_time_limited = true;
+					why = "cpu-time";
+				}
+			}
+			if (why) {
+				(void) kill(pid, SIGKILL);
+				if (sp->cg)
+					(void) cg_kill(sp->cg);
+				killed = true;
+				kill_at = now;
+			}
+		}
+		/* After the processes are gone, only drain what is already in the pipes. */
+		if (!children) {
+			if (so.fd >= 0)
+				(void) pump(&so, sp->lp->output_bytes, sp->relay);
+			if (se.fd >= 0)
+				(void) pump(&se, sp->lp->output_bytes, sp->relay);
+			if (so.fd >= 0) {
+				(void) close(so.fd);
+				so.fd = -1;
+			}
+			if (se.fd >= 0) {
+				(void) close(se.fd);
+				se.fd = -1;
+			}
+			break;
+		}
+		pfd[nfd++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = so.fd, .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = se.fd, .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = st_p[0], .events = POLLIN };
+		if (killed)
+			timeout = 100; /* waiting for SIGCHLD */
+		else {
+			int64_t until = deadline;
+
+			if (sp->lp->cg_cpu_time && next_tick < until)
+				until = next_tick;
+			timeout = until - now > 60000 ? 60000 : (int) (until - now);
+			if (timeout < 0)
+				timeout = 0;
+		}
+		if (poll(pfd, (nfds_t) nfd, timeout) < 0 && errno != EINTR) {
+			r = ab_err_set(err, -errno, "poll");
+			break;
+		}
+		if (so.fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    pump(&so, sp->lp->output_bytes, sp->relay) && !killed) {
+			oc->output_limited = true;
+			(void) kill(pid, SIGKILL);
+			if (sp->cg)
+				(void) cg_kill(sp->cg);
+			killed = true;
+			kill_at = now_ms();
+		}
+		if (se.fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    pump(&se, sp->lp->output_bytes, sp->relay) && !killed) {
+			oc->output_limited = true;
+			(void) kill(pid, SIGKILL);
+			if (sp->cg)
+				(void) cg_kill(sp->cg);
+			killed = true;
+			kill_at = now_ms();
+		}
+		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
+			read_status(&st_p[0], oc);
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD || killed)
+					continue;
+				/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
+				oc->interrupted_by = (int) si.ssi_signo;
+				(void) kill(pid, SIGKILL);
+				if (sp->cg)
+					(void) cg_kill(sp->cg);
+				killed = true;
+				kill_at = now_ms();
+			}
+		}
+		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
+		for (;;) {
+			struct rusage ru;
+			int ws;
+			pid_t w = wait4(-1, &ws, WNOHANG | __WALL, &ru);
+
+			if (w > 0) {
+				add_rusage(&oc->ru, &ru);
+				if (w == pid) {
+					oc->bwrap_reaped = true;
+					oc->bwrap_wstatus = ws;
+					oc->wall_ms = now_ms() - t0;
+				}
+				continue;
+			}
+			if (w < 0 && errno == ECHILD)
+				children = false;
+			break;
+		}
+	}
+	if (st_p[0] >= 0)
+		read_status(&st_p[0], oc);
+	if (!oc->bwrap_reaped)
+		oc->wall_ms = now_ms() - t0;
+	if (kill_at >= 0)
+		oc->kill_to_reaped_ms = now_ms() - kill_at;
+	(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
+
+out_mask:
+	/* The signals stay blocked: an interrupt from now on must not cut the report or the
+	 * cleanup short. main() leaves through exit() anyway. */
+	(void) oldmask;
+out_close:
+	{
+		int *all[] = { &out_p[0], &out_p[1], &err_p[0], &err_p[1], &st_p[0],
+			       &st_p[1],  &ep[0],    &ep[1],	&so.fd,	   &se.fd };
+
+		for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+			if (*all[i] >= 0)
+				(void) close(*all[i]);
+	}
+	return r;
+}

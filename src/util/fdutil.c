@@ -1,0 +1,177 @@
+#include "fdutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "macro.h"
+#include "xalloc.h"
+
+int
+write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0)
+			return -ENOSPC;
+		p += w;
+		len -= (size_t) w;
+	}
+	return 0;
+}
+
+ssize_t
+read_all_capped(int fd, size_t cap, char **ret)
+{
+	size_t len = 0, size = 4096;
+	char *buf = xmalloc(size + 1);
+
+	for (;;) {
+		ssize_t r;
+
+		if (len == size) {
+			if (size >= cap + 1) {
+				free(buf);
+				return -EFBIG;
+			}
+			size = size * 2 > cap + 1 ? cap + 1 : size * 2;
+			buf = xrealloc(buf, size + 1);
+		}
+		r = read(fd, buf + len, size - len);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			free(buf);
+			return r;
+		}
+		if (r == 0)
+			break;
+		len += (size_t) r;
+		if (len > cap) {
+			free(buf);
+			return -EFBIG;
+		}
+	}
+	buf[len] = '\0';
+	*ret = buf;
+	return (ssize_t) len;
+}
+
+ssize_t
+read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
+{
+	cleanup_fd int fd = -1;
+	ssize_t r;
+
+	if (size == 0)
+		return -EINVAL;
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	r = RETRY_EINTR(read(fd, buf, size - 1));
+	if (r < 0)
+		return -errno;
+	buf[r] = '\0';
+	while (r > 0 && buf[r - 1] == '\n')
+		buf[--r] = '\0';
+	return r;
+}
+
+int
+write_small_file_at(int dirfd, const char *path, const char *s)
+{
+	cleanup_fd int fd = -1;
+	ssize_t w;
+	size_t len = strlen(s);
+
+	fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	w = RETRY_EINTR(write(fd, s, len));
+	if (w < 0)
+		return -errno;
+	if ((size_t) w != len)
+		return -EIO;
+	return 0;
+}
+
+/* fallback: close_range() needs Linux 5.9 */
+static int
+fds_close_from_proc(int first)
+{
+	int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char buf[4096];
+
+	if (dfd < 0) {
+		for (int fd = first; fd < 65536; fd++)
+			(void) close(fd);
+		return 0;
+	}
+	for (;;) {
+		long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *) (buf + off);
+			char *end;
+			long fd = strtol(d->d_name, &end, 10);
+
+			off += d->d_reclen;
+			if (*end == '\0' && end != d->d_name && fd >= first && fd != dfd)
+				(void) close((int) fd);
+		}
+	}
+	(void) close(dfd);
+	return 0;
+}
+
+int
+fds_close_from(int first)
+{
+	if (syscall(SYS_close_range, (unsigned) first, ~0U, 0) == 0)
+		return 0;
+	return fds_close_from_proc(first);
+}
+
+int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t
+now_ms(void)
+{
+	return now_ns() / 1000000LL;
+}
+
+int
+fd_set_nonblock(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	if (fcntl(fd, F_SETFL, fl) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,32 @@
+/* fdutil.h: fd and clock helpers with stated contracts. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
+int write_all(int fd, const void *buf, size_t len);
+
+/* Reads until EOF or cap bytes into a NUL-terminated malloc'd buffer.
+ * Returns bytes read (>= 0) and sets *ret, or -errno; -EFBIG when the input exceeds cap. */
+ssize_t read_all_capped(int fd, size_t cap, char **ret);
+
+/* Reads a small file (e.g. a cgroup or /proc file) relative to dirfd; trailing newline removed.
+ * Returns length or -errno. */
+ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
+
+/* Writes a short string into an existing file relative to dirfd (O_WRONLY, no create).
+ * Returns 0 or -errno. */
+int write_small_file_at(int dirfd, const char *path, const char *s);
+
+/* Closes every fd >= first (close_range, falling back to a /proc/self/fd walk).
+ * Async-signal-safe enough for a forked child: no allocation. Returns 0 or -errno. */
+int fds_close_from(int first);
+
+/* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
+int64_t now_ms(void);
+int64_t now_ns(void);
+
+/* Makes fd blocking (on == false) or non-blocking (on == true). Returns 0 or -errno. */
+int fd_set_nonblock(int fd, int on);

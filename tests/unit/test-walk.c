@@ -1,0 +1,1106 @@
+/* test-walk.c: walk_tree, manifest_to_json, walk_escape_name and walk_remove_tree against a
+ * crafted hostile tree in a temp dir under /tmp (issue 5; threats T25-T28).
+ *
+ * The tests run in a forked child; the parent removes the temp dir afterwards whatever
+ * happened to the child (a hang ends in SIGALRM), so a failing run leaves nothing behind. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/limits.h>
+#include <nettle/sha2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "tests/tap.h"
+#include "util/fdutil.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
+#include "walk.h"
+
+#define SHA_HELLO "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+#define SHA_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+#define MIB		(1ULL << 20)
+#define TIB		(1ULL << 40)
+#define DEEP_LEVELS	10000
+#define FILE_CAP	(2 * MIB)
+#define WALK_ALARM_S	20
+#define CANARY_ATIME_S	1000000000
+#define NAME_OSC52	"\x1b]52;c;aGVsbG8=\a"
+#define NAME_NEWLINE	"new\nline"
+#define NAME_HIGH	"\xff\xfe\x80"
+#define NAME_BACKSLASH	"back\\slash"
+#define DEFAULT_MAX_DEP 4096
+
+static char base[64];	     /* /tmp/ab-walk-XXXXXX */
+static int base_fd = -1;     /* the temp dir */
+static char long_name[256];  /* 255 bytes with a newline and an ESC in it */
+static bool privileged;	     /* root: mode 000 is no obstacle */
+static char sha_holes[65];   /* holes.bin */
+static char sha_big[65];     /* big.bin */
+
+static _Noreturn void
+bail(const char *what)
+{
+	printf("Bail out! %s: %s\n", what, strerror(errno));
+	fflush(stdout);
+	exit(1);
+}
+
+static void
+tap_skip(const char *why)
+{
+	tap_n++;
+	printf("ok %d # SKIP %s\n", tap_n, why);
+	fflush(stdout);
+}
+
+static void
+hex_digest(struct sha256_ctx *ctx, char out[65])
+{
+	uint8_t d[SHA256_DIGEST_SIZE];
+
+	sha256_digest(ctx, sizeof(d), d);
+	for (size_t i = 0; i < sizeof(d); i++)
+		snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static void
+mkfile(int dirfd, const char *name, const void *data, size_t len, mode_t mode)
+{
+	cleanup_fd int fd = -1;
+
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		bail("create a test file");
+	if (len && write_all(fd, data, len) < 0)
+		bail("write a test file");
+	if (fchmod(fd, mode) < 0)
+		bail("chmod a test file");
+}
+
+/* A sparse file: size bytes, with `c` written at each offset in offs. */
+static void
+mksparse(int dirfd, const char *name, uint64_t size, const uint64_t *offs, size_t n, char c)
+{
+	cleanup_fd int fd = -1;
+
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || ftruncate(fd, (off_t) size) < 0)
+		bail("create a sparse file");
+	for (size_t i = 0; i < n; i++)
+		if (pwrite(fd, &c, 1, (off_t) offs[i]) != 1)
+			bail("write a sparse file");
+}
+
+static int
+open_dir_at(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		bail("open a test directory");
+	return fd;
+}
+
+static int
+mkdir_open(int dirfd, const char *name, mode_t mode)
+{
+	if (mkdirat(dirfd, name, mode) < 0)
+		bail("mkdir a test directory");
+	return open_dir_at(dirfd, name);
+}
+
+static bool
+exists_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static bool
+is_printable_ascii(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char) *s < 0x20 || (unsigned char) *s > 0x7e)
+			return false;
+	return true;
+}
+
+static const struct ab_entry *
+find(const struct ab_manifest *m, const char *path)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->entries[i].path, path) == 0)
+			return &m->entries[i];
+	return NULL;
+}
+
+/* "deep" followed by `levels` times "/d". */
+static char *
+deep_path(size_t levels)
+{
+	char *p = xmalloc(4 + 2 * levels + 1);
+
+	memcpy(p, "deep", 4);
+	for (size_t i = 0; i < levels; i++)
+		memcpy(p + 4 + 2 * i, "/d", 2);
+	p[4 + 2 * levels] = '\0';
+	return p;
+}
+
+static int
+count_entries(int dirfd, const char *name)
+{
+	cleanup_fd int fd = -1;
+	int n = 0;
+	char buf[4096];
+
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		ssize_t r = getdents64(fd, buf, sizeof(buf));
+
+		if (r <= 0)
+			return r < 0 ? -1 : n;
+		for (ssize_t off = 0; off < r;) {
+			struct dirent64 *d = (struct dirent64 *) (void *) (buf + off);
+
+			off += d->d_reclen;
+			if (strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0)
+				n++;
+		}
+	}
+}
+
+static bool
+sha_of_file_at(int dirfd, const char *name, char out[65])
+{
+	cleanup_fd int fd = -1;
+	struct sha256_ctx ctx;
+	char buf[65536];
+	ssize_t r;
+
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	sha256_init(&ctx);
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		sha256_update(&ctx, (size_t) r, (const uint8_t *) buf);
+	if (r < 0)
+		return false;
+	hex_digest(&ctx, out);
+	return true;
+}
+
+/* ---- the hostile tree ---- */
+
+static void
+build_deep_chain(int dirfd)
+{
+	int fd = mkdir_open(dirfd, "deep", 0755);
+
+	for (int i = 0; i < DEEP_LEVELS; i++) {
+		int next = mkdir_open(fd, "d", 0755);
+
+		(void) close(fd);
+		fd = next;
+	}
+	(void) close(fd);
+}
+
+static void
+build_tree(void)
+{
+	cleanup_fd int src = -1, dst = -1, canary = -1, locked = -1, sticky = -1, planted = -1;
+	char path[PATH_MAX];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct timespec ts[2] = { { .tv_sec = CANARY_ATIME_S }, { .tv_nsec = UTIME_NOW } };
+	uint64_t offs[2];
+	char *buf;
+	int s;
+
+	src = mkdir_open(base_fd, "src", 0755);
+	dst = mkdir_open(base_fd, "dst", 0755);
+	canary = mkdir_open(base_fd, "canary", 0755);
+
+	/* Outside the tree: must stay untouched and unread (atime set to the past). */
+	mkfile(canary, "secret.txt", "canary\n", 7, 0644);
+	if (utimensat(canary, "secret.txt", ts, 0) < 0)
+		bail("set the canary atime");
+
+	mkfile(src, "hello.txt", "hello\n", 6, 0644);
+	mkfile(src, "empty", "", 0, 0600);
+	if (symlinkat("/etc/shadow", src, "link") < 0 || symlinkat("../../..", src, "up") < 0)
+		bail("symlink");
+	snprintf(path, sizeof(path), "%s/canary/secret.txt", base);
+	if (symlinkat(path, src, "canlink") < 0)
+		bail("symlink");
+	snprintf(path, sizeof(path), "%s/canary", base);
+	if (symlinkat(path, src, "outdir") < 0)
+		bail("symlink");
+	if (mkfifoat(src, "fifo", 0644) < 0)
+		bail("mkfifo");
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/src/sock", base);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || bind(s, (struct sockaddr *) &sun, sizeof(sun)) < 0)
+		bail("bind a unix socket");
+	(void) close(s);
+
+	mkfile(src, "setid", "#!/bin/sh\n", 10, 06755);
+	sticky = mkdir_open(src, "stickydir", 0755);
+	mkfile(sticky, "f", "f\n", 2, 0666);
+	if (fchmod(sticky, 01777) < 0)
+		bail("chmod 01777");
+
+	mkfile(src, "hard1", "same\n", 5, 0644);
+	if (linkat(src, "hard1", src, "hard2", 0) < 0)
+		bail("link");
+
+	offs[0] = 0;
+	offs[1] = TIB / 2;
+	mksparse(src, "huge.sparse", TIB, offs, 2, 'X');
+	/* holes.bin: 'A' at 0, 'Z' at the end, zeros between; exactly at the per-file cap. */
+	mksparse(src, "holes.bin", FILE_CAP, offs, 1, 'A');
+	{
+		cleanup_fd int fd = openat(src, "holes.bin", O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || pwrite(fd, "Z", 1, (off_t) (FILE_CAP - 1)) != 1)
+			bail("write holes.bin");
+	}
+	buf = xcalloc(1, FILE_CAP + 1);
+	{
+		struct sha256_ctx ctx;
+
+		buf[0] = 'A';
+		buf[FILE_CAP - 1] = 'Z';
+		sha256_init(&ctx);
+		sha256_update(&ctx, FILE_CAP, (const uint8_t *) buf);
+		hex_digest(&ctx, sha_holes);
+		memset(buf, 'b', FILE_CAP + 1);
+		sha256_init(&ctx);
+		sha256_update(&ctx, FILE_CAP + 1, (const uint8_t *) buf);
+		hex_digest(&ctx, sha_big);
+	}
+	mkfile(src, "big.bin", buf, FILE_CAP + 1, 0644);
+	free(buf);
+
+	locked = mkdir_open(src, "locked", 0755);
+	mkfile(locked, "inside", "secret\n", 7, 0644);
+	if (fchmod(locked, 0) < 0)
+		bail("chmod 000");
+
+	build_deep_chain(src);
+
+	mkfile(src, NAME_NEWLINE, "n\n", 2, 0644);
+	mkfile(src, NAME_OSC52, "o\n", 2, 0644);
+	mkfile(src, NAME_HIGH, "h\n", 2, 0644);
+	mkfile(src, NAME_BACKSLASH, "b\n", 2, 0644);
+	memset(long_name, 'L', 255);
+	long_name[10] = '\n';
+	long_name[20] = '\x1b';
+	long_name[30] = '\xff';
+	long_name[255] = '\0';
+	mkfile(src, long_name, "l\n", 2, 0644);
+
+	/* The destination already holds a symlink where the source has a directory. */
+	planted = mkdir_open(src, "planted", 0755);
+	mkfile(planted, "payload", "payload\n", 8, 0644);
+	snprintf(path, sizeof(path), "%s/canary", base);
+	if (symlinkat(path, dst, "planted") < 0)
+		bail("plant a symlink");
+	mkfile(src, "planted-file", "x\n", 2, 0644);
+	snprintf(path, sizeof(path), "%s/canary/planted-file", base);
+	if (symlinkat(path, dst, "planted-file") < 0)
+		bail("plant a symlink");
+}
+
+/* ---- tests ---- */
+
+static int
+run_walk(int root, const struct ab_walk_opts *o, struct ab_manifest *m, int64_t *ret_ms)
+{
+	struct ab_err err = { 0 };
+	int64_t t0 = now_ms();
+	int r;
+
+	alarm(WALK_ALARM_S); /* a walker blocked on the FIFO dies here: the test fails */
+	r = walk_tree(root, o, m, &err);
+	alarm(0);
+	if (ret_ms)
+		*ret_ms = now_ms() - t0;
+	if (r < 0)
+		printf("# walk_tree: %s (%d)\n", err.msg, r);
+	return r;
+}
+
+static struct ab_walk_opts
+copy_opts(int dst)
+{
+	return (struct ab_walk_opts){
+		.max_file_bytes = FILE_CAP,
+		.dst_dirfd = dst,
+		.chown_uid = (uid_t) -1,
+		.chown_gid = (gid_t) -1,
+	};
+}
+
+static void
+check_canary(const char *when)
+{
+	cleanup_fd int canary = open_dir_at(base_fd, "canary");
+	struct timespec ts[2] = { { .tv_sec = CANARY_ATIME_S }, { .tv_nsec = UTIME_OMIT } };
+	char buf[64] = { 0 };
+	struct stat st;
+
+	TAP_OK(count_entries(base_fd, "canary") == 1, "%s: nothing was written into the canary dir",
+	       when);
+	/* atime first: reading the content below touches it (and it is put back afterwards). */
+	TAP_OK(fstatat(canary, "secret.txt", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       st.st_atim.tv_sec == CANARY_ATIME_S,
+	       "%s: the canary file was never read (atime untouched)", when);
+	TAP_OK(read_small_file_at(canary, "secret.txt", buf, sizeof(buf)) == 6 &&
+		       strcmp(buf, "canary") == 0,
+	       "%s: the canary file is unchanged", when);
+	if (utimensat(canary, "secret.txt", ts, 0) < 0)
+		bail("reset the canary atime");
+}
+
+static void
+check_types_and_flags(const struct ab_manifest *m)
+{
+	const struct ab_entry *e;
+
+	e = find(m, "hello.txt");
+	TAP_OK(e && e->type == AB_ENTRY_FILE && e->flags == 0 && e->collected && e->size == 6 &&
+		       e->mode == 0644,
+	       "hello.txt: plain file, collected");
+	TAP_STREQ(e ? e->sha256 : NULL, SHA_HELLO, "hello.txt: sha256 of \"hello\\n\"");
+	e = find(m, "empty");
+	TAP_STREQ(e ? e->sha256 : NULL, SHA_EMPTY, "empty: sha256 of nothing");
+
+	e = find(m, "link");
+	TAP_OK(e && e->type == AB_ENTRY_SYMLINK && e->flags == AB_FLAG_SYMLINK && !e->collected &&
+		       e->link_target && strcmp(e->link_target, "/etc/shadow") == 0 && !e->sha256[0],
+	       "link -> /etc/shadow: symlink, target recorded, not followed");
+	e = find(m, "up");
+	TAP_OK(e && e->type == AB_ENTRY_SYMLINK && e->link_target &&
+		       strcmp(e->link_target, "../../..") == 0 && !e->collected,
+	       "up -> ../../..: symlink, not followed");
+	e = find(m, "outdir");
+	TAP_OK(e && e->type == AB_ENTRY_SYMLINK && !e->collected && !find(m, "outdir/secret.txt"),
+	       "outdir -> outside directory: not entered");
+	e = find(m, "canlink");
+	TAP_OK(e && e->type == AB_ENTRY_SYMLINK && !e->collected && !e->sha256[0],
+	       "canlink -> canary file: not read");
+
+	e = find(m, "fifo");
+	TAP_OK(e && e->type == AB_ENTRY_FIFO && e->flags == AB_FLAG_SPECIAL && !e->collected,
+	       "fifo: special, not collected (and the walk did not hang)");
+	e = find(m, "sock");
+	TAP_OK(e && e->type == AB_ENTRY_SOCKET && e->flags == AB_FLAG_SPECIAL && !e->collected,
+	       "unix socket: special, not collected");
+
+	e = find(m, "setid");
+	TAP_OK(e && e->type == AB_ENTRY_FILE && (e->flags & AB_FLAG_SETID) && e->mode == 06755 &&
+		       e->collected,
+	       "setid file: flagged setid, collected with bits stripped");
+	e = find(m, "stickydir");
+	TAP_OK(e && e->type == AB_ENTRY_DIR && (e->flags & AB_FLAG_SETID) && e->mode == 01777 &&
+		       e->collected,
+	       "sticky dir: flagged setid, collected");
+	e = find(m, "stickydir/f");
+	TAP_OK(e && e->collected, "sticky dir contents collected");
+
+	e = find(m, "hard1");
+	TAP_OK(e && (e->flags & AB_FLAG_HARDLINK) && !e->collected && !e->sha256[0],
+	       "hard1: hardlink, not collected, never opened");
+	e = find(m, "hard2");
+	TAP_OK(e && (e->flags & AB_FLAG_HARDLINK) && !e->collected, "hard2: hardlink");
+
+	e = find(m, "huge.sparse");
+	TAP_OK(e && e->size == TIB && e->blocks_bytes < MIB &&
+		       e->flags == (AB_FLAG_SPARSE | AB_FLAG_TOO_BIG) && !e->collected &&
+		       !e->sha256[0],
+	       "1 TiB sparse file: sparse + too_big, not copied, not hashed");
+	e = find(m, "holes.bin");
+	TAP_OK(e && e->flags == AB_FLAG_SPARSE && e->collected, "holes.bin: sparse, collected");
+	TAP_STREQ(e ? e->sha256 : NULL, sha_holes, "holes.bin: sha256 counts holes as zeros");
+	e = find(m, "big.bin");
+	TAP_OK(e && e->flags == AB_FLAG_TOO_BIG && !e->collected,
+	       "big.bin: over the per-file cap, not copied");
+	TAP_STREQ(e ? e->sha256 : NULL, sha_big, "big.bin: still hashed (under the hash cap)");
+
+	e = find(m, "locked");
+	if (privileged) {
+		TAP_OK(e && e->type == AB_ENTRY_DIR && e->mode == 0 && e->collected &&
+			       find(m, "locked/inside") && find(m, "locked/inside")->collected,
+		       "chmod 000 dir: root reads it; copied with its contents");
+	} else {
+		TAP_OK(e && e->type == AB_ENTRY_DIR && (e->flags & AB_FLAG_UNREADABLE) &&
+			       !e->collected && !find(m, "locked/inside"),
+		       "chmod 000 dir: flagged unreadable, not entered");
+	}
+
+	e = find(m, NAME_NEWLINE);
+	TAP_OK(e && e->collected, "name with a newline: listed and collected as raw bytes");
+	e = find(m, NAME_OSC52);
+	TAP_OK(e && e->collected, "name with an OSC 52 escape: listed and collected");
+	e = find(m, NAME_HIGH);
+	TAP_OK(e && e->collected, "name with 0xff bytes: listed and collected");
+	e = find(m, long_name);
+	TAP_OK(e && e->collected && strlen(e->path) == 255, "255-byte name: listed and collected");
+
+	e = find(m, "planted");
+	TAP_OK(e && e->type == AB_ENTRY_DIR && !e->collected && e->reason &&
+		       strstr(e->reason, "already exists"),
+	       "planted dir: destination symlink not followed, skipped with a reason");
+	e = find(m, "planted/payload");
+	TAP_OK(e && !e->collected, "planted/payload: listed, not copied");
+	e = find(m, "planted-file");
+	TAP_OK(e && !e->collected && e->reason && strstr(e->reason, "already exists"),
+	       "planted-file: destination symlink not overwritten");
+}
+
+static void
+check_deep(const struct ab_manifest *m)
+{
+	cleanup_free char *last = deep_path(DEFAULT_MAX_DEP - 1);
+	cleanup_free char *over = deep_path(DEFAULT_MAX_DEP);
+	const struct ab_entry *e = find(m, last);
+
+	TAP_OK(e && e->type == AB_ENTRY_DIR && (e->flags & AB_FLAG_OVER_CAP) && !e->collected,
+	       "10,000-deep chain: the level at max_depth is flagged over_cap");
+	TAP_OK(!find(m, over), "10,000-deep chain: nothing below max_depth is listed");
+	TAP_OK(m->truncated, "manifest says truncated");
+}
+
+static void
+check_copies(int dst)
+{
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	struct ab_manifest m = { 0 };
+	struct stat st;
+	bool all_ok = true;
+	char sha[65] = "";
+	size_t deep = 0;
+
+	TAP_OK(run_walk(dst, &o, &m, NULL) == 0, "walk the destination");
+	for (size_t i = 0; i < m.n; i++) {
+		const struct ab_entry *e = &m.entries[i];
+
+		if (strcmp(e->path, "planted") == 0 || strcmp(e->path, "planted-file") == 0)
+			continue; /* our own planted symlinks */
+		if (strncmp(e->path, "deep", 4) == 0)
+			deep++;
+		/* over_cap: the depth cap; sparse: holes.bin keeps its holes */
+		if ((e->type != AB_ENTRY_FILE && e->type != AB_ENTRY_DIR) || (e->mode & 07022) ||
+		    (e->flags & ~(unsigned) (AB_FLAG_OVER_CAP | AB_FLAG_SPARSE))) {
+			cleanup_free char *p = walk_escape_name(e->path);
+
+			printf("#   bad copy '%s' type %d mode %o flags %x\n", p, e->type, e->mode,
+			       e->flags);
+			all_ok = false;
+		}
+	}
+	TAP_OK(all_ok, "copies are regular files and directories only, no special bits, no g/o "
+		       "write (%zu entries)",
+	       m.n);
+	TAP_OK(deep == DEFAULT_MAX_DEP - 1, "the deep chain is copied down to the depth cap (%zu)",
+	       deep);
+	TAP_OK(!exists_at(dst, "link") && !exists_at(dst, "up") && !exists_at(dst, "outdir") &&
+		       !exists_at(dst, "canlink") && !exists_at(dst, "fifo") &&
+		       !exists_at(dst, "sock") && !exists_at(dst, "hard1") &&
+		       !exists_at(dst, "huge.sparse") && !exists_at(dst, "big.bin"),
+	       "no copy of links, specials, hardlinks or over-cap files");
+	TAP_OK(fstatat(dst, "setid", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+		       (st.st_mode & 07777) == 0755,
+	       "setid copy has mode 0755");
+	TAP_OK(fstatat(dst, "stickydir", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+		       (st.st_mode & 07777) == 0755,
+	       "sticky dir copy has mode 0755");
+	TAP_OK(fstatat(dst, "stickydir/f", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       (st.st_mode & 07777) == 0644,
+	       "0666 file copied as 0644");
+	TAP_OK(fstatat(dst, "holes.bin", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       (uint64_t) st.st_size == FILE_CAP && (uint64_t) st.st_blocks * 512 < MIB,
+	       "holes.bin copy keeps its holes (%ju bytes allocated)",
+	       (uintmax_t) st.st_blocks * 512);
+	TAP_OK(sha_of_file_at(dst, "holes.bin", sha) && strcmp(sha, sha_holes) == 0,
+	       "holes.bin copy has the same content");
+	TAP_OK(sha_of_file_at(dst, "hello.txt", sha) && strcmp(sha, SHA_HELLO) == 0,
+	       "hello.txt copy has the same content");
+	TAP_OK(fstatat(dst, "planted", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode) &&
+		       fstatat(dst, "planted-file", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       S_ISLNK(st.st_mode),
+	       "planted symlinks in the destination are left as they were");
+	if (privileged)
+		TAP_OK(fstatat(dst, "locked", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			       (st.st_mode & 07777) == 0,
+		       "000 dir copy keeps mode 000");
+	else
+		TAP_OK(!exists_at(dst, "locked"), "unreadable dir is not created in the copy");
+	manifest_done(&m);
+}
+
+static void
+check_escapes(const struct ab_manifest *m)
+{
+	bool all = true;
+	char *s;
+
+	for (size_t i = 0; i < m->n; i++) {
+		cleanup_free char *p = walk_escape_name(m->entries[i].path);
+		cleanup_free char *t = walk_escape_name(m->entries[i].link_target);
+
+		if (!is_printable_ascii(p) || (t && !is_printable_ascii(t)))
+			all = false;
+	}
+	TAP_OK(all, "every escaped path and link target is printable ASCII");
+	s = walk_escape_name(NAME_NEWLINE);
+	TAP_STREQ(s, "new\\x0aline", "newline escaped");
+	free(s);
+	s = walk_escape_name(NAME_OSC52);
+	TAP_STREQ(s, "\\x1b]52;c;aGVsbG8=\\x07", "OSC 52 escaped");
+	free(s);
+	s = walk_escape_name(NAME_HIGH);
+	TAP_STREQ(s, "\\xff\\xfe\\x80", "high bytes escaped");
+	free(s);
+	s = walk_escape_name(NAME_BACKSLASH "\x7f");
+	TAP_STREQ(s, "back\\x5cslash\\x7f", "backslash and DEL escaped");
+	free(s);
+	s = walk_escape_name(long_name);
+	TAP_OK(s && is_printable_ascii(s) && strlen(s) == 255 + 3 * 3, "255-byte name escaped");
+	free(s);
+}
+
+static json_t *
+json_find(json_t *arr, const char *path)
+{
+	size_t i;
+	json_t *o;
+
+	json_array_foreach(arr, i, o)
+	{
+		if (strcmp(json_string_value(json_object_get(o, "path")), path) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+static bool
+json_flags_are(json_t *o, const char *a, const char *b)
+{
+	json_t *f = json_object_get(o, "flags");
+	size_t n = b ? 2 : 1;
+
+	return f && json_array_size(f) == n &&
+	       strcmp(json_string_value(json_array_get(f, 0)), a) == 0 &&
+	       (!b || strcmp(json_string_value(json_array_get(f, 1)), b) == 0);
+}
+
+static void
+check_json(const struct ab_manifest *m)
+{
+	json_t *arr = manifest_to_json(m);
+	cleanup_free char *dump = NULL;
+	json_t *o;
+
+	TAP_OK(json_is_array(arr) && json_array_size(arr) == m->n, "manifest_to_json: one object "
+								   "per entry");
+	o = json_find(arr, "hello.txt");
+	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "file") == 0 &&
+		       strcmp(json_string_value(json_object_get(o, "mode")), "0644") == 0 &&
+		       strcmp(json_string_value(json_object_get(o, "sha256")), SHA_HELLO) == 0 &&
+		       json_integer_value(json_object_get(o, "size")) == 6 &&
+		       json_is_integer(json_object_get(o, "blocks_bytes")) &&
+		       json_is_true(json_object_get(o, "collected")) && !json_object_get(o, "flags"),
+	       "json: hello.txt");
+	o = json_find(arr, "link");
+	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "symlink") == 0 &&
+		       strcmp(json_string_value(json_object_get(o, "link_target")), "/etc/shadow") ==
+			       0 &&
+		       json_flags_are(o, "symlink", NULL) && json_is_string(json_object_get(o, "reason")),
+	       "json: link");
+	o = json_find(arr, "fifo");
+	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "fifo") == 0 &&
+		       json_flags_are(o, "special", NULL),
+	       "json: fifo");
+	o = json_find(arr, "sock");
+	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "socket") == 0,
+	       "json: socket");
+	o = json_find(arr, "huge.sparse");
+	TAP_OK(o && json_flags_are(o, "sparse", "too_big") &&
+		       json_is_false(json_object_get(o, "collected")),
+	       "json: sparse giant");
+	o = json_find(arr, "setid");
+	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "mode")), "6755") == 0 &&
+		       json_flags_are(o, "setid", NULL),
+	       "json: setid mode and flag");
+	o = json_find(arr, "\\x1b]52;c;aGVsbG8=\\x07");
+	TAP_OK(o != NULL, "json: the OSC 52 name appears escaped");
+	dump = json_dumps(arr, JSON_COMPACT);
+	TAP_OK(dump && is_printable_ascii(dump), "json: the dump is printable ASCII only");
+	json_decref(arr);
+}
+
+static bool
+manifests_equal(const struct ab_manifest *a, const struct ab_manifest *b)
+{
+	if (a->n != b->n || a->truncated != b->truncated || a->total_bytes != b->total_bytes ||
+	    a->copied_bytes != b->copied_bytes) {
+		printf("#   n %zu/%zu truncated %d/%d total %ju/%ju copied %ju/%ju\n", a->n, b->n,
+		       a->truncated, b->truncated, (uintmax_t) a->total_bytes,
+		       (uintmax_t) b->total_bytes, (uintmax_t) a->copied_bytes,
+		       (uintmax_t) b->copied_bytes);
+		return false;
+	}
+	for (size_t i = 0; i < a->n; i++) {
+		const struct ab_entry *x = &a->entries[i], *y = find(b, x->path);
+
+		if (!y || x->type != y->type || x->flags != y->flags || x->collected != y->collected ||
+		    strcmp(x->sha256, y->sha256) != 0 || x->mode != y->mode) {
+			cleanup_free char *p = walk_escape_name(x->path);
+
+			printf("#   differs: '%s'\n", p);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+set_nofile(rlim_t soft)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		bail("getrlimit");
+	rl.rlim_cur = soft;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		bail("setrlimit");
+}
+
+static void
+test_caps(int src)
+{
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1, .max_entries = 5 };
+	struct ab_manifest m = { 0 };
+	cleanup_fd int dst = -1;
+	uint64_t sum = 0;
+	bool reason = false;
+
+	TAP_OK(run_walk(src, &o, &m, NULL) == 0 && m.truncated && m.n <= 5 &&
+		       m.total_entries == 5,
+	       "max_entries 5: truncated at 5 entries (n=%zu)", m.n);
+	manifest_done(&m);
+
+	o = (struct ab_walk_opts){ .dst_dirfd = -1, .chown_uid = (uid_t) -1, .max_depth = 2 };
+	TAP_OK(run_walk(src, &o, &m, NULL) == 0 && m.truncated && find(&m, "deep/d") &&
+		       (find(&m, "deep/d")->flags & AB_FLAG_OVER_CAP) && !find(&m, "deep/d/d") &&
+		       find(&m, "stickydir/f"),
+	       "max_depth 2: deep/d over_cap, nothing below it");
+	manifest_done(&m);
+
+	dst = mkdir_open(base_fd, "dst-total", 0700);
+	o = copy_opts(dst);
+	o.max_total_bytes = 10;
+	TAP_OK(run_walk(src, &o, &m, NULL) == 0, "max_total_bytes 10: walk");
+	for (size_t i = 0; i < m.n; i++) {
+		if (m.entries[i].collected && m.entries[i].type == AB_ENTRY_FILE)
+			sum += m.entries[i].size;
+		if (m.entries[i].reason && strstr(m.entries[i].reason, "total size cap"))
+			reason = true;
+	}
+	TAP_OK(m.copied_bytes <= 10 && sum <= 10 && reason && m.truncated,
+	       "max_total_bytes 10: %ju bytes copied, the rest skipped with a reason",
+	       (uintmax_t) m.copied_bytes);
+	manifest_done(&m);
+}
+
+static void
+test_sparse_giant(void)
+{
+	cleanup_fd int sp = -1, dst = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	const struct ab_entry *e;
+	uint64_t offs[2] = { 0, TIB / 2 };
+	struct stat st;
+	int64_t ms = 0;
+
+	sp = mkdir_open(base_fd, "sparse-src", 0755);
+	dst = mkdir_open(base_fd, "sparse-dst", 0755);
+	mksparse(sp, "giant", TIB, offs, 2, 'X');
+	o = copy_opts(dst);
+	o.max_file_bytes = 0; /* no per-file cap: the copy itself must stay sparse */
+	TAP_OK(run_walk(sp, &o, &m, &ms) == 0, "1 TiB sparse file with no cap: walk (%jd ms)",
+	       (intmax_t) ms);
+	e = find(&m, "giant");
+	TAP_OK(e && e->collected && (e->flags & AB_FLAG_SPARSE) && !e->sha256[0] &&
+		       m.copied_bytes < MIB,
+	       "1 TiB sparse file: copied %ju data bytes, not hashed", (uintmax_t) m.copied_bytes);
+	TAP_OK(fstatat(dst, "giant", &st, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t) st.st_size == TIB &&
+		       (uint64_t) st.st_blocks * 512 < MIB,
+	       "1 TiB sparse copy: holes stay holes (%ju bytes allocated)",
+	       (uintmax_t) st.st_blocks * 512);
+	TAP_OK(ms < 10000, "1 TiB sparse copy: fast");
+	manifest_done(&m);
+}
+
+static void
+test_chown(int src)
+{
+	cleanup_fd int dst = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	struct stat st, st2;
+
+	if (!privileged) {
+		tap_skip("chown_uid needs root");
+		return;
+	}
+	dst = mkdir_open(base_fd, "dst-chown", 0700);
+	o = copy_opts(dst);
+	o.chown_uid = 65534;
+	o.chown_gid = 65534;
+	o.max_depth = 3;
+	TAP_OK(run_walk(src, &o, &m, NULL) == 0 && fstatat(dst, "hello.txt", &st, 0) == 0 &&
+		       st.st_uid == 65534 && st.st_gid == 65534 &&
+		       fstatat(dst, "stickydir", &st2, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       st2.st_uid == 65534 && (st.st_mode & 07777) == 0644,
+	       "chown_uid: copies belong to 65534");
+	manifest_done(&m);
+}
+
+static void
+test_deep_few_fds(void)
+{
+	cleanup_fd int deep = -1, dst = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	struct ab_err err = { 0 };
+	struct rlimit old;
+	int r;
+
+	if (getrlimit(RLIMIT_NOFILE, &old) < 0)
+		bail("getrlimit");
+	deep = open_dir_at(base_fd, "src");
+	dst = mkdir_open(base_fd, "dst-fds", 0700);
+	{
+		int d = open_dir_at(deep, "deep");
+
+		(void) close(deep);
+		deep = d;
+	}
+	set_nofile(100);
+	o = copy_opts(dst);
+	r = run_walk(deep, &o, &m, NULL);
+	set_nofile(old.rlim_cur);
+	TAP_OK(r == 0 && m.n == DEFAULT_MAX_DEP && m.truncated,
+	       "deep chain with RLIMIT_NOFILE 100: walked and copied to the depth cap (n=%zu)", m.n);
+	manifest_done(&m);
+	set_nofile(100);
+	r = walk_remove_tree(base_fd, "dst-fds", &err);
+	set_nofile(old.rlim_cur);
+	TAP_OK(r == 0 && !exists_at(base_fd, "dst-fds"),
+	       "remove the 4096-deep copy with RLIMIT_NOFILE 100 (%d %s)", r, err.msg);
+}
+
+static void
+test_fallback(int src, const struct ab_manifest *want)
+{
+	cleanup_fd int dst = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	int r;
+
+	dst = mkdir_open(base_fd, "dst-fallback", 0755);
+	{
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/canary", base);
+		if (symlinkat(path, dst, "planted") < 0)
+			bail("plant a symlink");
+		snprintf(path, sizeof(path), "%s/canary/planted-file", base);
+		if (symlinkat(path, dst, "planted-file") < 0)
+			bail("plant a symlink");
+	}
+	o = copy_opts(dst);
+	walk_force_no_openat2 = true;
+	r = run_walk(src, &o, &m, NULL);
+	walk_force_no_openat2 = false;
+	TAP_OK(r == 0, "fallback (no openat2): walk");
+	TAP_OK(manifests_equal(want, &m), "fallback (no openat2): same manifest as with openat2");
+	check_canary("fallback");
+	manifest_done(&m);
+	walk_force_no_openat2 = true;
+	r = walk_remove_tree(base_fd, "dst-fallback", NULL);
+	walk_force_no_openat2 = false;
+	TAP_OK(r == 0 && !exists_at(base_fd, "dst-fallback"),
+	       "fallback (no openat2): remove the copy");
+}
+
+static void
+test_remove_small(void)
+{
+	struct ab_err err = { 0 };
+
+	mkfile(base_fd, "single", "x", 1, 0);
+	TAP_OK(walk_remove_tree(base_fd, "single", NULL) == 0 && !exists_at(base_fd, "single"),
+	       "remove: a single file");
+	TAP_OK(walk_remove_tree(base_fd, "does-not-exist", NULL) == 0,
+	       "remove: a missing entry is already gone");
+	TAP_OK(walk_remove_tree(base_fd, "..", &err) == -EINVAL &&
+		       walk_remove_tree(base_fd, "a/b", NULL) == -EINVAL,
+	       "remove: refuses names that are not one component");
+	if (symlinkat(base, base_fd, "selflink") < 0)
+		bail("symlink");
+	TAP_OK(walk_remove_tree(base_fd, "selflink", NULL) == 0 && !exists_at(base_fd, "selflink") &&
+		       exists_at(base_fd, "canary"),
+	       "remove: a symlink to a directory removes the link only");
+}
+
+/* The result of the mount-point subtest, written by the forked child. */
+struct mount_result {
+	bool skip;
+	char why[160];
+	bool walk_flagged, fallback_flagged, exdev, mount_kept, rest_removed, removed_after;
+};
+
+static void
+mount_child(int wfd)
+{
+	struct mount_result res = { 0 };
+	cleanup_fd int mnt = -1, sub = -1, m = -1;
+	struct ab_manifest man = { 0 };
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	char path[PATH_MAX];
+	const struct ab_entry *e;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	int r;
+
+	if (unshare(CLONE_NEWNS) < 0) {
+		char map[64];
+
+		/* Not root: an unprivileged user namespace may still allow a private mount. */
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+			snprintf(res.why, sizeof(res.why), "cannot unshare the mount namespace: %s",
+				 strerror(errno));
+			res.skip = true;
+			goto out;
+		}
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned) uid);
+		(void) write_small_file_at(AT_FDCWD, "/proc/self/setgroups", "deny");
+		if (write_small_file_at(AT_FDCWD, "/proc/self/uid_map", map) < 0) {
+			snprintf(res.why, sizeof(res.why), "cannot write uid_map");
+			res.skip = true;
+			goto out;
+		}
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned) gid);
+		(void) write_small_file_at(AT_FDCWD, "/proc/self/gid_map", map);
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		snprintf(res.why, sizeof(res.why), "cannot make / private: %s", strerror(errno));
+		res.skip = true;
+		goto out;
+	}
+	mnt = mkdir_open(base_fd, "mnt", 0755);
+	mkfile(mnt, "file", "f", 1, 0644);
+	(void) close(mkdir_open(mnt, "keep", 0755));
+	sub = mkdir_open(mnt, "sub", 0755);
+	(void) close(mkdir_open(sub, "m", 0755));
+	snprintf(path, sizeof(path), "%s/mnt/sub/m", base);
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") < 0) {
+		snprintf(res.why, sizeof(res.why), "cannot mount a tmpfs: %s", strerror(errno));
+		res.skip = true;
+		goto out;
+	}
+	m = open_dir_at(sub, "m");
+	mkfile(m, "inner", "i", 1, 0644);
+
+	if (walk_tree(mnt, &o, &man, NULL) == 0) {
+		e = find(&man, "sub/m");
+		for (size_t i = 0; getenv("DBG") && i < man.n; i++) printf("# %s %x\n", man.entries[i].path, man.entries[i].flags);
+		res.walk_flagged = e && (e->flags & AB_FLAG_OTHER_FS) && !find(&man, "sub/m/inner");
+	}
+	manifest_done(&man);
+	walk_force_no_openat2 = true;
+	if (walk_tree(mnt, &o, &man, NULL) == 0) {
+		e = find(&man, "sub/m");
+		res.fallback_flagged = e && (e->flags & AB_FLAG_OTHER_FS) &&
+				       !find(&man, "sub/m/inner");
+	}
+	walk_force_no_openat2 = false;
+	manifest_done(&man);
+
+	r = walk_remove_tree(base_fd, "mnt", NULL);
+	res.exdev = r == -EXDEV;
+	res.mount_kept = exists_at(m, "inner") && exists_at(sub, "m");
+	res.rest_removed = !exists_at(mnt, "file") && !exists_at(mnt, "keep");
+	(void) close(m);
+	m = -1;
+	if (umount2(path, MNT_DETACH) == 0)
+		res.removed_after = walk_remove_tree(base_fd, "mnt", NULL) == 0 &&
+				    !exists_at(base_fd, "mnt");
+out:
+	(void) write_all(wfd, &res, sizeof(res));
+}
+
+static void
+test_mount_point(void)
+{
+	struct mount_result res = { 0 };
+	int p[2], status;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		bail("pipe");
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail("fork");
+	if (pid == 0) {
+		(void) close(p[0]);
+		mount_child(p[1]);
+		_exit(0);
+	}
+	(void) close(p[1]);
+	if (read(p[0], &res, sizeof(res)) != (ssize_t) sizeof(res)) {
+		res.skip = false;
+		res.exdev = false;
+	}
+	(void) close(p[0]);
+	(void) waitpid(pid, &status, 0);
+	if (res.skip) {
+		printf("# %s\n", res.why);
+		tap_skip("mount point subtests need a private mount namespace");
+		return;
+	}
+	TAP_OK(res.walk_flagged, "walk: a tmpfs mount point is flagged other_fs, not entered");
+	TAP_OK(res.fallback_flagged, "walk (no openat2): the mount point is flagged other_fs");
+	TAP_OK(res.exdev, "remove: fails with -EXDEV at a mount point");
+	TAP_OK(res.mount_kept, "remove: the mount point and its contents are left in place");
+	TAP_OK(res.rest_removed, "remove: everything else is removed");
+	TAP_OK(res.removed_after, "remove: succeeds once the mount is gone");
+}
+
+static void
+run_tests(void)
+{
+	cleanup_fd int src = -1, dst = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	struct ab_err err = { 0 };
+	struct rlimit nofile;
+	struct stat st;
+	int64_t ms = 0;
+	int r;
+
+	if (getrlimit(RLIMIT_NOFILE, &nofile) < 0)
+		bail("getrlimit");
+	build_tree();
+	src = open_dir_at(base_fd, "src");
+	dst = open_dir_at(base_fd, "dst");
+
+	o = copy_opts(dst);
+	r = run_walk(src, &o, &m, &ms);
+	TAP_OK(r == 0, "walk_tree over the hostile tree with a copy (%jd ms, %zu entries)",
+	       (intmax_t) ms, m.n);
+	if (r < 0)
+		return;
+	check_types_and_flags(&m);
+	check_deep(&m);
+	check_canary("walk");
+	check_copies(dst);
+	check_escapes(&m);
+	check_json(&m);
+	TAP_OK(fstatat(src, "locked", &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & 07777) == 0 &&
+		       fstatat(src, "setid", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       (st.st_mode & 07777) == 06755,
+	       "walk_tree left the source tree's modes alone");
+
+	test_fallback(src, &m);
+	manifest_done(&m);
+	test_caps(src);
+	test_sparse_giant();
+	test_chown(src);
+	test_deep_few_fds();
+	test_remove_small();
+	test_mount_point();
+
+	(void) close(src);
+	src = -1;
+	set_nofile(100);
+	r = walk_remove_tree(base_fd, "src", &err);
+	set_nofile(nofile.rlim_cur);
+	TAP_OK(r == 0 && !exists_at(base_fd, "src"),
+	       "remove the whole hostile tree (10,000 deep, 000 dir, long names) (%d %s)", r,
+	       err.msg);
+	r = walk_remove_tree(base_fd, "dst", &err);
+	TAP_OK(r == 0 && !exists_at(base_fd, "dst"), "remove the copy, planted symlinks included");
+	check_canary("remove");
+	TAP_OK(exists_at(base_fd, "canary"), "the canary dir outside survives");
+}
+
+int
+main(void)
+{
+	char *slash;
+	int status = 0;
+	pid_t pid;
+
+	snprintf(base, sizeof(base), "/tmp/ab-walk-XXXXXX");
+	if (!mkdtemp(base))
+		bail("mkdtemp");
+	base_fd = open(base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (base_fd < 0)
+		bail("open the temp dir");
+	privileged = geteuid() == 0;
+	fflush(stdout);
+
+	pid = fork();
+	if (pid < 0)
+		bail("fork");
+	if (pid == 0) {
+		run_tests();
+		exit(tap_done());
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			bail("waitpid");
+
+	/* Whatever the child did: remove the temp dir. */
+	{
+		cleanup_fd int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct ab_err err = { 0 };
+
+		slash = strrchr(base, '/');
+		if (tmp < 0 || walk_remove_tree(tmp, slash + 1, &err) < 0) {
+			printf("# cleanup of %s failed: %s\n", base, err.msg);
+			status = status ? status : 1 << 8;
+		}
+	}
+	if (WIFSIGNALED(status)) {
+		printf("Bail out! the test process died of signal %d (a hang ends in SIGALRM)\n",
+		       WTERMSIG(status));
+		return 1;
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
