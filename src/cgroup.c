@@ -477,7 +477,14 @@ cg_read_usage(struct ab_cg *cg, struct ab_cg_usage *ret)
 		if (d >= 0) {
 			any |= read_u64_at(d, "memory.max_usage_in_bytes", &u.memory_peak_bytes) == 0;
 			any |= read_kv_at(d, "memory.oom_control", "oom_kill", &u.oom_kills) == 0;
+			/* With memsw == limit the memsw counter is charged first and fails
+			 * first, so its failcnt holds the hits: take the larger one. */
 			any |= read_u64_at(d, "memory.failcnt", &u.memory_max_events) == 0;
+			if (read_u64_at(d, "memory.memsw.failcnt", &ns) == 0 &&
+			    ns > u.memory_max_events) {
+				u.memory_max_events = ns;
+				any = true;
+			}
 		}
 		d = cg->dirfd[CG_PIDS];
 		if (d >= 0) {

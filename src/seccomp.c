@@ -307,6 +307,12 @@ build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
 	if (seccomp_arch_exist(ctx, SCMP_ARCH_X32) == 0 &&
 	    (k = seccomp_arch_remove(ctx, SCMP_ARCH_X32)) < 0)
 		return ab_err_set(err, k, "seccomp: cannot remove the x32 architecture");
+	/* libseccomp refuses KILL_PROCESS when it cannot probe seccomp(2) in this process (under
+	 * valgrind, or when an outer filter hides seccomp(2)). We only export the program; bwrap
+	 * loads it on this kernel, which has KILL_PROCESS since 4.14, and a kernel without it
+	 * would make that load fail, i.e. fail closed. So claim API level 3 (KILL_PROCESS). */
+	if (seccomp_api_get() < 3)
+		(void) seccomp_api_set(3);
 	k = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (k < 0)
 		return ab_err_set(err, k, "seccomp: cannot set the bad-architecture action");
@@ -339,7 +345,7 @@ build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
 	return 0;
 }
 
-/* True when st describes something we would hand to bwrap as a program. */
+/* True when size fits a BPF program that bwrap would accept (struct sock_filter[]). */
 static bool
 program_size_ok(off_t size)
 {

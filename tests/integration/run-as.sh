@@ -1,0 +1,56 @@
+#!/bin/sh
+# run-as.sh root|user TEST.sh -- run one integration test as root, or as an unprivileged
+# user. As root, "user" creates a throwaway system user, stages the binaries and tests in a
+# world-readable temp dir (the checkout may be under /root), runs the test as that user, and
+# removes the user and the stage afterwards. TAP on stdout.
+set -eu
+who=$1
+test=$2
+name=$(basename "$test")
+
+case $who in
+root)
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "1..0 # SKIP $name: the root variant needs root"
+        exit 0
+    fi
+    exec sh "$test"
+    ;;
+user)
+    if [ "$(id -u)" -ne 0 ]; then
+        exec sh "$test"
+    fi
+    ;;
+*)
+    echo "Bail out! run-as.sh: unknown mode '$who'"
+    exit 1
+    ;;
+esac
+
+user="abtest$$"
+stage=$(mktemp -d /tmp/agentbox-stage.XXXXXX)
+cleanup() {
+    # the test's own processes are gone (it ran in the foreground); remove what we made
+    userdel "$user" >/dev/null 2>&1 || true
+    rm -rf --one-file-system "$stage"
+}
+trap cleanup EXIT INT TERM
+chmod 755 "$stage"
+useradd --system --no-create-home --home-dir "$stage/home" --shell /usr/sbin/nologin "$user"
+mkdir -p "$stage/bin" "$stage/home"
+cp "$AGENTBOX" "$AGENTBOX_INIT" "$AB_PROBE" "$stage/bin/"
+cp -r "$AB_TESTDIR" "$stage/tests"
+cp -r "$AB_SRCDIR/examples" "$stage/examples"
+chown -R "$user" "$stage/home"
+chmod -R a+rX "$stage"
+rc=0
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/home" \
+    LANG=C.UTF-8 \
+    AGENTBOX="$stage/bin/$(basename "$AGENTBOX")" \
+    AGENTBOX_INIT="$stage/bin/$(basename "$AGENTBOX_INIT")" \
+    AB_PROBE="$stage/bin/$(basename "$AB_PROBE")" \
+    AB_SRCDIR="$stage" AB_TESTDIR="$stage/tests" AB_AS_USER=1 \
+    ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \
+    ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
+    sh "$stage/tests/integration/$name" || rc=$?
+exit $rc

@@ -1,8 +1,180 @@
+/* Unit tests for bwargv.c: the bwrap command line, golden-tested per plan. Regenerate the
+ * golden files with AB_UPDATE_GOLDEN=1 and review the diff like code. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/bwargv.h"
+#include "src/util/xalloc.h"
 #include "tests/tap.h"
+
+static char *
+read_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = xmalloc((size_t) n + 1);
+	if (fread(buf, 1, (size_t) n, f) != (size_t) n)
+		n = 0;
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void
+base_plan(struct ab_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->lang = AB_LANG_PYTHON;
+	p->interp = xstrdup("/usr/bin/python3.11");
+	p->script_sandbox = xstrdup("/work/agent_script.py");
+	p->work_src = xstrdup("/var/tmp/agentbox-1000/run-AbCdEf/mnt");
+	p->etc_src = xstrdup("/var/tmp/agentbox-1000/run-AbCdEf/etc");
+	p->init_src = xstrdup("/usr/libexec/agentbox/agentbox-init");
+	strv_push(&p->env, "PATH=/usr/local/bin:/usr/bin:/bin");
+	strv_push(&p->env, "HOME=/work");
+	strv_push(&p->env, "TMPDIR=/tmp");
+	strv_push(&p->env, "LANG=C.UTF-8");
+	strv_push(&p->env, "PYTHONDONTWRITEBYTECODE=1");
+	strv_push(&p->host_etc, "/etc/alternatives");
+	strv_push(&p->host_etc, "/etc/ld.so.cache");
+	p->usr_links[0] = p->usr_links[1] = p->usr_links[2] = p->usr_links[3] = true;
+	p->disable_userns = true;
+	p->seccomp = true;
+	p->landlock = p->landlock_net = p->landlock_scope = true;
+	p->tmp_size = 128ULL << 20;
+}
+
+static void
+golden(const char *name, const struct ab_plan *p)
+{
+	struct strv opts = { 0 }, cmd = { 0 };
+	char *got, *joined_o, *joined_c, *want, *path;
+	const char *dir = getenv("AB_TESTDIR");
+
+	bwargv_build(&opts, &cmd, p);
+	joined_o = strv_join(&opts, "\n");
+	joined_c = strv_join(&cmd, "\n");
+	got = xasprintf("%s\n%s\n", joined_o, joined_c);
+	path = xasprintf("%s/data/bwargv-%s.argv", dir ? dir : "tests", name);
+	if (getenv("AB_UPDATE_GOLDEN")) {
+		FILE *f = fopen(path, "we");
+
+		if (f) {
+			fputs(got, f);
+			fclose(f);
+		}
+	}
+	want = read_file(path);
+	TAP_OK(want != NULL, "golden file %s exists", path);
+	TAP_OK(want && strcmp(got, want) == 0, "argv for '%s' matches its golden file", name);
+	if (want && strcmp(got, want) != 0)
+		printf("# got:\n%s", got);
+	free(got);
+	free(joined_o);
+	free(joined_c);
+	free(want);
+	free(path);
+	strv_done(&opts);
+	strv_done(&cmd);
+}
+
+/* Every word that came from the caller sits after "--" or as an option's value. */
+static void
+test_injection(void)
+{
+	struct ab_plan p;
+	struct strv opts = { 0 }, cmd = { 0 };
+	bool opt_ok = true;
+
+	base_plan(&p);
+	free(p.script_sandbox);
+	p.script_sandbox = xstrdup("/work/--bind=x.py");
+	strv_push(&p.script_args, "--bind");
+	strv_push(&p.script_args, "/");
+	strv_push(&p.script_args, "/host");
+	strv_push(&p.env, "EVIL=--bind / /host");
+	bwargv_build(&opts, &cmd, &p);
+	TAP_STREQ(cmd.v[0], "--", "the command starts with --");
+	for (size_t i = 0; i < opts.n; i++)
+		if (strcmp(opts.v[i], "--bind") == 0 && strcmp(opts.v[i + 2], "/work") != 0)
+			opt_ok = false;
+	TAP_OK(opt_ok, "the only --bind in the options is the workspace");
+	TAP_OK(strcmp(cmd.v[cmd.n - 3], "--bind") == 0, "script args stay at the end of the command");
+	strv_done(&opts);
+	strv_done(&cmd);
+	plan_done(&p);
+}
+
+static void
+test_quote(void)
+{
+	char *q;
+
+	q = bwargv_shell_quote("/usr/bin");
+	TAP_STREQ(q, "/usr/bin", "plain word unquoted");
+	free(q);
+	q = bwargv_shell_quote("a b'c");
+	TAP_STREQ(q, "'a b'\\''c'", "quote with embedded quote");
+	free(q);
+	q = bwargv_shell_quote("");
+	TAP_STREQ(q, "''", "empty word quoted");
+	free(q);
+}
+
+static void
+test_serialize(void)
+{
+	struct strv av = { 0 };
+	size_t len;
+	char *buf;
+
+	strv_push(&av, "--a");
+	strv_push(&av, "b c");
+	buf = bwargv_serialize(&av, &len);
+	TAP_OK(len == 8 && memcmp(buf, "--a\0b c\0", 8) == 0, "--args serialization is NUL-separated");
+	free(buf);
+	strv_done(&av);
+}
 
 int
 main(void)
 {
-	TAP_OK(0, "bwargv: not written yet");
+	struct ab_plan p;
+
+	base_plan(&p);
+	golden("default", &p);
+	plan_done(&p);
+
+	base_plan(&p);
+	p.disable_userns = false;
+	p.seccomp = false;
+	p.landlock = p.landlock_net = p.landlock_scope = false;
+	p.usr_links[1] = false;
+	golden("weak-host", &p);
+	plan_done(&p);
+
+	base_plan(&p);
+	free(p.interp);
+	p.interp = xstrdup("/opt/node-v20/bin/node");
+	free(p.script_sandbox);
+	p.script_sandbox = xstrdup("/work/main.mjs");
+	plan_add_ro_bind(&p, "/opt/node-v20", "/opt/node-v20");
+	strv_push(&p.script_args, "--flag");
+	strv_push(&p.script_args, "x y");
+	golden("node-outside-usr", &p);
+	plan_done(&p);
+
+	test_injection();
+	test_quote();
+	test_serialize();
 	return tap_done();
 }

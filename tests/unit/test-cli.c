@@ -1,8 +1,137 @@
+/* Unit tests for cli.c: option parsing into struct ab_run_opts, and its errors. */
+#include <string.h>
+
+#include "src/cli.h"
 #include "tests/tap.h"
+
+#define ARGV(...)                                                                                  \
+	(char *[])                                                                                 \
+	{                                                                                          \
+		"run", __VA_ARGS__, NULL                                                           \
+	}
+
+static int
+parse(char **argv, struct ab_run_opts *o, struct ab_err *err)
+{
+	int argc = 0;
+
+	while (argv[argc])
+		argc++;
+	run_opts_init(o);
+	memset(err, 0, sizeof(*err));
+	return cli_parse_run(argc, argv, o, err);
+}
 
 int
 main(void)
 {
-	TAP_OK(0, "cli: not written yet");
+	struct ab_run_opts o;
+	struct ab_err err;
+	int r;
+
+	r = parse(ARGV("s.py"), &o, &err);
+	TAP_OK(r == 0, "plain script parses");
+	TAP_STREQ(o.script, "s.py", "script recorded");
+	TAP_OK(o.limits[AB_LIM_TIMEOUT_MS].value == 60000 && !o.limits[AB_LIM_TIMEOUT_MS].set,
+	       "default timeout 60s, not explicit");
+	TAP_OK(o.limits[AB_LIM_MEMORY].value == 1ULL << 30, "default memory 1G");
+	TAP_OK(o.limits[AB_LIM_PIDS].value == 256, "default pids 256");
+	TAP_OK(o.limits[AB_LIM_DISK].value == 512ULL << 20, "default disk 512M");
+	TAP_OK(o.limits[AB_LIM_INODES].value == 16384, "default inodes 16384");
+	TAP_OK(o.limits[AB_LIM_FILE_SIZE].value == 256ULL << 20, "default file size 256M");
+	TAP_OK(o.limits[AB_LIM_OUTPUT].value == 1ULL << 20, "default output 1M");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--timeout", "90s", "--memory", "512M", "--cpus", "1.5", "--pids", "64",
+		       "--report", "r.json", "--input", "a.csv", "--input", "b", "--env",
+		       "FOO=bar=baz", "--lang", "node", "s", "--", "x", "--y"),
+		  &o, &err);
+	TAP_OK(r == 0, "full command line parses");
+	TAP_OK(o.limits[AB_LIM_TIMEOUT_MS].value == 90000 && o.limits[AB_LIM_TIMEOUT_MS].set,
+	       "--timeout 90s explicit");
+	TAP_OK(o.limits[AB_LIM_MEMORY].value == 512ULL << 20, "--memory 512M");
+	TAP_OK(o.limits[AB_LIM_CPUS_MILLI].value == 1500, "--cpus 1.5");
+	TAP_OK(o.limits[AB_LIM_PIDS].value == 64 && o.limits[AB_LIM_PIDS].set, "--pids 64");
+	TAP_OK(o.inputs.n == 2, "two inputs");
+	TAP_OK(o.env.n == 1 && strcmp(o.env.v[0], "FOO=bar=baz") == 0, "--env kept whole");
+	TAP_OK(o.lang == AB_LANG_NODE, "--lang node");
+	TAP_OK(o.script_args.n == 2 && strcmp(o.script_args.v[0], "x") == 0 &&
+		       strcmp(o.script_args.v[1], "--y") == 0,
+	       "script args after -- pass through, option-looking ones included");
+	run_opts_done(&o);
+
+	r = parse(ARGV("s.py", "a", "--timeout", "5"), &o, &err);
+	TAP_OK(r == 0 && o.script_args.n == 3 && !o.limits[AB_LIM_TIMEOUT_MS].set,
+	       "options after SCRIPT belong to the script");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--memory", "lots", "s.py"), &o, &err);
+	TAP_OK(r < 0 && err.exit == AB_EXIT_USAGE, "bad --memory is a usage error");
+	TAP_OK(strstr(err.msg, "--memory") && strstr(err.msg, "lots"), "message names option+value");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--timeout", "0", "s.py"), &o, &err);
+	TAP_OK(r < 0 && err.exit == AB_EXIT_USAGE, "zero timeout rejected");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--lang", "ruby", "s.rb"), &o, &err);
+	TAP_OK(r < 0 && strstr(err.msg, "ruby"), "unknown --lang rejected");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--bogus", "s.py"), &o, &err);
+	TAP_OK(r < 0 && strstr(err.msg, "--bogus"), "unknown option named");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--bind=/:/x", "s.py"), &o, &err);
+	TAP_OK(r < 0 && err.exit == AB_EXIT_USAGE, "an injected bwrap option is not accepted");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--", "--bind=x.py"), &o, &err);
+	TAP_OK(r == 0 && strcmp(o.script, "--bind=x.py") == 0,
+	       "after --, an option-looking name is the script");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--env", "NOEQUALS", "s.py"), &o, &err);
+	TAP_OK(r < 0, "--env without = rejected");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--env", "1BAD=x", "s.py"), &o, &err);
+	TAP_OK(r < 0, "--env with a bad name rejected");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--timeout"), &o, &err);
+	TAP_OK(r < 0 && strstr(err.msg, "needs a value"), "missing option value");
+	run_opts_done(&o);
+
+	{
+		char *argv[] = { "run", NULL };
+
+		r = parse(argv, &o, &err);
+		TAP_OK(r < 0 && strstr(err.msg, "no SCRIPT"), "missing script");
+		run_opts_done(&o);
+	}
+
+	r = parse(ARGV("--workspace", "d", "--input", "x", "s.py"), &o, &err);
+	TAP_OK(r < 0, "--workspace with --input rejected");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--without", "landlock", "--without", "seccomp", "s.py"), &o, &err);
+	TAP_OK(r == 0 && o.without[AB_PROT_LANDLOCK] && o.without[AB_PROT_SECCOMP] &&
+		       !o.without[AB_PROT_CGROUP],
+	       "--without by name");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--without", "everything", "s.py"), &o, &err);
+	TAP_OK(r < 0, "--without unknown name rejected");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--seccomp-policy", "strict", "s.py"), &o, &err);
+	TAP_OK(r == 0 && o.seccomp_policy == AB_SECCOMP_STRICT, "--seccomp-policy strict");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--help"), &o, &err);
+	TAP_OK(r == 1, "--help returns 1");
+	TAP_OK(strstr(cli_run_help(), "--output-limit") != NULL, "help lists --output-limit");
+	run_opts_done(&o);
 	return tap_done();
 }

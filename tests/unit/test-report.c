@@ -1,8 +1,83 @@
+/* Unit tests for report.c: the fixed schema, escaping of hostile output, status names. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/report.h"
+#include "src/util/xalloc.h"
 #include "tests/tap.h"
+
+static const char *const keys[] = {
+	"schema_version", "status",   "exit_code",  "signal",	  "wall_ms",   "cpu_ms",
+	"max_rss_kib",	  "stdout",   "stderr",	    "run_dir",	  "workspace", "files",
+	"sandbox",	  "warnings", "limits",	    "usage",	  "limits_hit", "message",
+	"fix",		  "lang",     "interpreter", "agentbox_exit",
+};
 
 int
 main(void)
 {
-	TAP_OK(0, "report: not written yet");
+	struct ab_run_opts o;
+	struct ab_result r;
+	json_t *j, *s;
+	char *text;
+
+	run_opts_init(&o);
+	result_init(&r, &o);
+	r.status = AB_STATUS_SIGNALED;
+	r.signal = SIGKILL;
+	r.wall_ms = 12;
+	r.out.buf = xstrdup("ok \x1b]52;c;aGk=\x07 \xff\xfe end\n");
+	r.out.len = strlen(r.out.buf);
+	r.out.bytes = 5000;
+	r.out.truncated = true;
+	r.err.buf = xmalloc(3);
+	memcpy(r.err.buf, "a\0b", 3);
+	r.err.len = 3;
+	r.err.bytes = 3;
+	r.run_dir = xstrdup("/var/tmp/agentbox-1/run-aaaaaa");
+	result_warn(&r, "default %s limit not enforced", "memory");
+	result_protect(&r, "seccomp", true, "policy %s", "default");
+	r.limits[AB_LIM_MEMORY] = (struct ab_limit_result){ true, 1 << 30, "cgroup v1", true, NULL };
+
+	j = report_build(&r);
+	TAP_OK(j != NULL, "report builds");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		TAP_OK(json_object_get(j, keys[i]) != NULL, "has key '%s'", keys[i]);
+	TAP_OK(json_integer_value(json_object_get(j, "schema_version")) == AB_REPORT_SCHEMA_VERSION,
+	       "schema_version");
+	TAP_STREQ(json_string_value(json_object_get(j, "status")), "signaled", "status name");
+	TAP_OK(json_integer_value(json_object_get(j, "signal")) == 9, "signal 9");
+	TAP_STREQ(json_string_value(json_object_get(j, "signal_name")), "KILL", "signal name");
+	TAP_OK(json_is_null(json_object_get(j, "exit_code")), "exit_code null when signaled");
+	s = json_object_get(j, "stdout");
+	TAP_OK(json_is_true(json_object_get(s, "truncated")), "truncated flag");
+	TAP_OK(json_integer_value(json_object_get(s, "bytes")) == 5000, "total bytes kept");
+	TAP_OK(json_is_true(json_object_get(s, "text_lossy")), "invalid UTF-8 flagged lossy");
+	TAP_OK(strstr(json_string_value(json_object_get(s, "text")), "\xEF\xBF\xBD") != NULL,
+	       "invalid bytes replaced with U+FFFD");
+	text = json_dumps(j, JSON_COMPACT);
+	TAP_OK(text && strstr(text, "\\u001B]52") != NULL, "ESC is JSON-escaped in the text");
+	TAP_OK(text && strchr(text, 0x1b) == NULL && strchr(text, 0x07) == NULL,
+	       "no raw control bytes in the JSON");
+	free(text);
+	s = json_object_get(j, "stderr");
+	TAP_OK(json_is_true(json_object_get(s, "text_lossy")), "embedded NUL handled");
+	TAP_OK(json_array_size(json_object_get(j, "warnings")) == 1, "warnings listed");
+	TAP_OK(json_is_true(json_object_get(json_object_get(json_object_get(j, "sandbox"),
+							     "seccomp"),
+					    "enforced")),
+	       "protection recorded");
+	TAP_STREQ(json_string_value(json_object_get(
+			  json_object_get(json_object_get(j, "limits"), "memory"), "mechanism")),
+		  "cgroup v1", "limit mechanism recorded");
+	json_decref(j);
+
+	for (int st = 0; st < AB_STATUS_COUNT; st++)
+		TAP_OK(strcmp(result_status_name((enum ab_status) st), "unknown") != 0 &&
+			       result_status_name((enum ab_status) st) != NULL,
+		       "status %d has a name (%s)", st, result_status_name((enum ab_status) st));
+	result_done(&r);
+	run_opts_done(&o);
 	return tap_done();
 }

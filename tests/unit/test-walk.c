@@ -671,7 +671,11 @@ manifests_equal(const struct ab_manifest *a, const struct ab_manifest *b)
 		return false;
 	}
 	for (size_t i = 0; i < a->n; i++) {
-		const struct ab_entry *x = &a->entries[i], *y = find(b, x->path);
+		const struct ab_entry *x = &a->entries[i], *y = &b->entries[i];
+
+		/* Same directory, same listing order; look the path up only if that fails. */
+		if (strcmp(x->path, y->path) != 0)
+			y = find(b, x->path);
 
 		if (!y || x->type != y->type || x->flags != y->flags || x->collected != y->collected ||
 		    strcmp(x->sha256, y->sha256) != 0 || x->mode != y->mode) {
@@ -921,6 +925,12 @@ mount_child(int wfd)
 		res.skip = true;
 		goto out;
 	}
+	/* An fd opened before unshare() resolves through the old namespace's mounts, where the
+	 * tmpfs below would not be visible: reopen the temp dir by path. */
+	(void) close(base_fd);
+	base_fd = open(base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (base_fd < 0)
+		bail("reopen the temp dir");
 	mnt = mkdir_open(base_fd, "mnt", 0755);
 	mkfile(mnt, "file", "f", 1, 0644);
 	(void) close(mkdir_open(mnt, "keep", 0755));
@@ -937,7 +947,6 @@ mount_child(int wfd)
 
 	if (walk_tree(mnt, &o, &man, NULL) == 0) {
 		e = find(&man, "sub/m");
-		for (size_t i = 0; getenv("DBG") && i < man.n; i++) printf("# %s %x\n", man.entries[i].path, man.entries[i].flags);
 		res.walk_flagged = e && (e->flags & AB_FLAG_OTHER_FS) && !find(&man, "sub/m/inner");
 	}
 	manifest_done(&man);
@@ -960,6 +969,7 @@ mount_child(int wfd)
 		res.removed_after = walk_remove_tree(base_fd, "mnt", NULL) == 0 &&
 				    !exists_at(base_fd, "mnt");
 out:
+	fflush(stdout);
 	(void) write_all(wfd, &res, sizeof(res));
 }
 

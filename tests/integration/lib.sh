@@ -1,0 +1,134 @@
+# lib.sh -- sourced by every integration test (POSIX sh). TAP output.
+#
+# Environment (set by tests/meson.build, or by run-as.sh for the user variant):
+#   AGENTBOX AGENTBOX_INIT AB_PROBE AB_SRCDIR AB_TESTDIR
+# Provides:
+#   $WORK   a private temp dir, removed on exit; $RUNS = $WORK/runs (the runs root)
+#   ab ARGS...        agentbox run --runs-dir $RUNS --report $WORK/r.json ARGS...
+#                     sets $rc; stdout in $WORK/out, stderr in $WORK/err
+#   jr FILTER         jq -r FILTER on the last report
+#   ok/not_ok/skip/is/check/done_testing   TAP helpers
+#   bounded SECS CMD  run CMD under an outer timeout (safety net for attack tests)
+#   no_procs TOKEN    true when no process on the host has TOKEN in its command line
+set -u
+
+_n=0
+_failed=0
+WORK=$(mktemp -d /tmp/agentbox-test.XXXXXX)
+RUNS=$WORK/runs
+export WORK RUNS
+_cleanup() {
+    chmod -R u+rwX "$WORK" 2>/dev/null || true
+    rm -rf --one-file-system "$WORK"
+}
+trap _cleanup EXIT
+trap 'exit 1' INT TERM
+
+ok() {
+    _n=$((_n + 1))
+    echo "ok $_n - $*"
+}
+not_ok() {
+    _n=$((_n + 1))
+    _failed=$((_failed + 1))
+    echo "not ok $_n - $1"
+    shift
+    for _l in "$@"; do
+        echo "#   $_l"
+    done
+    if [ -f "$WORK/err" ]; then
+        sed -n '1,15s/^/#   stderr: /p' "$WORK/err"
+    fi
+}
+# skip MSG REASON: an explicit TAP skip, never counted as a pass.
+skip() {
+    _n=$((_n + 1))
+    echo "ok $_n - $1 # SKIP $2"
+}
+# is GOT WANT MSG
+is() {
+    if [ "$1" = "$2" ]; then
+        ok "$3"
+    else
+        not_ok "$3" "got:  '$1'" "want: '$2'"
+    fi
+}
+# check MSG CMD...: ok when CMD succeeds
+check() {
+    _msg=$1
+    shift
+    if "$@"; then ok "$_msg"; else not_ok "$_msg" "command failed: $*"; fi
+}
+# refute MSG CMD...: ok when CMD fails
+refute() {
+    _msg=$1
+    shift
+    if "$@"; then not_ok "$_msg" "command unexpectedly succeeded: $*"; else ok "$_msg"; fi
+}
+done_testing() {
+    echo "1..$_n"
+    [ "$_failed" -eq 0 ]
+}
+bail() {
+    echo "Bail out! $*"
+    exit 1
+}
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+as_user() { [ "${AB_AS_USER:-0}" = 1 ] || ! is_root; }
+
+ab() {
+    rc=0
+    "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
+        >"$WORK/out" 2>"$WORK/err" || rc=$?
+}
+jr() {
+    jq -r "$1" "$WORK/r.json"
+}
+bounded() {
+    _secs=$1
+    shift
+    timeout -k 5 "$_secs" "$@"
+}
+no_procs() {
+    for _p in /proc/[0-9]*; do
+        if tr '\0' ' ' <"$_p/cmdline" 2>/dev/null | grep -q -- "$1"; then
+            return 1
+        fi
+    done
+    return 0
+}
+# A TCP+UDP listener on 127.0.0.1 that logs every connection/datagram to $1.log.
+# Prints "TCPPORT UDPPORT" into $1.ports. Stop it with: kill "$(cat $1.pid)".
+listener_start() {
+    python3 - "$1" <<'PY' &
+import socket, sys, threading, os
+base = sys.argv[1]
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("127.0.0.1", 0)); t.listen(16)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+log = open(base + ".log", "a", buffering=1)
+def tcp():
+    while True:
+        c, a = t.accept(); log.write("tcp %s\n" % (a,)); c.close()
+def udp():
+    while True:
+        d, a = u.recvfrom(4096); log.write("udp %s\n" % (a,))
+threading.Thread(target=tcp, daemon=True).start()
+threading.Thread(target=udp, daemon=True).start()
+with open(base + ".ports.tmp", "w") as f:
+    f.write("%d %d\n" % (t.getsockname()[1], u.getsockname()[1]))
+os.rename(base + ".ports.tmp", base + ".ports")
+threading.Event().wait(600)
+PY
+    echo $! >"$1.pid"
+    _i=0
+    while [ ! -f "$1.ports" ] && [ $_i -lt 100 ]; do sleep 0.05; _i=$((_i + 1)); done
+    : >>"$1.log"
+}
+listener_stop() {
+    kill "$(cat "$1.pid")" 2>/dev/null || true
+}
+
+command -v jq >/dev/null || bail "jq is required (apt-get install jq)"
+[ -x "$AGENTBOX" ] || bail "AGENTBOX='$AGENTBOX' is not executable"
