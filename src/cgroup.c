@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,16 +37,16 @@
 #include "util/strv.h"
 #include "util/xalloc.h"
 
-#define CG_ROOT_DEFAULT	   "/sys/fs/cgroup"
-#define CG_PARENT	   "agentbox"		 /* v1 runs parent; v2 own-cgroup runs parent */
-#define CG_SUPERVISOR	   "agentbox-supervisor" /* v2 leaf this process moves itself into */
-#define CG_PROCS_CAP	   (4u << 20)		 /* cgroup.procs bytes we are willing to read */
-#define CG_KILL_ROUNDS	   100			 /* read cgroup.procs / SIGKILL rounds */
-#define CG_DESTROY_WAIT_MS 2000			 /* how long cg_destroy waits for an empty cgroup */
+#define CG_ROOT_DEFAULT    "/sys/fs/cgroup"
+#define CG_PARENT          "agentbox"            /* v1 runs parent; v2 own-cgroup runs parent */
+#define CG_SUPERVISOR      "agentbox-supervisor" /* v2 leaf this process moves itself into */
+#define CG_PROCS_CAP       (4u << 20)            /* cgroup.procs bytes we are willing to read */
+#define CG_KILL_ROUNDS     100                   /* read cgroup.procs / SIGKILL rounds */
+#define CG_DESTROY_WAIT_MS 2000                  /* how long cg_destroy waits for an empty cgroup */
 #define CG_DEFAULT_PERIOD  100000
 
-#define CG_FIX_DELEGATE                                                                            \
-	"run under `systemd-run --user --scope -p Delegate=yes agentbox ...`, or set "             \
+#define CG_FIX_DELEGATE                                                                \
+	"run under `systemd-run --user --scope -p Delegate=yes agentbox ...`, or set " \
 	"AGENTBOX_CGROUP to a delegated cgroup that holds no processes"
 
 void (*cg_test_after_mkdir)(int parent_dirfd, const char *name);
@@ -475,7 +476,8 @@ cg_read_usage(struct ab_cg *cg, struct ab_cg_usage *ret)
 	} else {
 		d = cg->dirfd[CG_MEMORY];
 		if (d >= 0) {
-			any |= read_u64_at(d, "memory.max_usage_in_bytes", &u.memory_peak_bytes) == 0;
+			any |= read_u64_at(d, "memory.max_usage_in_bytes", &u.memory_peak_bytes) ==
+			       0;
 			any |= read_kv_at(d, "memory.oom_control", "oom_kill", &u.oom_kills) == 0;
 			/* With memsw == limit the memsw counter is charged first and fails
 			 * first, so its failcnt holds the hits: take the larger one. */
@@ -631,7 +633,8 @@ cg_write(int dirfd, const char *file, const char *val, const char *where, struct
 	int r = write_small_file_at(dirfd, file, val);
 
 	if (r < 0)
-		return ab_err_set(err, r, "write '%s' to %s/%s: %s", val, where, file, strerror(-r));
+		return ab_err_set(err, r, "write '%s' to %s/%s: %s", val, where, file,
+				  strerror(-r));
 	return 0;
 }
 
@@ -814,10 +817,11 @@ cg_create(const struct ab_cg_host *h, const char *name, const struct ab_cg_limit
 				  h->why);
 	period = l->cpu_period_us ? l->cpu_period_us : CG_DEFAULT_PERIOD;
 	if (l->cpu_quota_us && (period < 1000 || period > 1000000 || l->cpu_quota_us < 1000))
-		return ab_err_set(err, -EINVAL,
-				  "CPU limit %" PRIu64 "/%" PRIu64
-				  " us: the period must be 1000..1000000 us and the quota >= 1000 us",
-				  l->cpu_quota_us, period);
+		return ab_err_set(
+			err, -EINVAL,
+			"CPU limit %" PRIu64 "/%" PRIu64
+			" us: the period must be 1000..1000000 us and the quota >= 1000 us",
+			l->cpu_quota_us, period);
 
 	rootfd = open(h->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
@@ -921,7 +925,7 @@ host_has_swap(void)
 	ssize_t n = read_small_file_at(AT_FDCWD, "/proc/swaps", buf, sizeof(buf));
 
 	if (n < 0)
-		return true; /* unknown: assume the worst */
+		return true;              /* unknown: assume the worst */
 	return strchr(buf, '\n') != NULL; /* anything after the header line */
 }
 
@@ -1033,14 +1037,16 @@ v2_fill(struct ab_cg_host *h, int pfd, const char *rel, unsigned mask, const cha
 	h->swap = h->memory && exists_at(pfd, "memory.swap.max");
 	h->kill_file = exists_at(pfd, "cgroup.kill");
 	if (!h->memory)
-		why_add(h, "no memory controller in '/%s' (cgroup.controllers: '%s'): no memory limit",
+		why_add(h,
+			"no memory controller in '/%s' (cgroup.controllers: '%s'): no memory limit",
 			rel, offered);
 	if (!h->pids)
-		why_add(h, "no pids controller in '/%s' (cgroup.controllers: '%s'): no process limit",
+		why_add(h,
+			"no pids controller in '/%s' (cgroup.controllers: '%s'): no process limit",
 			rel, offered);
 	if (!h->cpu)
-		why_add(h, "no cpu controller in '/%s' (cgroup.controllers: '%s'): no CPU limit", rel,
-			offered);
+		why_add(h, "no cpu controller in '/%s' (cgroup.controllers: '%s'): no CPU limit",
+			rel, offered);
 	if (h->memory && !h->swap)
 		note_swap(h, "memory.swap.max");
 }
@@ -1114,8 +1120,8 @@ probe_v2_env(struct ab_cg_host *h, int rootfd, const char *env, const char *proc
 		strncat(anc, "/cgroup.procs", sizeof(anc) - strlen(anc) - 1);
 		if (!writable_at(rootfd, anc)) {
 			why_add(h,
-				"processes cannot move from '/%s' to AGENTBOX_CGROUP '/%s': %s is not "
-				"writable; start agentbox inside the delegated subtree",
+				"processes cannot move from '/%s' to AGENTBOX_CGROUP '/%s': "
+				"%s is not writable; start agentbox inside the delegated subtree",
 				own, rel, anc);
 			return;
 		}
@@ -1191,8 +1197,8 @@ probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
 /* Returns 1 when root is no cgroup v2 hierarchy with controllers (try v1), 0 when decided
  * (h->kind is V2, or NONE with why set), or -errno. v2note gets why v2 was passed over. */
 static int
-probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgroup,
-	 char *v2note, size_t size)
+probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgroup, char *v2note,
+	 size_t size)
 {
 	char ctrls[512];
 	const char *env;
@@ -1207,12 +1213,18 @@ probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgro
 			/* hybrid: a cgroup2 mount at unified, usually without controllers */
 			n = read_small_file_at(rootfd, "unified/cgroup.controllers", ctrls,
 					       sizeof(ctrls));
-			if (n >= 0)
+			if (n >= 0 && !word_in(ctrls, "memory") && !word_in(ctrls, "pids"))
 				snprintf(v2note, size,
-					 "the cgroup2 mount at %s/unified has %s (agentbox uses cgroup "
-					 "v2 only when it is mounted at %s)",
-					 h->root, n > 0 ? "some controllers" : "no controllers",
-					 h->root);
+					 "the cgroup2 mount at %s/unified has no memory or pids "
+					 "controller (cgroup.controllers: '%s'; they are bound to "
+					 "cgroup v1)",
+					 h->root, ctrls);
+			else if (n >= 0)
+				snprintf(
+					v2note, size,
+					"the cgroup2 mount at %s/unified has controllers '%s', but "
+					"agentbox uses cgroup v2 only when it is mounted at %s",
+					h->root, ctrls, h->root);
 			return 1;
 		}
 	}
@@ -1284,14 +1296,16 @@ probe_v1(struct ab_cg_host *h, int rootfd, bool real)
 	}
 	if (!any_usable) {
 		if (geteuid() != 0)
-			why_add(h, "cgroup v1 hierarchies are writable only by root; run as root or "
-				   "on a cgroup v2 host with delegation");
+			why_add(h,
+				"cgroup v1 hierarchies are writable only by root; run as root or "
+				"on a cgroup v2 host with delegation");
 		else
 			why_add(h, "the cgroup v1 hierarchies under %s are not writable", h->root);
 		return;
 	}
 	if (!usable[CG_MEMORY] && !usable[CG_PIDS]) {
-		why_add(h, "cgroup v1: neither the memory (%s) nor the pids (%s) hierarchy is usable",
+		why_add(h,
+			"cgroup v1: neither the memory (%s) nor the pids (%s) hierarchy is usable",
 			missing[CG_MEMORY], missing[CG_PIDS]);
 		return;
 	}
@@ -1483,8 +1497,7 @@ sweep_dir(enum ab_cg_kind kind, int parent, int procfd)
 			strv_push(&names, de->d_name);
 	}
 	(void) closedir(d);
-	STRV_FOREACH(n, &names)
-	{
+	STRV_FOREACH (n, &names) {
 		struct ab_cg cg;
 
 		cg_init(&cg);
@@ -1515,7 +1528,8 @@ cg_sweep_stale(const struct ab_cg_host *h, const char *proc_root)
 	if (procfd < 0)
 		return -errno;
 	if (h->kind == AB_CG_V2) {
-		cleanup_fd int pfd = openat(rootfd, h->v2_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		cleanup_fd int pfd =
+			openat(rootfd, h->v2_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 		if (pfd < 0)
 			return -errno;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <sys/types.h>
 
 #include "util/err.h"
@@ -19,11 +20,11 @@ enum ab_cg_kind {
 /* What this host offers the current process. Filled by cg_probe. */
 struct ab_cg_host {
 	enum ab_cg_kind kind;
-	char root[256];	      /* "/sys/fs/cgroup" in production, a temp dir in tests */
+	char root[256];       /* "/sys/fs/cgroup" in production, a temp dir in tests */
 	char v2_parent[1024]; /* v2: delegated parent, relative to root, where run cgroups go */
 	bool memory, pids, cpu, cpuacct; /* controllers usable for a run cgroup */
-	bool swap;			 /* v2 memory.swap.max / v1 memory.memsw.* present */
-	bool kill_file;			 /* v2 cgroup.kill present */
+	bool swap;                       /* v2 memory.swap.max / v1 memory.memsw.* present */
+	bool kill_file;                  /* v2 cgroup.kill present */
 	char why[512]; /* when kind == AB_CG_NONE or a controller is missing: why, and the fix */
 };
 
@@ -47,9 +48,10 @@ struct ab_cg_host {
 int cg_probe(const char *root, const char *proc_self_cgroup, struct ab_cg_host *ret);
 
 struct ab_cg_limits {
-	uint64_t memory_bytes;	/* 0 = no limit; swap is always set to 0 when a memory limit is set */
-	uint64_t pids;		/* 0 = no limit */
-	uint64_t cpu_quota_us;	/* 0 = no limit; per cpu_period_us */
+	/* memory_bytes: 0 = no limit; swap is always set to 0 when a memory limit is set */
+	uint64_t memory_bytes;
+	uint64_t pids;          /* 0 = no limit */
+	uint64_t cpu_quota_us;  /* 0 = no limit; per cpu_period_us */
 	uint64_t cpu_period_us; /* default 100000 */
 };
 
@@ -60,8 +62,8 @@ struct ab_cg_limits {
  * and leaves it in the cg_init() state on failure; cg_destroy() returns it to that state. */
 struct ab_cg {
 	enum ab_cg_kind kind;
-	char name[64];	/* the run cgroup's directory name */
-	int dirfd[4];	/* v2: [0]; v1: memory, pids, cpu, cpuacct (-1 if absent) */
+	char name[64];   /* the run cgroup's directory name */
+	int dirfd[4];    /* v2: [0]; v1: memory, pids, cpu, cpuacct (-1 if absent) */
 	int procs_fd[4]; /* O_WRONLY fds on each cgroup.procs, for cg_attach_self() */
 };
 
@@ -70,11 +72,11 @@ void cg_init(struct ab_cg *cg);
 
 struct ab_cg_usage {
 	uint64_t memory_peak_bytes; /* v2 memory.peak / v1 memory.max_usage_in_bytes; 0 unknown */
-	uint64_t oom_kills;	    /* v2 memory.events oom_kill / v1 memory.oom_control oom_kill */
+	uint64_t oom_kills;         /* v2 memory.events oom_kill / v1 memory.oom_control oom_kill */
 	uint64_t memory_max_events; /* v2 memory.events max / v1 memory.failcnt */
 	uint64_t pids_max_events;   /* v2/v1 pids.events "max": forks refused at the limit */
-	uint64_t pids_peak;	    /* v2 pids.peak (6.1+) / v1 pids.peak if present; 0 unknown */
-	uint64_t cpu_usec;	    /* v2 cpu.stat usage_usec / v1 cpuacct.usage / 1000 */
+	uint64_t pids_peak;         /* v2 pids.peak (6.1+) / v1 pids.peak if present; 0 unknown */
+	uint64_t cpu_usec;          /* v2 cpu.stat usage_usec / v1 cpuacct.usage / 1000 */
 	uint64_t cpu_throttled_usec; /* v2 cpu.stat throttled_usec / v1 cpu.stat throttled_time */
 	bool valid;
 };

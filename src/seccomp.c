@@ -55,7 +55,7 @@
 /* libseccomp's <seccomp.h>, spelled so that it cannot resolve to our own src/seccomp.h: with
  * -Isrc on the command line a plain <seccomp.h> finds ours first. The lookup of "linux/.."
  * only succeeds in a directory that has linux/, i.e. the system include directory. */
-#include <linux/../seccomp.h>
+#include <seccomp.h>
 
 #include "config.h"
 #include "util/fdutil.h"

@@ -19,8 +19,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-#include "init/landlock.h"
-#include "init/proto.h"
+#include "landlock.h"
+#include "proto.h"
 
 static int status_fd = -1;
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <linux/magic.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -32,7 +33,7 @@
 #include "util/fdutil.h"
 #include "util/macro.h"
 
-#define MiB	      (1024ull * 1024ull)
+#define MiB           (1024ull * 1024ull)
 #define REAL_GROUPS   6 /* TAP lines printed as skips when the real part cannot run */
 #define REAL_CG_ROOT  "/sys/fs/cgroup"
 #define REAL_UNIFIED  REAL_CG_ROOT "/unified"
@@ -54,15 +55,14 @@ fmt_into(char *buf, size_t size, const char *fmt, ...)
 }
 
 /* A local string buffer, for paths that must outlive P()'s ring. */
-#define STRP(var, ...)                                                                             \
-	char var[1200];                                                                            \
+#define STRP(var, ...)  \
+	char var[1200]; \
 	fmt_into(var, sizeof(var), __VA_ARGS__)
 
 /* ---- small file helpers (test only) ---- */
 
 /* printf into one of 16 rotating buffers: short-lived paths. */
-static const char *
-P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static const char *
 P(const char *fmt, ...)
@@ -78,11 +78,26 @@ P(const char *fmt, ...)
 	return b;
 }
 
+/* Every fake-tree write goes through here or mkdir_p: refuse anything outside tmp. */
+static bool
+under_tmp(const char *path)
+{
+	size_t n = strlen(tmp);
+
+	if (n > 0 && strncmp(path, tmp, n) == 0 && path[n] == '/' && !strstr(path, "/../"))
+		return true;
+	printf("# refusing to write outside the temp dir: '%s'\n", path);
+	return false;
+}
+
 static void
 put(const char *path, const char *content)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd;
 
+	if (!under_tmp(path))
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		printf("# cannot create %s: %s\n", path, strerror(errno));
 		return;
@@ -114,10 +129,19 @@ exists(const char *path)
 }
 
 static void
+rm_file(const char *path)
+{
+	if (under_tmp(path))
+		(void) unlink(path);
+}
+
+static void
 mkdir_p(const char *path)
 {
 	char buf[1200];
 
+	if (!under_tmp(path))
+		return;
 	snprintf(buf, sizeof(buf), "%s", path);
 	for (char *p = buf + 1; *p; p++) {
 		if (*p != '/')
@@ -163,7 +187,7 @@ rm_rf_at(int dfd, const char *name)
 
 /* ---- the fake cgroupfs and its hooks ---- */
 
-static const char *fake_skip_file;	/* after_mkdir leaves this file out (failure tests) */
+static const char *fake_skip_file;          /* after_mkdir leaves this file out (failure tests) */
 static bool fake_fix_subtree_on_supervisor; /* see test_v2_own_self_move */
 
 /* Plays the kernel on mkdir: the child gets the parent's regular files, empty, except
@@ -245,13 +269,25 @@ hooks_off(void)
 
 /* One fake v2 cgroup directory with every interface file the module touches. */
 static void
-fake_v2_cgroup(const char *dir, const char *controllers, const char *procs)
+fake_v2_cgroup(const char *path, const char *controllers, const char *procs)
 {
 	static const char *const files[] = {
-		"cgroup.subtree_control", "cgroup.kill", "cgroup.freeze", "memory.max",
-		"memory.swap.max", "memory.oom.group", "memory.peak", "memory.events",
-		"pids.max", "pids.peak", "pids.events", "cpu.max", "cpu.stat",
+		"cgroup.subtree_control",
+		"cgroup.kill",
+		"cgroup.freeze",
+		"memory.max",
+		"memory.swap.max",
+		"memory.oom.group",
+		"memory.peak",
+		"memory.events",
+		"pids.max",
+		"pids.peak",
+		"pids.events",
+		"cpu.max",
+		"cpu.stat",
 	};
+
+	STRP(dir, "%s", path); /* path may live in P()'s ring, which the puts below reuse */
 
 	mkdir_p(dir);
 	put(P("%s/cgroup.controllers", dir), controllers);
@@ -397,7 +433,7 @@ test_v2_probe_env(void)
 	/* the common ancestor of our cgroup and the target must accept the move */
 	put(P("%s/psc-other", tmp), "0::/other.slice/x.scope\n");
 	fake_v2_path(root, "other.slice/x.scope", "memory pids");
-	(void) unlink(P("%s/cgroup.procs", root));
+	rm_file(P("%s/cgroup.procs", root));
 	setenv("AGENTBOX_CGROUP", deleg, 1);
 	r = cg_probe(root, P("%s/psc-other", tmp), &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "processes cannot move"),
@@ -423,7 +459,8 @@ test_v2_probe_own(void)
 	put(psc, "0::/user.slice/a.scope\n");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_V2, "v2 own: delegated own cgroup gives V2 ('%s')", h.why);
-	TAP_STREQ(h.v2_parent, "user.slice/a.scope/agentbox", "v2 own: runs go under <own>/agentbox");
+	TAP_STREQ(h.v2_parent, "user.slice/a.scope/agentbox",
+		  "v2 own: runs go under <own>/agentbox");
 	TAP_OK(h.memory && h.pids && h.cpu && h.why[0] == '\0', "v2 own: all controllers, no why");
 	TAP_OK(exists(P("%s/user.slice/a.scope/agentbox/cgroup.procs", root)),
 	       "v2 own: agentbox parent created (test hook populated it)");
@@ -431,21 +468,21 @@ test_v2_probe_own(void)
 	/* the scope holds only us: we step aside into a leaf, then enable controllers */
 	fake_v2_path(root, "user.slice/b.scope", "memory pids cpu");
 	put(P("%s/user.slice/b.scope/cgroup.procs", root), self);
-	(void) unlink(P("%s/user.slice/b.scope/cgroup.subtree_control", root));
+	rm_file(P("%s/user.slice/b.scope/cgroup.subtree_control", root));
 	mkdir_p(P("%s/user.slice/b.scope/cgroup.subtree_control", root)); /* writes: EISDIR */
 	put(psc, "0::/user.slice/b.scope\n");
 	fake_fix_subtree_on_supervisor = true;
 	r = cg_probe(root, psc, &h);
 	fake_fix_subtree_on_supervisor = false;
-	TAP_OK(r == 0 && h.kind == AB_CG_V2, "v2 own: only-us scope gives V2 after self-move ('%s')",
-	       h.why);
+	TAP_OK(r == 0 && h.kind == AB_CG_V2,
+	       "v2 own: only-us scope gives V2 after self-move ('%s')", h.why);
 	TAP_STREQ(get(P("%s/user.slice/b.scope/agentbox-supervisor/cgroup.procs", root)), "0",
 		  "v2 own: moved ourselves into agentbox-supervisor");
 
 	/* the scope holds other processes: nothing to do but explain */
 	fake_v2_path(root, "user.slice/c.scope", "memory pids cpu");
 	put(P("%s/user.slice/c.scope/cgroup.procs", root), P("1\n%s", self));
-	(void) unlink(P("%s/user.slice/c.scope/cgroup.subtree_control", root));
+	rm_file(P("%s/user.slice/c.scope/cgroup.subtree_control", root));
 	mkdir_p(P("%s/user.slice/c.scope/cgroup.subtree_control", root));
 	put(psc, "0::/user.slice/c.scope\n");
 	r = cg_probe(root, psc, &h);
@@ -457,7 +494,7 @@ test_v2_probe_own(void)
 
 	/* not delegated (no writable cgroup.procs) */
 	fake_v2_path(root, "user.slice/d.scope", "memory pids cpu");
-	(void) unlink(P("%s/user.slice/d.scope/cgroup.procs", root));
+	rm_file(P("%s/user.slice/d.scope/cgroup.procs", root));
 	put(psc, "0::/user.slice/d.scope\n");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "not delegated") &&
@@ -466,7 +503,8 @@ test_v2_probe_own(void)
 
 	put(psc, "0::/user.slice/gone.scope (deleted)\n");
 	r = cg_probe(root, psc, &h);
-	TAP_OK(r == 0 && h.kind == AB_CG_NONE, "v2 own: deleted own cgroup gives NONE: '%s'", h.why);
+	TAP_OK(r == 0 && h.kind == AB_CG_NONE, "v2 own: deleted own cgroup gives NONE: '%s'",
+	       h.why);
 	put(psc, "12:pids:/\n1:name=systemd:/\n");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE, "v2 own: no 0:: line gives NONE: '%s'", h.why);
@@ -499,8 +537,9 @@ test_v2_create(void)
 {
 	STRP(root, "%s/v2c", tmp);
 	char run[1200];
-	struct ab_cg_limits l = { .memory_bytes = 64 * MiB, .pids = 16, .cpu_quota_us = 50000,
-				  .cpu_period_us = 100000 };
+	struct ab_cg_limits l = {
+		.memory_bytes = 64 * MiB, .pids = 16, .cpu_quota_us = 50000, .cpu_period_us = 100000
+	};
 	struct ab_cg cg, cg2;
 	struct ab_err err = { 0 };
 	struct ab_cg_host nomem;
@@ -535,8 +574,10 @@ test_v2_create(void)
 	TAP_OK(r == -EEXIST && contains(err.msg, "already exists") && cg2.dirfd[0] == -1 &&
 		       cg2.name[0] == '\0',
 	       "v2 create: existing directory refused: %s", err.msg);
-	const char *bad[] = { "", "../x", ".hidden", "a/b", "a b",
-			      "run-0123456789012345678901234567890123456789012345678901234567890" };
+	const char *bad[] = {
+		"",    "../x", ".hidden",
+		"a/b", "a b",  "run-0123456789012345678901234567890123456789012345678901234567890"
+	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		memset(&err, 0, sizeof(err));
 		r = cg_create(&v2host, bad[i], &l, &cg2, &err);
@@ -598,7 +639,7 @@ test_v2_create(void)
 	TAP_OK(cg_count_procs(&cg) == 0, "v2 count: empty is 0");
 	TAP_OK(cg_kill(&cg) == 0, "v2 kill: ok");
 	TAP_STREQ(get(P("%s/cgroup.kill", run)), "1", "v2 kill: wrote '1' to cgroup.kill");
-	(void) unlink(P("%s/cgroup.kill", run));
+	rm_file(P("%s/cgroup.kill", run));
 	pid_t bystander = fork();
 
 	if (bystander == 0) {
@@ -719,11 +760,13 @@ test_v1_fake(void)
 	/* "cpu,cpuacct" co-mounted, cpu and cpuacct symlinks to it */
 	fmt_into(root, sizeof(root), "%s/v1co", tmp);
 	fake_v1_tree(root, true);
-	rm_rf_at(AT_FDCWD, P("%s/cpuacct", root));
-	(void) rename(P("%s/cpu", root), P("%s/cpu,cpuacct", root));
-	put(P("%s/cpu,cpuacct/cpuacct.usage", root), "");
-	(void) symlink("cpu,cpuacct", P("%s/cpu", root));
-	(void) symlink("cpu,cpuacct", P("%s/cpuacct", root));
+	if (under_tmp(root)) {
+		rm_rf_at(AT_FDCWD, P("%s/cpuacct", root));
+		(void) rename(P("%s/cpu", root), P("%s/cpu,cpuacct", root));
+		put(P("%s/cpu,cpuacct/cpuacct.usage", root), "");
+		(void) symlink("cpu,cpuacct", P("%s/cpu", root));
+		(void) symlink("cpu,cpuacct", P("%s/cpuacct", root));
+	}
 	r = cg_probe(root, NULL, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_V1 && h.cpu && h.cpuacct, "v1 co-mount: probe ok");
 	memset(&err, 0, sizeof(err));
@@ -755,22 +798,15 @@ test_names_and_sweep(void)
 	cg_run_name("abc", small, sizeof(small));
 	TAP_OK(strlen(small) == 7 && strncmp(small, "run-", 4) == 0, "run name: truncated safely");
 
-	STRP(gone, "run-%ld-5-gone", pmax);			  /* no such pid */
+	STRP(gone, "run-%ld-5-gone", pmax);                          /* no such pid */
 	STRP(recycled, "run-%d-%" PRIu64 "-recycled", self, st + 1); /* our pid, not our start */
-	STRP(live, "run-%d-%" PRIu64 "-live", self, st);		  /* us */
+	STRP(live, "run-%d-%" PRIu64 "-live", self, st);             /* us */
 	STRP(nostart, "run-%d-0-nostart", self); /* unknown start: a live pid counts */
 	const char *stale[] = { gone, recycled };
 	const char *keep[] = {
-		live,
-		nostart,
-		"run-12-x",
-		"run-abc-1-x",
-		"run-1-2-",
-		"run--1-x",
-		"run-0-1-x",
-		"run-99999999999999999999-1-x",
-		"run- 7-1-x",
-		"other",
+		live,         nostart,    "run-12-x",  "run-abc-1-x",
+		"run-1-2-",   "run--1-x", "run-0-1-x", "run-99999999999999999999-1-x",
+		"run- 7-1-x", "other",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(stale); i++)
 		fake_v2_cgroup(P("%s/%s", par, stale[i]), "", "");
@@ -869,8 +905,9 @@ run_dirs_gone(const struct ab_cg_host *h, const char *name)
 static void
 real_pids(const struct ab_cg_host *h)
 {
-	struct ab_cg_limits l = { .memory_bytes = 64 * MiB, .pids = 16, .cpu_quota_us = 50000,
-				  .cpu_period_us = 100000 };
+	struct ab_cg_limits l = {
+		.memory_bytes = 64 * MiB, .pids = 16, .cpu_quota_us = 50000, .cpu_period_us = 100000
+	};
 	struct ab_cg cg;
 	struct ab_cg_usage u;
 	struct ab_err err = { 0 };
@@ -976,8 +1013,8 @@ real_oom(const struct ab_cg_host *h)
 	(void) waitpid(pid, &status, 0);
 	TAP_OK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
 	       "real oom: 200 MiB hog under 64 MiB is SIGKILLed (status 0x%x)", status);
-	TAP_OK(cg_read_usage(&cg, &u) == 0 && u.oom_kills >= 1,
-	       "real oom: oom_kills = %" PRIu64, u.oom_kills);
+	TAP_OK(cg_read_usage(&cg, &u) == 0 && u.oom_kills >= 1, "real oom: oom_kills = %" PRIu64,
+	       u.oom_kills);
 	TAP_OK(u.memory_peak_bytes >= 48 * MiB && u.memory_peak_bytes <= 64 * MiB,
 	       "real oom: memory peak %" PRIu64 " bytes, near the 64 MiB limit",
 	       u.memory_peak_bytes);
@@ -1155,8 +1192,7 @@ real_tests(void)
 		return;
 	}
 	TAP_OK(1, "real: probe gives %s (memory %d pids %d cpu %d cpuacct %d swap %d) '%s'",
-	       h.kind == AB_CG_V1 ? "V1" : "V2", h.memory, h.pids, h.cpu, h.cpuacct, h.swap,
-	       h.why);
+	       h.kind == AB_CG_V1 ? "V1" : "V2", h.memory, h.pids, h.cpu, h.cpuacct, h.swap, h.why);
 	r = cg_sweep_stale(&h, "/proc");
 	TAP_OK(r >= 0, "real: sweep of leftovers ok (%d removed)", r);
 	if (h.memory && h.pids)

@@ -32,15 +32,15 @@
 #include <sys/wait.h>
 
 /* libseccomp's header (for seccomp_version()), not our src/seccomp.h; see seccomp.c. */
-#include <linux/../seccomp.h>
+#include <seccomp.h>
 
 #include "config.h"
-#include "seccomp.h"
+#include "src/seccomp.h"
 #include "tests/tap.h"
-#include "util/fdutil.h"
-#include "util/macro.h"
-#include "util/strv.h"
-#include "util/xalloc.h"
+#include "src/util/fdutil.h"
+#include "src/util/macro.h"
+#include "src/util/strv.h"
+#include "src/util/xalloc.h"
 
 #define BLK_DEFAULT (1u << AB_SECCOMP_DEFAULT)
 #define BLK_STRICT  (1u << AB_SECCOMP_STRICT)
