@@ -61,10 +61,14 @@ enum {
 	CG_N,
 };
 
+#define CG_MEM_OR_PIDS (1u << CG_MEMORY | 1u << CG_PIDS)
+
 static const char *const cg_names[CG_N] = { "memory", "pids", "cpu", "cpuacct" };
 
 static void why_add(struct ab_cg_host *h, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+static void note_printf(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 void
 cg_init(struct ab_cg *cg)
@@ -92,6 +96,17 @@ why_add(struct ab_cg_host *h, const char *fmt, ...)
 	}
 	va_start(ap, fmt);
 	vsnprintf(h->why + len, sizeof(h->why) - len, fmt, ap);
+	va_end(ap);
+}
+
+/* snprintf for messages, where truncation is expected and fine. */
+static void
+note_printf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, size, fmt, ap);
 	va_end(ap);
 }
 
@@ -958,26 +973,33 @@ v2_offered(int dfd, char *list, size_t size)
 	return mask;
 }
 
-/* Enables each controller in mask in dfd's cgroup.subtree_control, one write each (so one
- * refusal does not hide the others' state). Returns 0 or the first -errno. */
-static int
-v2_enable(int dfd, unsigned mask)
+/* Enables each controller in mask in dfd's cgroup.subtree_control, one write each, so that
+ * one refusal (say cpu, with realtime tasks around) does not cost the others. Returns the
+ * mask of controllers now enabled; *ret_err gets the first -errno (0 when none failed). */
+static unsigned
+v2_enable(int dfd, unsigned mask, int *ret_err)
 {
 	char cur[512], val[32];
+	unsigned ok = 0;
 
+	*ret_err = 0;
 	if (read_small_file_at(dfd, "cgroup.subtree_control", cur, sizeof(cur)) < 0)
 		cur[0] = '\0';
 	for (int i = 0; i < CG_N; i++) {
-		int r;
+		int r = 0;
 
-		if (!(mask & (1u << i)) || word_in(cur, cg_names[i]))
+		if (!(mask & (1u << i)))
 			continue;
-		snprintf(val, sizeof(val), "+%s", cg_names[i]);
-		r = write_small_file_at(dfd, "cgroup.subtree_control", val);
-		if (r < 0)
-			return r;
+		if (!word_in(cur, cg_names[i])) {
+			snprintf(val, sizeof(val), "+%s", cg_names[i]);
+			r = write_small_file_at(dfd, "cgroup.subtree_control", val);
+		}
+		if (r == 0)
+			ok |= 1u << i;
+		else if (*ret_err == 0)
+			*ret_err = r;
 	}
-	return 0;
+	return ok;
 }
 
 /* Is this process the only one in dfd's cgroup.procs? */
@@ -1038,14 +1060,18 @@ v2_fill(struct ab_cg_host *h, int pfd, const char *rel, unsigned mask, const cha
 	h->kill_file = exists_at(pfd, "cgroup.kill");
 	if (!h->memory)
 		why_add(h,
-			"no memory controller in '/%s' (cgroup.controllers: '%s'): no memory limit",
+			"no usable memory controller under '/%s' (cgroup.controllers: '%s'): no "
+			"memory limit",
 			rel, offered);
 	if (!h->pids)
 		why_add(h,
-			"no pids controller in '/%s' (cgroup.controllers: '%s'): no process limit",
+			"no usable pids controller under '/%s' (cgroup.controllers: '%s'): no "
+			"process limit",
 			rel, offered);
 	if (!h->cpu)
-		why_add(h, "no cpu controller in '/%s' (cgroup.controllers: '%s'): no CPU limit",
+		why_add(h,
+			"no usable cpu controller under '/%s' (cgroup.controllers: '%s'): no CPU "
+			"limit",
 			rel, offered);
 	if (h->memory && !h->swap)
 		note_swap(h, "memory.swap.max");
@@ -1098,15 +1124,15 @@ probe_v2_env(struct ab_cg_host *h, int rootfd, const char *env, const char *proc
 		return;
 	}
 	mask = v2_offered(dfd, offered, sizeof(offered));
-	if (!(mask & (1u << CG_MEMORY | 1u << CG_PIDS))) {
+	if (!(mask & CG_MEM_OR_PIDS)) {
 		why_add(h,
 			"AGENTBOX_CGROUP '/%s' offers neither the memory nor the pids controller "
 			"(cgroup.controllers: '%s'); delegate them to it",
 			rel, offered);
 		return;
 	}
-	r = v2_enable(dfd, mask);
-	if (r < 0) {
+	mask = v2_enable(dfd, mask, &r);
+	if (!(mask & CG_MEM_OR_PIDS)) {
 		why_add(h,
 			"AGENTBOX_CGROUP '/%s': cannot enable controllers in its "
 			"cgroup.subtree_control (%s); it must hold no processes of its own",
@@ -1136,7 +1162,7 @@ probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
 	cleanup_fd int dfd = -1, pfd = -1;
 	char rel[1024], parent[1024], offered[256];
 	const char *bad;
-	unsigned mask;
+	unsigned mask, enabled;
 	int r;
 
 	r = own_v2_cgroup(h->root, proc_self_cgroup, rel, sizeof(rel));
@@ -1156,19 +1182,19 @@ probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
 		return;
 	}
 	mask = v2_offered(dfd, offered, sizeof(offered));
-	if (!(mask & (1u << CG_MEMORY | 1u << CG_PIDS))) {
+	if (!(mask & CG_MEM_OR_PIDS)) {
 		why_add(h,
 			"own cgroup '/%s' offers neither the memory nor the pids controller "
 			"(cgroup.controllers: '%s'); %s",
 			rel, offered, CG_FIX_DELEGATE);
 		return;
 	}
-	r = v2_enable(dfd, mask);
+	enabled = v2_enable(dfd, mask, &r);
 	/* No internal processes: a cgroup holding processes cannot hand controllers to its
 	 * children. When the only process is us, step aside into a leaf and retry. */
-	if (r < 0 && v2_only_self(dfd) && v2_move_self(dfd) == 0)
-		r = v2_enable(dfd, mask);
-	if (r < 0) {
+	if (!(enabled & CG_MEM_OR_PIDS) && v2_only_self(dfd) && v2_move_self(dfd) == 0)
+		enabled = v2_enable(dfd, mask, &r);
+	if (!(enabled & CG_MEM_OR_PIDS)) {
 		why_add(h,
 			"own cgroup '/%s' holds processes, so controllers cannot be enabled in its "
 			"cgroup.subtree_control (%s); %s",
@@ -1178,12 +1204,16 @@ probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
 	r = cg_ensure_dir(dfd, CG_PARENT);
 	if (r >= 0) {
 		pfd = openat(dfd, CG_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		r = pfd < 0 ? -errno : v2_enable(pfd, mask);
+		if (pfd < 0)
+			r = -errno;
+		else
+			enabled = v2_enable(pfd, enabled, &r);
 	}
-	if (r < 0) {
+	if (pfd < 0 || !(enabled & CG_MEM_OR_PIDS)) {
 		why_add(h, "cannot prepare '/%s/" CG_PARENT "' for runs: %s", rel, strerror(-r));
 		return;
 	}
+	mask = enabled;
 	if (strcmp(rel, ".") == 0) {
 		snprintf(parent, sizeof(parent), CG_PARENT);
 	} else if ((size_t) snprintf(parent, sizeof(parent), "%s/" CG_PARENT, rel) >=
@@ -1214,13 +1244,14 @@ probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgro
 			n = read_small_file_at(rootfd, "unified/cgroup.controllers", ctrls,
 					       sizeof(ctrls));
 			if (n >= 0 && !word_in(ctrls, "memory") && !word_in(ctrls, "pids"))
-				snprintf(v2note, size,
-					 "the cgroup2 mount at %s/unified has no memory or pids "
-					 "controller (cgroup.controllers: '%s'; they are bound to "
-					 "cgroup v1)",
-					 h->root, ctrls);
+				note_printf(
+					v2note, size,
+					"the cgroup2 mount at %s/unified has no memory or pids "
+					"controller (cgroup.controllers: '%s'; they are bound to "
+					"cgroup v1)",
+					h->root, ctrls);
 			else if (n >= 0)
-				snprintf(
+				note_printf(
 					v2note, size,
 					"the cgroup2 mount at %s/unified has controllers '%s', but "
 					"agentbox uses cgroup v2 only when it is mounted at %s",
@@ -1234,10 +1265,10 @@ probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgro
 	if (n < 0)
 		return (int) n;
 	if (!word_in(ctrls, "memory") && !word_in(ctrls, "pids")) {
-		snprintf(v2note, size,
-			 "the cgroup2 hierarchy at %s has no memory or pids controller "
-			 "(cgroup.controllers: '%s'; they are bound to cgroup v1)",
-			 h->root, ctrls);
+		note_printf(v2note, size,
+			    "the cgroup2 hierarchy at %s has no memory or pids controller "
+			    "(cgroup.controllers: '%s'; they are bound to cgroup v1)",
+			    h->root, ctrls);
 		return 1;
 	}
 	env = secure_getenv("AGENTBOX_CGROUP");

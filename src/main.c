@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmds.h"
 #include "config.h"
 #include "report.h"
 #include "result.h"
@@ -19,6 +20,10 @@ static const char main_help[] =
 	"\n"
 	"Commands:\n"
 	"  run [OPTIONS] SCRIPT [-- ARGS]   run a Python or Node script in a sandbox\n"
+	"  doctor [--json]                  check what this host supports, with fixes\n"
+	"  collect RUN_DIR DIR              copy a kept run's files out, safely\n"
+	"  rm RUN_DIR...                    remove kept runs\n"
+	"  gc [--older-than DUR]            remove kept runs (all, or older than DUR)\n"
 	"  version                          print the version\n"
 	"  help                             this text\n"
 	"\n"
@@ -109,6 +114,14 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "doctor") == 0)
+		return cmd_doctor(argc - 1, argv + 1);
+	if (strcmp(argv[1], "collect") == 0)
+		return cmd_collect(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rm") == 0)
+		return cmd_rm(argc - 1, argv + 1);
+	if (strcmp(argv[1], "gc") == 0)
+		return cmd_gc(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		printf("agentbox %s\n", AB_VERSION);
 		return 0;

@@ -11,6 +11,7 @@
 
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/proc.h"
 #include "util/xalloc.h"
 
 void
@@ -117,7 +118,8 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err
 {
 	cleanup_free char *tmpl = xasprintf("%s/" AB_RUN_PREFIX "XXXXXX", rd->root);
 	cleanup_fd int fd = -1;
-	char marker[64];
+	char marker[96];
+	uint64_t start = 0;
 	int mfd, r;
 
 	if (!mkdtemp(tmpl))
@@ -132,7 +134,10 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err
 	mfd = openat(fd, AB_RUN_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (mfd < 0)
 		return ab_err_set(err, -errno, "write the run marker in '%s'", tmpl);
-	snprintf(marker, sizeof(marker), "agentbox %s\n", rd->suffix);
+	/* The owner (pid + start time): gc leaves runs whose agentbox is still alive. */
+	(void) proc_pid_starttime("/proc", 0, &start);
+	snprintf(marker, sizeof(marker), "agentbox %d %llu\n", (int) getpid(),
+		 (unsigned long long) start);
 	r = write_all(mfd, marker, strlen(marker));
 	(void) close(mfd);
 	if (r < 0)
@@ -166,6 +171,30 @@ rundir_is_run(int root_fd, const char *name)
 	if (fstatat(fd, AB_RUN_MARKER, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 		return false;
 	return true;
+}
+
+bool
+rundir_owner_alive(int root_fd, const char *name)
+{
+	cleanup_fd int fd = -1;
+	char buf[128], path[256];
+	int pid = 0;
+	unsigned long long start = 0;
+
+	snprintf(path, sizeof(path), "%s/" AB_RUN_MARKER, name);
+	fd = openat(root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	{
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+		if (n <= 0)
+			return false;
+		buf[n] = '\0';
+	}
+	if (sscanf(buf, "agentbox %d %llu", &pid, &start) != 2)
+		return false;
+	return pid != getpid() && proc_is_alive("/proc", pid, start);
 }
 
 int

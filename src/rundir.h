@@ -43,6 +43,9 @@ int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err 
 /* Is `name` in root_fd a run directory agentbox created (pattern, marker, owner)? */
 bool rundir_is_run(int root_fd, const char *name);
 
+/* Is the agentbox that created run `name` still running (marker pid + start time)? */
+bool rundir_owner_alive(int root_fd, const char *name);
+
 /* --workspace DIR: must be a directory (not a symlink), owned by uid, not group/other
  * writable. Returns an O_DIRECTORY fd or -errno with err set. */
 int rundir_check_workspace(const char *dir, uid_t uid, struct ab_err *err);

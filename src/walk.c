@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
@@ -63,9 +64,34 @@ static const char *const flag_names[] = {
 
 static const char zeros[WALK_BUF_SIZE];
 
+/* The mount id of fd, or -errno. name_to_handle_at() with no room for the handle still
+ * reports the mount id (with EOVERFLOW); filesystems without file handles refuse before that,
+ * so /proc/self/fdinfo is the second source. */
+static int
+mount_id_of(int fd)
+{
+	union {
+		struct file_handle fh;
+		char space[sizeof(struct file_handle) + 8];
+	} h = { .fh.handle_bytes = 0 };
+	char path[64], buf[4096];
+	const char *p;
+	int id = -1;
+
+	if (name_to_handle_at(fd, "", &h.fh, &id, AT_EMPTY_PATH) == 0 || errno == EOVERFLOW)
+		return id;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	if (read_small_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return -ENOENT;
+	p = strstr(buf, "mnt_id:");
+	if (!p || sscanf(p, "mnt_id: %d", &id) != 1 || id < 0)
+		return -ENOENT;
+	return id;
+}
+
 /* Opens the single component `name` below dirfd without following a symlink or crossing a
- * mount. Returns an fd or -errno: -ELOOP for a symlink, -EXDEV for a mount point (openat2
- * only; the fallback leaves that to the caller's st_dev check). */
+ * mount. Returns an fd or -errno: -ELOOP for a symlink, -EXDEV for a mount point (bind mounts
+ * of the same filesystem included). */
 static int
 open_beneath(int dirfd, const char *name, int flags)
 {
@@ -85,9 +111,20 @@ open_beneath(int dirfd, const char *name, int flags)
 			return -errno;
 		openat2_missing = true;
 	}
-	/* fallback: openat2() needs Linux 5.6 */
+	/* fallback: openat2() needs Linux 5.6. Callers also compare st_dev; the mount id catches
+	 * a bind mount of the same filesystem when it can be read. */
 	fd = RETRY_EINTR(openat(dirfd, name, flags));
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	{
+		int a = mount_id_of(dirfd), b = a >= 0 ? mount_id_of(fd) : -1;
+
+		if (a >= 0 && b >= 0 && a != b) {
+			(void) close(fd);
+			return -EXDEV;
+		}
+	}
+	return fd;
 }
 
 /* Reopens the parent of the directory dirfd and checks it is the one recorded on the way

@@ -28,10 +28,10 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 
-#include "cgroup.h"
+#include "src/cgroup.h"
+#include "src/util/fdutil.h"
+#include "src/util/macro.h"
 #include "tests/tap.h"
-#include "util/fdutil.h"
-#include "util/macro.h"
 
 #define MiB           (1024ull * 1024ull)
 #define REAL_GROUPS   6 /* TAP lines printed as skips when the real part cannot run */
@@ -401,8 +401,8 @@ test_v2_probe_env(void)
 	TAP_STREQ(h.v2_parent, deleg, "v2 env: runs go directly under AGENTBOX_CGROUP");
 	TAP_OK(h.memory && h.pids && !h.cpu && h.cpuacct, "v2 env: memory+pids, no cpu");
 	TAP_OK(h.swap && h.kill_file, "v2 env: memory.swap.max and cgroup.kill seen");
-	TAP_OK(contains(h.why, "no cpu controller"), "v2 env: why names the missing cpu: '%s'",
-	       h.why);
+	TAP_OK(contains(h.why, "no usable cpu controller"),
+	       "v2 env: why names the missing cpu: '%s'", h.why);
 	TAP_OK(contains(get(P("%s/%s/cgroup.subtree_control", root, deleg)), "+"),
 	       "v2 env: controllers enabled in its cgroup.subtree_control");
 
@@ -764,8 +764,9 @@ test_v1_fake(void)
 		rm_rf_at(AT_FDCWD, P("%s/cpuacct", root));
 		(void) rename(P("%s/cpu", root), P("%s/cpu,cpuacct", root));
 		put(P("%s/cpu,cpuacct/cpuacct.usage", root), "");
-		(void) symlink("cpu,cpuacct", P("%s/cpu", root));
-		(void) symlink("cpu,cpuacct", P("%s/cpuacct", root));
+		if (symlink("cpu,cpuacct", P("%s/cpu", root)) < 0 ||
+		    symlink("cpu,cpuacct", P("%s/cpuacct", root)) < 0)
+			printf("# symlink: %s\n", strerror(errno));
 	}
 	r = cg_probe(root, NULL, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_V1 && h.cpu && h.cpuacct, "v1 co-mount: probe ok");

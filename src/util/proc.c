@@ -1,0 +1,62 @@
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fdutil.h"
+
+int
+proc_parse_starttime(const char *stat, uint64_t *ret)
+{
+	const char *p = strrchr(stat, ')');
+	char *end;
+	unsigned long long v;
+
+	if (!p)
+		return -EINVAL;
+	p++;
+	/* after ')': field 3 (state) is the first; starttime is field 22 */
+	for (int field = 2; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(p + 1, &end, 10);
+	if (errno || end == p + 1)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int
+proc_pid_starttime(const char *proc_root, pid_t pid, uint64_t *ret)
+{
+	char path[4200], buf[1024];
+	ssize_t n;
+
+	if (pid == 0)
+		snprintf(path, sizeof(path), "%s/self/stat", proc_root);
+	else
+		snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int) pid);
+	n = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return n == -ENOENT ? -ESRCH : (int) n;
+	return proc_parse_starttime(buf, ret);
+}
+
+bool
+proc_is_alive(const char *proc_root, pid_t pid, uint64_t starttime)
+{
+	uint64_t now;
+
+	if (pid <= 0)
+		return false;
+	if (proc_pid_starttime(proc_root, pid, &now) < 0)
+		return false;
+	return now == starttime;
+}

@@ -1,0 +1,17 @@
+/* proc.h: facts about processes from /proc. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Field 22 (starttime, clock ticks since boot) of a /proc/PID/stat text; comm (field 2)
+ * may hold spaces and ')', so parsing starts after the last ')'. Returns 0 or -EINVAL. */
+int proc_parse_starttime(const char *stat_text, uint64_t *ret);
+
+/* starttime of pid (0 = this process) read from proc_root ("/proc"). Returns 0, -ESRCH when
+ * the process is gone, or -errno. */
+int proc_pid_starttime(const char *proc_root, pid_t pid, uint64_t *ret);
+
+/* Is the process pid with this starttime still alive (not a recycled pid)? */
+bool proc_is_alive(const char *proc_root, pid_t pid, uint64_t starttime);

@@ -1,0 +1,227 @@
+#!/bin/sh
+# test-run.sh -- the ordinary path, checked on the host: the examples run and leave their result
+# files, stdout is relayed and captured, arguments and stdin reach the script, --rm,
+# --workspace, --dry-run, exit codes and signals, language detection.
+# shellcheck source=tests/integration/lib.sh
+. "$AB_TESTDIR/integration/lib.sh"
+# Started as root, the sandbox user must be able to reach the run directory under $WORK
+# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
+chmod 711 "$WORK"
+
+# abb SECS ARGS...: like ab, under an outer timeout, and never reading a stale report.
+abb() {
+    _secs=$1
+    shift
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
+        >"$WORK/out" 2>"$WORK/err" || rc=$?
+}
+# the number of run directories left in the runs root
+nruns() {
+    find "$RUNS" -mindepth 1 -maxdepth 1 -name 'run-*' 2>/dev/null | wc -l
+}
+
+EX=$AB_SRCDIR/examples
+CSV=$EX/sales.csv
+nrows=$(($(wc -l <"$CSV") - 1))
+
+# ---- the examples -------------------------------------------------------------------------
+# The oracle for result.json: the same example run on the host, without a sandbox.
+mkdir "$WORK/host"
+cp "$CSV" "$WORK/host/sales.csv"
+
+for lang in py js; do
+    if [ $lang = py ]; then interp=python3; else interp=node; fi
+    (cd "$WORK/host" && rm -f result.json && "$interp" "$EX/agent_script.$lang" >/dev/null) ||
+        bail "the $lang example does not run on the host with $interp"
+    jq -S . "$WORK/host/result.json" >"$WORK/host/expected.$lang.json"
+
+    abb 60 --input "$CSV" "$EX/agent_script.$lang"
+    is "$rc" 0 "$lang example: exit status 0"
+    is "$(jr .status)" exited "$lang example: status exited"
+    is "$(jr .exit_code)" 0 "$lang example: exit_code 0"
+    is "$(jr .agentbox_exit)" 0 "$lang example: agentbox_exit 0"
+    ws=$(jr .workspace)
+    check "$lang example: result.json in the kept workspace" test -f "$ws/result.json"
+    if [ -f "$ws/result.json" ]; then
+        is "$(jq -S . "$ws/result.json")" "$(cat "$WORK/host/expected.$lang.json")" \
+            "$lang example: result.json has the content of an unsandboxed run"
+        is "$(jq -r .rows "$ws/result.json")" "$nrows" "$lang example: result.json counted every row"
+        is "$(jq -r .source "$ws/result.json")" sales.csv "$lang example: it read the --input copy"
+        is "$(jr '.files[] | select(.path == "result.json") | .sha256')" \
+            "$(sha256sum "$ws/result.json" | cut -d' ' -f1)" \
+            "$lang example: files[] lists result.json with the host copy's sha256"
+    else
+        not_ok "$lang example: result.json content" "no $ws/result.json"
+    fi
+    check "$lang example: stdout relayed live" grep -q "read $nrows rows from sales.csv" "$WORK/out"
+    is "$(jr .stdout.text)" "$(cat "$WORK/out")" "$lang example: stdout captured in the report"
+    check "$lang example: the input copy is listed in files[]" \
+        test "$(jr '[.files[] | select(.path == "sales.csv")] | length')" = 1
+done
+
+# ---- script arguments ---------------------------------------------------------------------
+cat >"$WORK/args.py" <<'EOF'
+import json, sys
+print(json.dumps(sys.argv[1:]))
+EOF
+abb 60 "$WORK/args.py" -- a 'b c' --bind=/ '' '$HOME'
+is "$rc" 0 "args after --: exit 0"
+is "$(cat "$WORK/out")" '["a", "b c", "--bind=/", "", "$HOME"]' "args after -- reach the script verbatim"
+abb 60 "$WORK/args.py" x --timeout 1s -y
+is "$(cat "$WORK/out")" '["x", "--timeout", "1s", "-y"]' \
+    "options after SCRIPT are the script's own arguments"
+cat >"$WORK/args.js" <<'EOF'
+console.log(JSON.stringify(process.argv.slice(2)));
+EOF
+abb 60 "$WORK/args.js" -- 'one two' --inspect
+is "$(cat "$WORK/out")" '["one two","--inspect"]' "node: args reach the script verbatim"
+
+# ---- --rm -----------------------------------------------------------------------------------
+cat >"$WORK/hello.py" <<'EOF'
+open("hello.txt", "w").write("hi\n")
+print("HELLO-RAN")
+EOF
+before=$(nruns)
+abb 60 --rm "$WORK/hello.py"
+is "$rc" 0 "--rm: exit 0"
+is "$(jr .run_dir_kept)" false "--rm: report says the run dir was not kept"
+rd=$(jr .run_dir)
+refute "--rm: the run dir is gone" test -e "$rd"
+is "$(nruns)" "$before" "--rm: no run dir left in the runs root"
+is "$(jr '.files[] | select(.path == "hello.txt") | .size')" 3 "--rm: files[] still lists what the script wrote"
+abb 60 "$WORK/hello.py"
+check "without --rm: the run dir is kept" test -d "$(jr .run_dir)"
+check "without --rm: the workspace copy holds the script's file" \
+    test "$(cat "$(jr .workspace)/hello.txt")" = hi
+
+# ---- --workspace DIR ------------------------------------------------------------------------
+mkdir -m 0700 "$WORK/ws" "$WORK/ws/sub"
+cat >"$WORK/ws/sub/inplace.py" <<'EOF'
+import os
+print("SEES=" + ",".join(sorted(os.listdir("/work"))))
+open("/work/written.txt", "w").write("in place\n")
+print("CWD=" + os.getcwd())
+EOF
+abb 60 --workspace "$WORK/ws" "$WORK/ws/sub/inplace.py"
+is "$rc" 0 "--workspace: exit 0"
+is "$(cat "$WORK/ws/written.txt" 2>/dev/null)" "in place" "--workspace: the file the script wrote is in DIR"
+check "--workspace: the script ran in place (cwd /work)" grep -qx 'CWD=/work' "$WORK/out"
+check "--workspace: DIR is /work" grep -qx 'SEES=sub' "$WORK/out"
+refute "--workspace: the script was not copied to the top of DIR" test -e "$WORK/ws/inplace.py"
+is "$(jr .workspace)" "$(cd "$WORK/ws" && pwd -P)" "--workspace: the report names DIR"
+
+# ---- --dry-run ------------------------------------------------------------------------------
+cat >"$WORK/dry.py" <<'EOF'
+print("DRY-RAN")
+EOF
+before=$(nruns)
+abb 60 --dry-run "$WORK/dry.py"
+is "$rc" 0 "--dry-run: exit 0"
+for w in --unshare-all --disable-userns --new-session --die-with-parent --cap-drop --clearenv; do
+    check "--dry-run: '$w' is a word of its own" grep -qx -- "$w" "$WORK/out"
+done
+check "--dry-run: the first line is the bwrap path" sh -c 'head -n1 "$1" | grep -q "/bwrap\$"' sh "$WORK/out"
+check "--dry-run: a '--' comes right before agentbox-init" \
+    awk 'p == "--" && /init$/ { f = 1 } { p = $0 } END { exit !f }' "$WORK/out"
+check "--dry-run: the script is the last word, after the interpreter" \
+    sh -c 'tail -n1 "$1" | grep -qx "/work/dry.py"' sh "$WORK/out"
+refute "--dry-run: the script did not run" grep -q DRY-RAN "$WORK/out"
+is "$(nruns)" "$before" "--dry-run: no run dir left in the runs root"
+
+# ---- stdin ----------------------------------------------------------------------------------
+cat >"$WORK/stdin.py" <<'EOF'
+import os, stat, sys
+data = sys.stdin.read()
+st = os.fstat(0)
+print("LEN=%d" % len(data))
+print("DATA=" + data.replace("\n", "|"))
+print("CHR=%d DEV=%d,%d" % (stat.S_ISCHR(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev)))
+EOF
+printf 'line one\nline two\n' >"$WORK/in.txt"
+abb 60 --stdin "$WORK/in.txt" "$WORK/stdin.py"
+is "$rc" 0 "--stdin: exit 0"
+check "--stdin FILE feeds the script's stdin" grep -qx 'DATA=line one|line two|' "$WORK/out"
+abb 60 "$WORK/stdin.py" </dev/zero
+check "without --stdin: stdin is empty (not the caller's)" grep -qx 'LEN=0' "$WORK/out"
+check "without --stdin: stdin is /dev/null (char 1,3)" grep -qx 'CHR=1 DEV=1,3' "$WORK/out"
+cat >"$WORK/stdin.js" <<'EOF'
+const d = require('fs').readFileSync(0, 'utf8');
+console.log('LEN=' + d.length + ' DATA=' + d.replace(/\n/g, '|'));
+EOF
+abb 60 --stdin "$WORK/in.txt" "$WORK/stdin.js"
+check "node: --stdin FILE feeds stdin" grep -qx 'LEN=18 DATA=line one|line two|' "$WORK/out"
+
+# ---- exit codes and signals -----------------------------------------------------------------
+printf 'import sys\nsys.exit(3)\n' >"$WORK/exit3.py"
+abb 60 "$WORK/exit3.py"
+is "$rc" 3 "sys.exit(3): agentbox exits 3"
+is "$(jr .exit_code)" 3 "sys.exit(3): exit_code 3"
+is "$(jr .status)" exited "sys.exit(3): status exited"
+is "$(jr .agentbox_exit)" 3 "sys.exit(3): agentbox_exit 3"
+
+printf 'import os\nprint("before", flush=True)\nos.kill(os.getpid(), 9)\n' >"$WORK/kill9.py"
+abb 60 "$WORK/kill9.py"
+is "$rc" 137 "SIGKILL self: agentbox exits 128+9"
+is "$(jr .status)" signaled "SIGKILL self: status signaled"
+is "$(jr .signal)" 9 "SIGKILL self: signal 9"
+is "$(jr .exit_code)" null "SIGKILL self: no exit_code"
+is "$(jr .stdout.text)" "before" "SIGKILL self: output before the signal is kept"
+
+printf 'import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n' >"$WORK/segv.py"
+abb 60 "$WORK/segv.py"
+is "$rc" 139 "SIGSEGV: agentbox exits 128+11"
+is "$(jr .signal_name)" SEGV "SIGSEGV: signal_name SEGV"
+
+printf 'process.exit(5);\n' >"$WORK/exit5.js"
+abb 60 "$WORK/exit5.js"
+is "$rc" 5 "node process.exit(5): agentbox exits 5"
+is "$(jr .exit_code)" 5 "node process.exit(5): exit_code 5"
+is "$(jr .status)" exited "node process.exit(5): status exited"
+
+printf "process.kill(process.pid, 'SIGTERM');\nsetTimeout(() => {}, 5000);\n" >"$WORK/term.js"
+abb 60 "$WORK/term.js"
+is "$rc" 143 "node SIGTERM self: agentbox exits 128+15"
+is "$(jr .status)/$(jr .signal)" signaled/15 "node SIGTERM self: status signaled, signal 15"
+
+printf 'import sys\nsys.exit(137)\n' >"$WORK/exit137.py"
+abb 60 "$WORK/exit137.py"
+is "$rc" 137 "exit(137) by itself: agentbox exits 137"
+is "$(jr .exit_code)" 137 "exit(137) by itself: exit_code 137"
+is "$(jr .status)" exited "exit(137) by itself: status exited, not signaled"
+is "$(jr .signal)" null "exit(137) by itself: no signal"
+
+printf 'raise SystemExit("boom")\n' >"$WORK/raise.py"
+abb 60 "$WORK/raise.py"
+is "$rc" 1 "an uncaught exception: exit 1"
+check "an uncaught exception: stderr relayed" grep -q boom "$WORK/err"
+is "$(jr .stderr.text)" "boom" "an uncaught exception: stderr captured"
+
+# ---- language detection ---------------------------------------------------------------------
+printf 'import sys\nprint("PY", sys.version_info[0])\n' >"$WORK/noext_py"
+printf 'console.log("JS", typeof process.versions.node);\n' >"$WORK/noext_js"
+abb 60 --lang python "$WORK/noext_py"
+is "$rc/$(jr .lang)" 0/python "--lang python: a file without extension runs as Python"
+check "--lang python: output" grep -qx 'PY 3' "$WORK/out"
+abb 60 --lang node "$WORK/noext_js"
+is "$rc/$(jr .lang)" 0/node "--lang node: a file without extension runs as Node"
+check "--lang node: output" grep -qx 'JS string' "$WORK/out"
+printf 'print("PY-BY-LANG")\n' >"$WORK/forced.js"
+abb 60 --lang python "$WORK/forced.js"
+is "$rc/$(jr .lang)" 0/python "--lang overrides the extension"
+
+printf '#!/usr/bin/env python3\nprint("SHEBANG-PY")\n' >"$WORK/shebang_py"
+printf '#!/usr/bin/env node\nconsole.log("SHEBANG-JS");\n' >"$WORK/shebang_js"
+printf '#!/usr/bin/python3 -u\nprint("SHEBANG-PY2")\n' >"$WORK/shebang2"
+abb 60 "$WORK/shebang_py"
+is "$rc/$(jr .lang)/$(cat "$WORK/out")" 0/python/SHEBANG-PY "a python shebang picks Python"
+abb 60 "$WORK/shebang_js"
+is "$rc/$(jr .lang)/$(cat "$WORK/out")" 0/node/SHEBANG-JS "a node shebang picks Node"
+abb 60 "$WORK/shebang2"
+is "$rc/$(jr .lang)/$(cat "$WORK/out")" 0/python/SHEBANG-PY2 "a /usr/bin/python3 shebang picks Python"
+printf 'print(1)\n' >"$WORK/mjs_is_node.mjs"
+abb 60 "$WORK/mjs_is_node.mjs"
+is "$(jr .lang)" node ".mjs is Node (by extension)"
+
+done_testing
