@@ -34,6 +34,7 @@
 
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/proc.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
 
@@ -1408,30 +1409,6 @@ cg_probe(const char *root, const char *proc_self_cgroup, struct ab_cg_host *ret)
 
 /* ---- names and stale runs ---- */
 
-/* Field 22 (starttime) of a /proc/PID/stat text. comm (field 2) may hold spaces and ')',
- * so fields are counted from the last ')'. Returns 0 or -EINVAL. */
-static int
-parse_starttime(const char *stat, uint64_t *ret)
-{
-	const char *p = strrchr(stat, ')');
-
-	if (!p)
-		return -EINVAL;
-	p++;
-	for (int field = 3;; field++) {
-		const char *tok;
-
-		while (*p == ' ')
-			p++;
-		if (*p == '\0' || *p == '\n')
-			return -EINVAL;
-		tok = p;
-		p += strcspn(p, " \n");
-		if (field == 22)
-			return parse_u64(tok, (size_t) (p - tok), ret);
-	}
-}
-
 /* starttime of procfd/<who>/stat. Returns 0, -ENOENT / -ESRCH when gone, or -errno. */
 static int
 proc_starttime(int procfd, const char *who, uint64_t *ret)
@@ -1443,7 +1420,7 @@ proc_starttime(int procfd, const char *who, uint64_t *ret)
 	n = read_small_file_at(procfd, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int) n;
-	return parse_starttime(buf, ret);
+	return proc_parse_starttime(buf, ret);
 }
 
 void

@@ -30,11 +30,10 @@
 #include "walk.h"
 
 static int
-fail_usage(const char *fmt, const char *arg)
+fail_usage(const char *msg, const char *arg)
 {
-	fprintf(stderr, "agentbox: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'agentbox help' for more information.\n");
+	fprintf(stderr, "agentbox: %s%s%s\nTry 'agentbox help' for more information.\n", msg,
+		arg ? " " : "", arg ? arg : "");
 	return 2;
 }
 
@@ -77,7 +76,7 @@ cmd_rm(int argc, char **argv)
 	int status = 0;
 
 	if (argc < 2)
-		return fail_usage("%s", "usage: agentbox rm RUN_DIR...");
+		return fail_usage("usage: agentbox rm RUN_DIR...", NULL);
 	for (int i = 1; i < argc; i++) {
 		struct ab_err err = { 0 };
 		cleanup_free char *name = NULL;
@@ -136,8 +135,8 @@ cmd_gc(int argc, char **argv)
 		switch (c) {
 		case 'o':
 			if (units_parse_duration_ms(optarg, &older_ms) < 0)
-				return fail_usage("invalid --older-than '%s': expected a duration "
-						  "like 7d? no: 24h, 90m, 3600s",
+				return fail_usage("invalid --older-than (expected a duration like 24h, "
+						  "90m or 3600s):",
 						  optarg);
 			break;
 		case 'r':
@@ -148,8 +147,9 @@ cmd_gc(int argc, char **argv)
 			dry = true;
 			break;
 		default:
-			return fail_usage("%s", "usage: agentbox gc [--runs-dir DIR] "
-						"[--older-than DURATION] [--dry-run]");
+			return fail_usage("usage: agentbox gc [--runs-dir DIR] [--older-than DURATION] "
+					  "[--dry-run]",
+					  NULL);
 		}
 	}
 	if (!root)
@@ -219,7 +219,7 @@ cmd_collect(int argc, char **argv)
 	int r;
 
 	if (argc != 3)
-		return fail_usage("%s", "usage: agentbox collect RUN_DIR DIR");
+		return fail_usage("usage: agentbox collect RUN_DIR DIR", NULL);
 	r = open_run(argv[1], &pfd, &name);
 	if (r < 0) {
 		fprintf(stderr, "agentbox: '%s' is not a run directory agentbox created%s%s\n",
@@ -397,7 +397,7 @@ cmd_doctor(int argc, char **argv)
 	struct doctor d = { .checks = json_array() };
 	struct ab_host h;
 	struct ab_err err = { 0 };
-	char detail[600];
+	char detail[PATH_MAX + 200];
 	uid_t uid = getuid();
 	gid_t gid = getgid();
 	bool drop = false;
@@ -406,7 +406,7 @@ cmd_doctor(int argc, char **argv)
 		if (strcmp(argv[i], "--json") == 0)
 			d.json = true;
 		else
-			return fail_usage("unknown doctor option '%s'", argv[i]);
+			return fail_usage("unknown doctor option:", argv[i]);
 	}
 	(void) host_probe_paths(&h, &err);
 	if (h.is_root) {

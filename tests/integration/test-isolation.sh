@@ -1,0 +1,304 @@
+#!/bin/sh
+# test-isolation.sh -- filesystem, identity and privilege isolation, checked on the host
+# (T1, T2, T3, T30, T32, T34, T35, T37): writes outside the workspace fail in Python and Node
+# and leave the host untouched; the sandbox sees its own root, hostname, /etc/passwd; no
+# capabilities, no_new_privs, no nested user namespace; a root caller's script is not host root
+# and cannot open core_pattern; a script named like a bwrap option stays a script.
+# shellcheck source=tests/integration/lib.sh
+. "$AB_TESTDIR/integration/lib.sh"
+# Started as root, the sandbox user must be able to reach the run directory under $WORK
+# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
+chmod 711 "$WORK"
+
+abb() {
+    _secs=$1
+    shift
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
+        >"$WORK/out" 2>"$WORK/err" || rc=$?
+}
+# has LINE: the last run printed exactly LINE
+has() { grep -qxF -- "$1" "$WORK/out"; }
+val() { sed -n "s/^$1=//p" "$WORK/out" | head -n1; }
+
+TOKEN=abiso$$x$(date +%s)
+HOSTHOME=${HOME:-/root}
+CANARY=$WORK/canary.txt
+printf 'canary %s\n' "$TOKEN" >"$CANARY"
+chmod 666 "$CANARY" # even a world-writable host file must stay out of reach
+canary_sum=$(sha256sum "$CANARY" | cut -d' ' -f1)
+canary_mtime=$(stat -c %Y "$CANARY")
+mkdir -p "$RUNS"
+touch "$WORK/stamp"
+sleep 1 # so that -newer cannot miss a file made in the same second
+
+# ---- writes outside the workspace: Python and Node ---------------------------------------
+# Each target is LABEL=PATH; the scripts print "W LABEL OK" or "W LABEL FAIL ERRNO".
+set -- \
+    parent=/work/../"$TOKEN" \
+    root=/"$TOKEN" \
+    usr=/usr/"$TOKEN" \
+    usrbin=/usr/bin/"$TOKEN" \
+    etc=/etc/"$TOKEN" \
+    etcpasswd=/etc/passwd \
+    home="$HOSTHOME/$TOKEN" \
+    canary="$CANARY" \
+    canarydir="$WORK/$TOKEN" \
+    runsroot="$RUNS/$TOKEN" \
+    proc1root=/proc/1/root/"$TOKEN" \
+    proc1cwdup=/proc/1/cwd/../"$TOKEN" \
+    selfrootup=/proc/self/root/work/../"$TOKEN" \
+    devnew=/dev/"$TOKEN" \
+    procsys=/proc/sys/kernel/core_pattern \
+    hosttmp=/tmp/"$TOKEN" \
+    ok=/work/ok-"$TOKEN"
+targets="$*"
+
+cat >"$WORK/writes.py" <<'EOF'
+import errno, os, sys
+for t in sys.argv[1:]:
+    label, path = t.split("=", 1)
+    try:
+        mode = "a" if label in ("canary", "etcpasswd", "procsys") else "x"
+        with open(path, mode) as f:
+            f.write("pwned\n")
+        print("W %s OK" % label)
+    except OSError as e:
+        print("W %s FAIL %s" % (label, errno.errorcode.get(e.errno, e.errno)))
+# the same targets once more as directories and symlinks
+for t in sys.argv[1:]:
+    label, path = t.split("=", 1)
+    if label in ("ok", "hosttmp", "canary", "etcpasswd", "procsys"):
+        continue
+    for what, fn in (("mkdir", lambda p: os.mkdir(p + "-d")), ("symlink", lambda p: os.symlink("/", p + "-l"))):
+        try:
+            fn(path)
+            print("%s %s OK" % (what.upper(), label))
+        except OSError as e:
+            print("%s %s FAIL %s" % (what.upper(), label, errno.errorcode.get(e.errno, e.errno)))
+EOF
+cat >"$WORK/writes.js" <<'EOF'
+const fs = require('fs');
+for (const t of process.argv.slice(2)) {
+  const i = t.indexOf('=');
+  const label = t.slice(0, i), path = t.slice(i + 1);
+  try {
+    const flag = ['canary', 'etcpasswd', 'procsys'].includes(label) ? 'a' : 'wx';
+    fs.writeFileSync(path, 'pwned\n', { flag });
+    console.log(`W ${label} OK`);
+  } catch (e) {
+    console.log(`W ${label} FAIL ${e.code}`);
+  }
+}
+EOF
+
+for lang in py js; do
+    before=$(ls -A "$RUNS" | sort | tr '\n' ' ')
+    # shellcheck disable=SC2086 # targets holds no spaces or globs: word splitting is wanted
+    abb 60 "$WORK/writes.$lang" $targets
+    is "$rc" 0 "$lang writes: the script ran to the end"
+    for t in $targets; do
+        label=${t%%=*}
+        case $label in
+        ok) check "$lang writes: a write to /work works (the control)" has "W ok OK" ;;
+        hosttmp) check "$lang writes: /tmp got an answer" grep -q "^W hosttmp " "$WORK/out" ;;
+        *) check "$lang writes: $label (${t#*=}) fails inside" grep -q "^W $label FAIL " "$WORK/out" ;;
+        esac
+    done
+    if [ $lang = py ]; then
+        refute "py writes: no mkdir or symlink outside /work succeeded" \
+            grep -Eq '^(MKDIR|SYMLINK) .* OK$' "$WORK/out"
+        check "py writes: the mkdir/symlink attempts ran" grep -q '^SYMLINK parent FAIL' "$WORK/out"
+    fi
+    ws=$(jr .workspace)
+    rd=$(jr .run_dir)
+    check "$lang writes: the control file is in the kept workspace" test -f "$ws/ok-$TOKEN"
+    is "$(sha256sum "$CANARY" | cut -d' ' -f1)" "$canary_sum" "$lang writes: the canary is unchanged"
+    is "$(stat -c %Y "$CANARY")" "$canary_mtime" "$lang writes: the canary was not touched"
+    stray=$(find /tmp "$HOSTHOME" "$WORK" /usr /etc -xdev -maxdepth 4 -name "*$TOKEN*" \
+        ! -path "$ws/ok-$TOKEN" 2>/dev/null | head -n5)
+    is "$stray" "" "$lang writes: no file named after the token on the host outside the workspace"
+    after=$(ls -A "$RUNS" | sort | tr '\n' ' ')
+    new=$(printf '%s\n' $after | grep -vxF -e "$(printf '%s\n' $before)" || true)
+    is "$new" "$(basename "$rd")" "$lang writes: the only new entry in the runs root is the run dir"
+    is "$(ls -A "$rd" | grep -v -x -e .agentbox-run -e etc -e report.json -e work -e ro | tr '\n' ' ')" "" \
+        "$lang writes: the run dir holds only what agentbox made"
+    # $WORK itself: canary, stamp, the scripts, our outputs, the runs root; nothing else
+    extra=$(ls -A "$WORK" | grep -v -x -e canary.txt -e stamp -e runs -e out -e err -e r.json \
+        -e writes.py -e writes.js | tr '\n' ' ')
+    is "$extra" "" "$lang writes: nothing new next to the canary"
+done
+sbuid=$(jr .sandbox_host_uid)
+new_owned=$(find /tmp "$HOSTHOME" -xdev -maxdepth 2 \
+    \( -path '/tmp/agentbox-test.*' -o -path '/tmp/agentbox-stage.*' -o -path "$WORK" \) -prune \
+    -o -newer "$WORK/stamp" -user "$sbuid" -print 2>/dev/null | head -n5)
+is "$new_owned" "" "nothing new owned by the sandbox uid in the host /tmp or \$HOME"
+
+# ---- what the sandbox sees ------------------------------------------------------------------
+cat >"$WORK/info.py" <<'EOF'
+import ctypes, errno, os
+def en(e): return errno.errorcode.get(e, str(e))
+print("UP_IS_ROOT=%d" % os.path.samestat(os.stat("/work/.."), os.stat("/")))
+print("ROOTLS=" + ",".join(sorted(os.listdir("/work/.."))))
+print("HOSTNAME=" + os.uname().nodename)
+print("ETC_HOSTNAME=" + open("/etc/hostname").read().strip())
+print("PASSWD_USERS=" + ",".join(sorted(l.split(":")[0] for l in open("/etc/passwd") if l.strip())))
+print("PASSWD_AGENT=" + ":".join(l.strip() for l in open("/etc/passwd") if l.startswith("agent:")))
+print("SHADOW=%d" % os.path.lexists("/etc/shadow"))
+print("SYS=" + ("absent" if not os.path.lexists("/sys") else str(len(os.listdir("/sys")))))
+print("UID=%d GID=%d EUID=%d" % (os.getuid(), os.getgid(), os.geteuid()))
+st = {}
+for l in open("/proc/self/status"):
+    k, _, v = l.partition(":")
+    st[k] = v.strip()
+for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"):
+    print("%s=%s" % (k, st.get(k)))
+try:
+    fd = os.open("/proc/sys/kernel/core_pattern", os.O_WRONLY)
+    os.close(fd)
+    print("CORE=OK")
+except OSError as e:
+    print("CORE=" + en(e.errno))
+libc = ctypes.CDLL(None, use_errno=True)
+for name, flag in (("USERNS", 0x10000000), ("MOUNTNS", 0x00020000), ("NETNS", 0x40000000)):
+    r = libc.unshare(flag)
+    print("%s=%s" % (name, "OK" if r == 0 else "FAIL " + en(ctypes.get_errno())))
+with open("/work/mountinfo.txt", "w") as f:
+    f.write(open("/proc/self/mountinfo").read())
+with open("/work/created.txt", "w") as f:
+    f.write("made by the sandbox\n")
+print("DONE")
+EOF
+abb 60 "$WORK/info.py"
+is "$rc" 0 "info: exit 0"
+check "info: the script ran to the end" has DONE
+check "/work/.. is the sandbox's own root" has UP_IS_ROOT=1
+rootls=$(val ROOTLS)
+for h in home root var boot mnt srv opt .agentbox-run report.json; do
+    case ",$rootls," in
+    *",$h,"*) not_ok "/work/.. is not the host: no '$h' in it" "got: $rootls" ;;
+    *) ok "/work/.. is not the host: no '$h' in it" ;;
+    esac
+done
+check "hostname is 'sandbox'" has HOSTNAME=sandbox
+check "/etc/hostname says 'sandbox'" has ETC_HOSTNAME=sandbox
+check "/etc/passwd is generated: user agent is uid 1000" \
+    sh -c 'grep -q "^PASSWD_AGENT=agent:x:1000:1000:" "$1"' sh "$WORK/out"
+is "$(val PASSWD_USERS)" "agent,nobody,root" "/etc/passwd lists no host users"
+hostusers=$(cut -d: -f1 /etc/passwd | grep -v -x -e root -e nobody -e agent | tr '\n' ',')
+leaked=$(val PASSWD_USERS | tr ',' '\n' | grep -xF -e "$(printf '%s' "$hostusers" | tr ',' '\n')" || true)
+is "$leaked" "" "no host user name from the host's /etc/passwd inside"
+check "/etc/shadow is absent" has SHADOW=0
+case $(val SYS) in
+absent | 0) ok "/sys is absent or empty ($(val SYS))" ;;
+*) not_ok "/sys is absent or empty" "got: $(val SYS) entries" ;;
+esac
+check "the script runs as uid/gid 1000 inside" has "UID=1000 GID=1000 EUID=1000"
+for c in CapInh CapPrm CapEff CapBnd CapAmb; do
+    is "$(val $c)" 0000000000000000 "$c is all zero"
+done
+is "$(val NoNewPrivs)" 1 "no_new_privs is set"
+case $(val CORE) in
+EROFS | EACCES | EPERM) ok "core_pattern cannot be opened for writing ($(val CORE))" ;;
+*) not_ok "core_pattern cannot be opened for writing" "got: $(val CORE)" ;;
+esac
+check "a nested user namespace cannot be created" sh -c 'grep -q "^USERNS=FAIL " "$1"' sh "$WORK/out"
+check "a new mount namespace cannot be created" sh -c 'grep -q "^MOUNTNS=FAIL " "$1"' sh "$WORK/out"
+check "a new network namespace cannot be created" sh -c 'grep -q "^NETNS=FAIL " "$1"' sh "$WORK/out"
+
+sbuid=$(jr .sandbox_host_uid)
+case $sbuid in
+'' | null | 0) not_ok "the sandbox's host uid is non-zero" "got: $sbuid" ;;
+*) ok "the sandbox's host uid is non-zero ($sbuid)" ;;
+esac
+if is_root; then
+    is "$(jr .sandbox.no_host_root.enforced)" true "root caller: the report says no_host_root"
+else
+    is "$sbuid" "$(id -u)" "user caller: the sandbox runs as the caller's uid"
+fi
+ws=$(jr .workspace)
+mi=$ws/mountinfo.txt
+if [ -f "$mi" ]; then
+    refute "mountinfo inside does not show the host's \$WORK path ($WORK)" grep -qF "$WORK" "$mi"
+    if [ "$HOSTHOME" != / ]; then
+        refute "mountinfo inside does not show the host's \$HOME ($HOSTHOME)" \
+            grep -qE "[[:space:]]$HOSTHOME(/|[[:space:]])" "$mi"
+    fi
+    if ! is_root; then
+        refute "mountinfo inside does not show the user name ($(id -un))" grep -qF "$(id -un)" "$mi"
+    fi
+    refute "mountinfo inside does not show the workspace's host path" grep -qF "$(jr .run_dir)" "$mi"
+else
+    not_ok "mountinfo was saved" "no $mi"
+fi
+
+# Files the script makes are owned by the sandbox uid on the host: a real --workspace bind.
+mkdir -m 0700 "$WORK/own"
+printf 'open("/work/created.txt", "w").write("x")\nimport os\nos.mkdir("/work/d")\n' >"$WORK/own/mk.py"
+abb 60 --workspace "$WORK/own" "$WORK/own/mk.py"
+is "$rc" 0 "--workspace: exit 0"
+sbuid=$(jr .sandbox_host_uid)
+is "$(stat -c %u "$WORK/own/created.txt" 2>/dev/null)" "$sbuid" \
+    "a file the script created is owned on the host by the sandbox uid"
+is "$(stat -c %u "$WORK/own/d" 2>/dev/null)" "$sbuid" \
+    "a directory the script created is owned on the host by the sandbox uid"
+case $(stat -c %u "$WORK/own/created.txt" 2>/dev/null) in
+'' | 0) not_ok "the script's file is not owned by host root" ;;
+*) ok "the script's file is not owned by host root" ;;
+esac
+if is_root; then
+    is "$(jr .workspace_given_to_sandbox_uid)" true "root caller: the report says the workspace was given away"
+fi
+
+# Node: core_pattern and a nested namespace through the child_process route
+cat >"$WORK/core.js" <<'EOF'
+const fs = require('fs');
+try { fs.closeSync(fs.openSync('/proc/sys/kernel/core_pattern', 'w')); console.log('CORE=OK'); }
+catch (e) { console.log('CORE=' + e.code); }
+console.log('UID=' + process.getuid());
+EOF
+abb 60 "$WORK/core.js"
+case $(val CORE) in
+EROFS | EACCES | EPERM) ok "node: core_pattern cannot be opened for writing ($(val CORE))" ;;
+*) not_ok "node: core_pattern cannot be opened for writing" "got: $(val CORE)" ;;
+esac
+is "$(val UID)" 1000 "node: runs as uid 1000 inside"
+
+# ---- a script named like a bwrap option (T37) ---------------------------------------------
+cd "$WORK" || bail "cd $WORK"
+cat >"$WORK/--bind=x.py" <<'EOF'
+import os, sys
+print("BINDSCRIPT-RAN")
+print("ARGV=" + "|".join(sys.argv))
+print("XPY=%d" % (os.path.lexists("/x.py") or os.path.lexists("/work/x.py")))
+print("XMNT=%d" % any("x.py" in l.split()[4] for l in open("/proc/self/mountinfo")))
+EOF
+snap() { find "$WORK" -xdev -name 'x.py' -o -name '*=x.py' -print | sort; }
+abb 60 ./--bind=x.py
+is "$rc" 0 "a script named ./--bind=x.py: runs (exit 0)"
+check "./--bind=x.py: it ran as a script" has BINDSCRIPT-RAN
+check "./--bind=x.py: it is /work/--bind=x.py inside" has "ARGV=/work/--bind=x.py"
+check "./--bind=x.py: nothing named x.py exists or is mounted inside" sh -c \
+    'grep -qx XPY=0 "$1" && grep -qx XMNT=0 "$1"' sh "$WORK/out"
+is "$(jr .script)" ./--bind=x.py "./--bind=x.py: the report names the script"
+abb 60 -- --bind=x.py --ro-bind / /
+is "$rc" 0 "'-- --bind=x.py': runs as a script (exit 0)"
+check "'-- --bind=x.py': its own options are its arguments" has "ARGV=/work/--bind=x.py|--ro-bind|/|/"
+check "'-- --bind=x.py': nothing named x.py exists or is mounted inside" sh -c \
+    'grep -qx XPY=0 "$1" && grep -qx XMNT=0 "$1"' sh "$WORK/out"
+abb 60 --bind=x.py
+is "$rc" 2 "bare --bind=x.py is an unknown agentbox option: usage error"
+is "$(jr .status)" usage_error "bare --bind=x.py: status usage_error"
+check "bare --bind=x.py: stderr says unknown option" grep -q "unknown option '--bind=x.py'" "$WORK/err"
+abb 60 --dry-run -- --bind=x.py
+last_sep=$(grep -nx -- -- "$WORK/out" | tail -n1 | cut -d: -f1)
+xlines=$(grep -n 'x\.py' "$WORK/out" | tr '\n' ' ')
+is "$xlines" "$(($(wc -l <"$WORK/out")))":/work/--bind=x.py" " \
+    "dry-run: x.py appears once, as the last word, /work/--bind=x.py"
+check "dry-run: the script path comes after the last '--'" test "${last_sep:-999999}" -lt "$(wc -l <"$WORK/out")"
+is "$(find "$WORK" -xdev -name 'x.py' | tr '\n' ' ')" "" "no file named x.py appeared anywhere under \$WORK"
+refute "no x.py in the host's / or /tmp" test -e /x.py -o -e /tmp/x.py
+cd / || true
+
+done_testing
