@@ -20,7 +20,7 @@ proc_parse_starttime(const char *stat, uint64_t *ret)
 		return -EINVAL;
 	p++;
 	/* after ')': field 3 (state) is the first; starttime is field 22 */
-	for (int field = 2; field < 22; field++) {
+	for (int field = 3; field < 22; field++) {
 		p = strchr(p + 1, ' ');
 		if (!p)
 			return -EINVAL;

@@ -49,7 +49,6 @@ set -- \
     proc1root=/proc/1/root/"$TOKEN" \
     proc1cwdup=/proc/1/cwd/../"$TOKEN" \
     selfrootup=/proc/self/root/work/../"$TOKEN" \
-    devnew=/dev/"$TOKEN" \
     procsys=/proc/sys/kernel/core_pattern \
     hosttmp=/tmp/"$TOKEN" \
     ok=/work/ok-"$TOKEN"
@@ -94,7 +93,7 @@ for (const t of process.argv.slice(2)) {
 EOF
 
 for lang in py js; do
-    before=$(ls -A "$RUNS" | sort | tr '\n' ' ')
+    ls -A "$RUNS" >"$WORK/before.lst"
     # shellcheck disable=SC2086 # targets holds no spaces or globs: word splitting is wanted
     abb 60 "$WORK/writes.$lang" $targets
     is "$rc" 0 "$lang writes: the script ran to the end"
@@ -119,14 +118,13 @@ for lang in py js; do
     stray=$(find /tmp "$HOSTHOME" "$WORK" /usr /etc -xdev -maxdepth 4 -name "*$TOKEN*" \
         ! -path "$ws/ok-$TOKEN" 2>/dev/null | head -n5)
     is "$stray" "" "$lang writes: no file named after the token on the host outside the workspace"
-    after=$(ls -A "$RUNS" | sort | tr '\n' ' ')
-    new=$(printf '%s\n' $after | grep -vxF -e "$(printf '%s\n' $before)" || true)
+    new=$(ls -A "$RUNS" | grep -vxF -f "$WORK/before.lst" || true)
     is "$new" "$(basename "$rd")" "$lang writes: the only new entry in the runs root is the run dir"
     is "$(ls -A "$rd" | grep -v -x -e .agentbox-run -e etc -e report.json -e work -e ro | tr '\n' ' ')" "" \
         "$lang writes: the run dir holds only what agentbox made"
     # $WORK itself: canary, stamp, the scripts, our outputs, the runs root; nothing else
     extra=$(ls -A "$WORK" | grep -v -x -e canary.txt -e stamp -e runs -e out -e err -e r.json \
-        -e writes.py -e writes.js | tr '\n' ' ')
+        -e writes.py -e writes.js -e before.lst | tr '\n' ' ')
     is "$extra" "" "$lang writes: nothing new next to the canary"
 done
 sbuid=$(jr .sandbox_host_uid)
@@ -274,7 +272,6 @@ print("ARGV=" + "|".join(sys.argv))
 print("XPY=%d" % (os.path.lexists("/x.py") or os.path.lexists("/work/x.py")))
 print("XMNT=%d" % any("x.py" in l.split()[4] for l in open("/proc/self/mountinfo")))
 EOF
-snap() { find "$WORK" -xdev -name 'x.py' -o -name '*=x.py' -print | sort; }
 abb 60 ./--bind=x.py
 is "$rc" 0 "a script named ./--bind=x.py: runs (exit 0)"
 check "./--bind=x.py: it ran as a script" has BINDSCRIPT-RAN
@@ -294,8 +291,8 @@ check "bare --bind=x.py: stderr says unknown option" grep -q "unknown option '--
 abb 60 --dry-run -- --bind=x.py
 last_sep=$(grep -nx -- -- "$WORK/out" | tail -n1 | cut -d: -f1)
 xlines=$(grep -n 'x\.py' "$WORK/out" | tr '\n' ' ')
-is "$xlines" "$(($(wc -l <"$WORK/out")))":/work/--bind=x.py" " \
-    "dry-run: x.py appears once, as the last word, /work/--bind=x.py"
+nlines=$(wc -l <"$WORK/out")
+is "$xlines" "$nlines:/work/--bind=x.py " "dry-run: x.py appears once, as the last word, /work/--bind=x.py"
 check "dry-run: the script path comes after the last '--'" test "${last_sep:-999999}" -lt "$(wc -l <"$WORK/out")"
 is "$(find "$WORK" -xdev -name 'x.py' | tr '\n' ' ')" "" "no file named x.py appeared anywhere under \$WORK"
 refute "no x.py in the host's / or /tmp" test -e /x.py -o -e /tmp/x.py
