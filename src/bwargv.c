@@ -18,6 +18,7 @@ void
 plan_done(struct ab_plan *p)
 {
 	free(p->interp);
+	free(p->venv);
 	free(p->script_sandbox);
 	strv_done(&p->script_args);
 	free(p->work_src);

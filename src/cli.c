@@ -8,7 +8,8 @@
 #include "units.h"
 
 enum {
-	OPT_COLLECT = 256,
+	OPT_ALLOW_BIND = 256,
+	OPT_COLLECT,
 	OPT_CPU_TIME,
 	OPT_CPUS,
 	OPT_DISK,
@@ -44,6 +45,7 @@ enum {
 
 /* Sorted alphabetically (isolate). */
 static const struct option run_options[] = {
+	{ "allow-bind", required_argument, NULL, OPT_ALLOW_BIND },
 	{ "collect", required_argument, NULL, OPT_COLLECT },
 	{ "cpu-time", required_argument, NULL, OPT_CPU_TIME },
 	{ "cpus", required_argument, NULL, OPT_CPUS },
@@ -133,6 +135,7 @@ run_opts_done(struct ab_run_opts *o)
 	strv_done(&o->inputs);
 	strv_done(&o->env);
 	strv_done(&o->ro_binds);
+	strv_done(&o->allow_binds);
 }
 
 const char *
@@ -161,7 +164,9 @@ cli_run_help(void)
 	       "  --venv DIR             a virtualenv, mounted read-only and activated\n"
 	       "  --node-modules DIR     a node_modules tree, mounted read-only\n"
 	       "  --env-dir DIR          an environment built by `agentbox prepare`\n"
-	       "  --ro-bind HOST[:PATH]  mount HOST read-only in the sandbox\n"
+	       "  --ro-bind HOST[:PATH]  mount HOST read-only in the sandbox (never: home\n"
+	       "                         directories, credentials, /etc, /run, sockets...)\n"
+	       "  --allow-bind HOST      allow exactly HOST despite that list\n"
 	       "  --env NAME=VALUE       add a variable to the sandbox's clean environment\n"
 	       "\n"
 	       "Limits (units: 512M 2G; 90s 500ms 2m; 1.5 cores):\n"
@@ -289,6 +294,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 	/* '+': stop at the first non-option, which is SCRIPT; its arguments follow. */
 	while ((c = getopt_long(argc, argv, "+:", run_options, NULL)) != -1) {
 		switch (c) {
+		case OPT_ALLOW_BIND:
+			strv_push(&o->allow_binds, optarg);
+			break;
 		case OPT_COLLECT:
 			o->collect_dir = optarg;
 			break;

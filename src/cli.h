@@ -58,6 +58,7 @@ struct ab_run_opts {
 	struct strv inputs;    /* --input PATH */
 	struct strv env;       /* --env NAME=VALUE, validated */
 	struct strv ro_binds;  /* --ro-bind HOST[:SANDBOX] */
+	struct strv allow_binds; /* --allow-bind HOST: exempt from the never-mount list */
 	const char *stdin_path;
 	const char *collect_dir;
 	const char *python_path; /* --python PATH */

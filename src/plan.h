@@ -31,6 +31,7 @@ struct ab_bind {
 struct ab_plan {
 	enum ab_lang lang;
 	char *interp;		 /* absolute interpreter path, the same inside the sandbox */
+	char *venv;		 /* Python virtualenv (bound read-only, activated), or NULL */
 	char *script_sandbox;	 /* e.g. /work/agent_script.py */
 	struct strv script_args; /* after the script path */
 	char *work_src;		 /* host path bound read-write at /work */

@@ -18,6 +18,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include "binds.h"
 #include "bwargv.h"
 #include "config.h"
 #include "cgroup.h"
@@ -423,6 +424,8 @@ build_env(struct run_ctx *c)
 		strv_pushf(e, "PATH=%s:%s", interp_dir, path);
 	else
 		strv_pushf(e, "PATH=%s", path);
+	if (c->plan.venv)
+		strv_pushf(e, "VIRTUAL_ENV=%s", c->plan.venv);
 	strv_push(e, "HOME=" AB_SANDBOX_WORK);
 	strv_push(e, "TMPDIR=/tmp");
 	strv_push(e, "LANG=C.UTF-8");
@@ -788,6 +791,12 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (r < 0)
 		goto out;
 	res->interpreter = xstrdup(c.plan.interp);
+	STRV_FOREACH(spec, &o->ro_binds)
+	{
+		r = binds_add_user(&c.plan, *spec, &o->allow_binds, err);
+		if (r < 0)
+			goto out;
+	}
 	if (!c.host.bwrap_path[0]) {
 		r = ab_err_set(err, -ENOENT, "bubblewrap (bwrap) is not installed");
 		ab_err_fix(err, "apt-get install bubblewrap");

@@ -1,0 +1,29 @@
+/* binds.h: what a caller may mount read-only into the sandbox (--ro-bind, --venv,
+ * --node-modules, interpreters outside /usr), and what must never be mounted. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "plan.h"
+#include "util/err.h"
+#include "util/strv.h"
+
+/* Why host path `real` (absolute, symlink-free) must not be mounted, or NULL when it may.
+ * home: the caller's $HOME (may be NULL). Refused: /, /etc itself and its secrets, /run,
+ * /var/run, /proc, /sys, /dev, /boot, /tmp itself, home directories themselves (/home,
+ * /root, /home/NAME, $HOME), credential directories anywhere (.ssh, .gnupg, .aws, .azure,
+ * .kube, .docker, .config/gcloud, .config/gh, .netrc, .npmrc, .pypirc, .git-credentials),
+ * sockets, and any directory that holds one of those credential names directly. Pure but
+ * for the lstat of real and of its credential children. */
+const char *binds_refusal(const char *real, const char *home);
+
+/* Adds `--ro-bind HOST[:SANDBOX]` to the plan after the checks: HOST must exist and is
+ * resolved with realpath; SANDBOX (default: the same path) must be absolute, normalized,
+ * and not /, /work or below, /usr, /etc, /proc, /dev, /tmp, /.agentbox or below.
+ * allowed: host paths the caller named with --allow-bind (exempt from binds_refusal).
+ * Returns 0 or -errno with err set (a usage error for a bad spec). */
+int binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed,
+		   struct ab_err *err);
+
+/* Checks a sandbox destination path (see above). Returns NULL or the reason. Pure. */
+const char *binds_bad_dest(const char *dest);

@@ -1,0 +1,228 @@
+#!/bin/sh
+# test-secrets.sh -- ambient secrets stay out (T6, T7, T8): the caller's environment (an API
+# key) is nowhere in the sandbox, /proc/1/environ and every /proc/*/cmdline included, nor in
+# the report; --env does reach the script; fds the caller leaked are not open inside; the
+# caller's session keyring is out of reach.
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$AB_TESTDIR/integration/lib.sh"
+# Started as root, the sandbox user must be able to reach the run directory under $WORK
+# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
+chmod 711 "$WORK"
+
+abb() {
+    _secs=$1
+    shift
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
+        >"$WORK/out" 2>"$WORK/err" || rc=$?
+}
+has() { grep -qxF -- "$1" "$WORK/out"; }
+hasre() { grep -q -- "$1" "$WORK/out"; }
+val() { sed -n "s/^$1=//p" "$WORK/out" | head -n1; }
+
+# ---- environment --------------------------------------------------------------------------
+# The script searches for both canaries; it builds the needles at run time so that its own
+# argv and source never contain them.
+cat >"$WORK/env.py" <<'EOF'
+import os
+needles = ["sk-test-" + "CANARY123", "aws-secret-" + "CANARY456", "OPENAI_API" + "_KEY",
+           "AWS_SECRET" + "_ACCESS_KEY"]
+found, read, unreadable = [], 0, 0
+def look(where, data):
+    for n in needles:
+        if n.encode() in data:
+            found.append("%s:%s" % (where, n[:10]))
+for k, v in os.environ.items():
+    look("os.environ", (k + "=" + v).encode())
+for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
+    for f in ("environ", "cmdline"):
+        try:
+            with open("/proc/%s/%s" % (pid, f), "rb") as fh:
+                look("/proc/%s/%s" % (pid, f), fh.read())
+            read += 1
+        except OSError:
+            unreadable += 1
+            if pid == "1" and f == "environ":
+                print("PID1_ENVIRON=unreadable")
+for f in ("/proc/self/environ", "/proc/1/cmdline"):
+    try:
+        with open(f, "rb") as fh:
+            look(f, fh.read())
+    except OSError:
+        pass
+print("READ=%d UNREADABLE=%d" % (read, unreadable))
+print("SELF_ENVIRON_HAS_VISIBLE=%d" % (b"AB_VISIBLE=visible-value" in open("/proc/self/environ", "rb").read()))
+print("VISIBLE=" + os.environ.get("AB_VISIBLE", "<unset>"))
+print("ENVKEYS=" + ",".join(sorted(os.environ)))
+print("FOUND " + " ".join(found) if found else "NOTFOUND")
+EOF
+C1=sk-test-CANARY123
+C2=aws-secret-CANARY456
+OPENAI_API_KEY=$C1 AWS_SECRET_ACCESS_KEY=$C2 abb 60 --env AB_VISIBLE=visible-value "$WORK/env.py"
+is "$rc" 0 "env: the script ran (exit 0)"
+is "$(grep -E '^(FOUND|NOTFOUND)' "$WORK/out")" NOTFOUND \
+    "env: no caller secret in os.environ, /proc/*/environ or /proc/*/cmdline"
+check "env: the search read /proc files (it is not vacuous)" hasre '^READ=[1-9]'
+check "env: --env NAME=VALUE reaches the script" has VISIBLE=visible-value
+check "env: --env NAME=VALUE is in /proc/self/environ (the search can see env vars)" \
+    has SELF_ENVIRON_HAS_VISIBLE=1
+is "$(val ENVKEYS)" "AB_VISIBLE,HOME,LANG,PATH,PWD,PYTHONDONTWRITEBYTECODE,TMPDIR" \
+    "env: the script's environment is exactly the allow-list (and bwrap's PWD) plus --env"
+refute "env: the report does not contain the canaries" grep -q -e "$C1" -e "$C2" "$WORK/r.json"
+refute "env: nothing in the run dir contains the canaries" grep -rqs -e "$C1" -e "$C2" "$(jr .run_dir)"
+refute "env: agentbox's own output does not contain the canaries" \
+    grep -qs -e "$C1" -e "$C2" "$WORK/out" "$WORK/err"
+
+cat >"$WORK/env.js" <<'EOF'
+const fs = require('fs');
+const needles = ['sk-test-' + 'CANARY123', 'aws-secret-' + 'CANARY456', 'OPENAI_API' + '_KEY'];
+const found = [];
+let read = 0;
+const look = (where, s) => { for (const n of needles) if (s.includes(n)) found.push(where); };
+for (const [k, v] of Object.entries(process.env)) look('process.env', k + '=' + v);
+for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+  for (const f of ['environ', 'cmdline']) {
+    try { look(`/proc/${pid}/${f}`, fs.readFileSync(`/proc/${pid}/${f}`, 'latin1')); read++; } catch (e) {}
+  }
+}
+console.log('READ=' + read);
+console.log('VISIBLE=' + (process.env.AB_VISIBLE || '<unset>'));
+console.log(found.length ? 'FOUND ' + found.join(' ') : 'NOTFOUND');
+EOF
+OPENAI_API_KEY=$C1 AWS_SECRET_ACCESS_KEY=$C2 abb 60 --env AB_VISIBLE=visible-value "$WORK/env.js"
+is "$rc" 0 "env js: the script ran (exit 0)"
+is "$(grep -E '^(FOUND|NOTFOUND)' "$WORK/out")" NOTFOUND \
+    "env js: no caller secret in process.env, /proc/*/environ or /proc/*/cmdline"
+check "env js: the search read /proc files" hasre '^READ=[1-9]'
+check "env js: --env reaches the script" has VISIBLE=visible-value
+refute "env js: the report does not contain the canaries" grep -q -e "$C1" -e "$C2" "$WORK/r.json"
+
+# ---- leaked file descriptors ---------------------------------------------------------------
+echo "fd-secret-CANARY789" >"$WORK/secretfile"
+mkdir "$WORK/secretdir"
+mkfifo "$WORK/secretfifo"
+cat >"$WORK/fds.py" <<'EOF'
+import errno, os
+fds = sorted(int(x) for x in os.listdir("/proc/self/fd"))
+targets = []
+for fd in fds:
+    try:
+        targets.append("%d:%s" % (fd, os.readlink("/proc/self/fd/%d" % fd)))
+    except OSError:
+        pass
+print("FDS=" + ",".join(str(f) for f in fds))
+print("TARGETS=" + " ".join(targets))
+for fd in (3, 4, 5, 6, 7, 8, 9):
+    try:
+        os.fstat(fd)
+        print("FSTAT%d=OPEN" % fd)
+    except OSError as e:
+        print("FSTAT%d=%s" % (fd, errno.errorcode[e.errno]))
+for fd in (7, 8, 9):
+    try:
+        os.listdir("/proc/self/fd/%d/" % fd)
+        print("PROCFD%d=OPEN" % fd)
+    except OSError as e:
+        print("PROCFD%d=%s" % (fd, errno.errorcode[e.errno]))
+print("DONE")
+EOF
+# fd 7: a file, fd 8: a directory, fd 9: a fifo (read-write, so the open does not block)
+(
+    exec 7<"$WORK/secretfile" 8<"$WORK/secretdir" 9<>"$WORK/secretfifo"
+    abb 60 "$WORK/fds.py"
+    echo "$rc" >"$WORK/fds.rc"
+)
+is "$(cat "$WORK/fds.rc")" 0 "fds: the script ran (exit 0)"
+check "fds: the script ran to the end" has DONE
+# 0-2 are stdio; the script's own listdir may hold one more fd while it reads /proc/self/fd
+case $(val FDS) in
+0,1,2 | 0,1,2,3) ok "fds: only stdin/stdout/stderr are open inside ($(val FDS))" ;;
+*) not_ok "fds: only stdin/stdout/stderr are open inside" "FDS=$(val FDS)" "TARGETS=$(val TARGETS)" ;;
+esac
+for fd in 7 8 9; do
+    is "$(val FSTAT$fd)" EBADF "fds: the caller's fd $fd is not open inside (fstat gives EBADF)"
+    is "$(val PROCFD$fd)" ENOENT "fds: /proc/self/fd/$fd does not exist inside"
+done
+for fd in 4 5 6; do
+    is "$(val FSTAT$fd)" EBADF "fds: agentbox's own fd $fd (args/seccomp/status) is not left open to the script"
+done
+refute "fds: no fd inside points at the caller's secret file, dir or fifo" \
+    hasre "secret\(file\|dir\|fifo\)"
+
+# ---- kernel keyrings -------------------------------------------------------------------------
+cat >"$WORK/keys.py" <<'EOF'
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_keyctl = 250
+KEYCTL_SEARCH, KEYCTL_READ, KEYCTL_DESCRIBE = 10, 11, 6
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING = -3, -4
+def en():
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+for name, ring in (("SESSION", KEY_SPEC_SESSION_KEYRING), ("USER", KEY_SPEC_USER_KEYRING)):
+    r = libc.syscall(SYS_keyctl, KEYCTL_SEARCH, ctypes.c_long(ring), b"user", sys.argv[1 if name == "SESSION" else 2].encode(), 0)
+    print("SEARCH_%s=%s" % (name, ("FOUND %d" % r) if r >= 0 else "FAIL " + en()))
+for name, kid in (("SESSION", int(sys.argv[3])), ("USER", int(sys.argv[4]))):
+    buf = ctypes.create_string_buffer(256)
+    r = libc.syscall(SYS_keyctl, KEYCTL_READ, ctypes.c_long(kid), buf, ctypes.c_long(256))
+    print("READ_%s=%s" % (name, ("GOT " + buf.value.decode(errors="replace")) if r >= 0 else "FAIL " + en()))
+    r = libc.syscall(SYS_keyctl, KEYCTL_DESCRIBE, ctypes.c_long(kid), buf, ctypes.c_long(256))
+    print("DESCRIBE_%s=%s" % (name, ("GOT " + buf.value.decode(errors="replace")) if r >= 0 else "FAIL " + en()))
+try:
+    keys = open("/proc/keys").read()
+    print("PROCKEYS=" + ("LISTED" if (sys.argv[1] in keys or sys.argv[2] in keys) else "CLEAN"))
+except OSError as e:
+    print("PROCKEYS=UNREADABLE " + errno.errorcode.get(e.errno, ""))
+print("DONE")
+EOF
+if ! command -v keyctl >/dev/null 2>&1; then
+    skip "keyring: the caller's session key is out of reach" "keyctl (keyutils) is not installed"
+    skip "keyring: the caller's user key is out of reach" "keyctl (keyutils) is not installed"
+elif ! (keyctl new_session >/dev/null 2>&1); then
+    skip "keyring: the caller's session key is out of reach" "keyctl new_session fails here"
+else
+    SNAME=ab-canary-s$$
+    UNAME=ab-canary-u$$
+    (
+        set -e
+        keyctl new_session >/dev/null
+        skid=$(keyctl add user "$SNAME" "key-secret-CANARY-S" @s)
+        # the user keyring outlives us: take the key out again whatever happens below
+        ukid=$(keyctl add user "$UNAME" "key-secret-CANARY-U" @u)
+        trap 'keyctl unlink "$ukid" @u >/dev/null 2>&1 || true' EXIT
+        # control: an ordinary child of the caller finds and reads both keys with the probe
+        python3 "$WORK/keys.py" "$SNAME" "$UNAME" "$skid" "$ukid" >"$WORK/keys.host"
+        set +e
+        abb 60 "$WORK/keys.py" "$SNAME" "$UNAME" "$skid" "$ukid"
+        echo "$rc" >"$WORK/keys.rc"
+    )
+    hv() { sed -n "s/^$1=//p" "$WORK/keys.host"; }
+    check "keyring control: a normal child of the caller finds the session key" \
+        grep -q '^SEARCH_SESSION=FOUND' "$WORK/keys.host"
+    is "$(hv READ_SESSION)" "GOT key-secret-CANARY-S" "keyring control: and reads it"
+    check "keyring control: and describes the user-keyring key" grep -q "^DESCRIBE_USER=GOT user;.*;$UNAME\$" "$WORK/keys.host"
+    is "$(hv PROCKEYS)" LISTED "keyring control: /proc/keys lists them"
+    is "$(cat "$WORK/keys.rc" 2>/dev/null)" 0 "keyring: the script ran (exit 0)"
+    check "keyring: the script ran to the end" has DONE
+    check "keyring: KEYCTL_SEARCH in the session keyring fails inside" hasre '^SEARCH_SESSION=FAIL '
+    check "keyring: KEYCTL_SEARCH in the user keyring fails inside" hasre '^SEARCH_USER=FAIL '
+    check "keyring: KEYCTL_READ of the caller's session key fails inside" hasre '^READ_SESSION=FAIL '
+    check "keyring: KEYCTL_READ of the caller's user key fails inside" hasre '^READ_USER=FAIL '
+    check "keyring: KEYCTL_DESCRIBE of the session key fails inside" hasre '^DESCRIBE_SESSION=FAIL '
+    check "keyring: KEYCTL_DESCRIBE of the user key fails inside" hasre '^DESCRIBE_USER=FAIL '
+    # T8/T24: as a user the sandbox shares the caller's kuid, and /proc/keys lists every key that
+    # uid may view (names of session and user keys). Docker masks /proc/keys for this reason.
+    case $(val PROCKEYS) in
+    CLEAN | UNREADABLE*) ok "keyring: /proc/keys inside does not list the keys ($(val PROCKEYS))" ;;
+    *) not_ok "keyring: /proc/keys inside does not list the keys" "PROCKEYS=$(val PROCKEYS)" ;;
+    esac
+    refute "keyring: no key payload reached the script's output" grep -q 'CANARY' "$WORK/out"
+    if keyctl list @u 2>/dev/null | grep -q "$UNAME"; then
+        not_ok "keyring: the test's user key was removed again"
+    else
+        ok "keyring: the test's user key was removed again"
+    fi
+fi
+
+done_testing
