@@ -24,6 +24,7 @@ plan_done(struct ab_plan *p)
 	free(p->work_src);
 	free(p->etc_src);
 	free(p->init_src);
+	free(p->rw_bind);
 	for (size_t i = 0; i < p->n_ro_binds; i++) {
 		free(p->ro_binds[i].src);
 		free(p->ro_binds[i].dest);
@@ -60,6 +61,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	/* Namespaces: all of them, network included (T9, T11, T12). --unshare-user is explicit
 	 * so that a setuid bwrap would still map us, and --disable-userns needs it. */
 	strv_push(av, "--unshare-all");
+	if (p->share_net)
+		strv_push(av, "--share-net"); /* `agentbox prepare` only: installs need it */
 	strv_push(av, "--unshare-user");
 	if (p->disable_userns)
 		strv_push(av, "--disable-userns"); /* T32: no nested user namespaces */
@@ -107,8 +110,10 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	for (size_t i = 0; i < p->n_ro_binds; i++)
 		strv_push_n(av, 3, "--ro-bind", p->ro_binds[i].src, p->ro_binds[i].dest);
 
-	/* The only writable path. */
+	/* The only writable paths: the workspace, and for `prepare` the environment. */
 	strv_push_n(av, 3, "--bind", p->work_src, AB_SANDBOX_WORK);
+	if (p->rw_bind)
+		strv_push_n(av, 3, "--bind", p->rw_bind, p->rw_bind);
 	strv_push_n(av, 3, "--ro-bind", p->init_src, AB_SANDBOX_INIT);
 	strv_push_n(av, 2, "--remount-ro", "/"); /* the root tmpfs itself: no stray writes */
 	strv_push_n(av, 2, "--chdir", AB_SANDBOX_WORK);
@@ -124,6 +129,10 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_pushf(cmd, "%d", AB_FD_STATUS);
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
+		if (p->rw_bind) {
+			strv_push(cmd, "--writable");
+			strv_push(cmd, p->rw_bind);
+		}
 		if (p->landlock_net)
 			strv_push(cmd, "--landlock-net");
 		if (p->landlock_scope)

@@ -73,7 +73,10 @@ struct ab_run_opts {
 	bool dry_run;
 	bool rm;
 	bool quiet; /* do not relay the script's output live */
-	bool keep_going_unsafe; /* unused, reserved */
+	/* Set by `agentbox prepare`, never from the command line of `run`. */
+	bool share_net;		/* keep the host network (dependency installs need it) */
+	const char *rw_bind;	/* a host directory bound read-write at the same path */
+	bool relay_to_stderr;	/* relay the script's stdout to our stderr */
 };
 
 /* Names, units and defaults of the limits (for help text and the report). */

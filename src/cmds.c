@@ -410,8 +410,10 @@ cmd_doctor(int argc, char **argv)
 	}
 	(void) host_probe_paths(&h, &err);
 	if (h.is_root) {
-		uid = 64000;
-		gid = 64000;
+		if (run_sandbox_user(NULL, &uid, &gid, &err) < 0) {
+			fprintf(stderr, "agentbox: %s\n", err.msg);
+			return 1;
+		}
 		drop = true;
 	}
 	if (!d.json)

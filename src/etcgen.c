@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -35,10 +36,12 @@ static const struct etc_file etc_files[] = {
 	{ "hostname", AB_SANDBOX_HOSTNAME "\n" },
 	{ "hosts", "127.0.0.1\tlocalhost " AB_SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost "
 		   "ip6-loopback\n" },
-	{ "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+	{ "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
 			   "networks: files\nprotocols: files\nservices: files\n" },
-	{ "resolv.conf", "# no network in the sandbox\n" },
 };
+
+/* Bound from the host only when the sandbox keeps the network (`agentbox prepare`). */
+static const char *const net_entries[] = { "/etc/resolv.conf", "/etc/ssl/certs", NULL };
 
 static int
 write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t group)
@@ -57,9 +60,12 @@ write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t 
 	return 0;
 }
 
+static int add_host_entries(int efd, const char *const *entries, struct strv *ret_host,
+			    struct ab_err *err);
+
 int
-etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, struct strv *ret_host,
-	      struct ab_err *err)
+etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, bool net,
+	      struct strv *ret_host, struct ab_err *err)
 {
 	cleanup_fd int efd = -1;
 	int r;
@@ -81,12 +87,42 @@ etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, struct strv
 	if (symlinkat("/usr/share/zoneinfo/Etc/UTC", efd, "localtime") < 0)
 		return ab_err_set(err, -errno, "write the sandbox /etc/localtime: %s",
 				  strerror(errno));
-	for (const char *const *h = etcgen_host_entries; *h; h++) {
+	if (!net) {
+		r = write_file_at(efd, "resolv.conf", "# no network in the sandbox\n", owner, group);
+		if (r < 0)
+			return ab_err_set(err, r, "write the sandbox /etc/resolv.conf");
+	}
+	for (int list = 0; list < 2; list++) {
+		const char *const *entries = list == 0 ? etcgen_host_entries : net_entries;
+
+		if (list == 1 && !net)
+			break;
+		r = add_host_entries(efd, entries, ret_host, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int
+add_host_entries(int efd, const char *const *entries, struct strv *ret_host, struct ab_err *err)
+{
+	int r;
+
+	for (const char *const *h = entries; *h; h++) {
 		const char *base = *h + strlen("/etc/");
+		const char *slash = strchr(base, '/');
 		struct stat st;
 
 		if (stat(*h, &st) < 0)
 			continue;
+		if (slash) {
+			/* one level of nesting (ssl/certs): create the parent first */
+			cleanup_free char *parent = strndup(base, (size_t) (slash - base));
+
+			if (parent && mkdirat(efd, parent, 0755) < 0 && errno != EEXIST)
+				return ab_err_set(err, -errno, "create /etc/%s", parent);
+		}
 		if (S_ISDIR(st.st_mode)) {
 			if (mkdirat(efd, base, 0755) < 0)
 				return ab_err_set(err, -errno, "create mount point /etc/%s", base);

@@ -1,6 +1,7 @@
 /* etcgen.h: the sandbox's small generated /etc (never the host's /etc wholesale, T2). */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "util/err.h"
@@ -12,7 +13,8 @@ extern const char *const etcgen_host_entries[];
 /* Creates directory `name` (mode 0755) in dirfd and fills it: passwd and group naming the
  * sandbox user (uid/gid AB_SANDBOX_*, HOME=/work), hostname, hosts, nsswitch.conf, localtime
  * (UTC), and empty mount points for each host entry that exists (returned in ret_host, host
- * paths). Files are owned by the caller; when owner != (uid_t) -1 they are chowned to it.
+ * paths). With net (`agentbox prepare`), the host's resolv.conf and CA certificates are bound
+ * too. Files are owned by the caller; when owner != (uid_t) -1 they are chowned to it.
  * Returns 0 or -errno with err set. */
-int etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, struct strv *ret_host,
-		  struct ab_err *err);
+int etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, bool net,
+		  struct strv *ret_host, struct ab_err *err);

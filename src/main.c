@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "cmds.h"
 #include "config.h"
+#include "prepare.h"
 #include "report.h"
 #include "result.h"
 #include "run.h"
@@ -20,6 +21,8 @@ static const char main_help[] =
 	"\n"
 	"Commands:\n"
 	"  run [OPTIONS] SCRIPT [-- ARGS]   run a Python or Node script in a sandbox\n"
+	"  prepare --python REQS | --node PKG  build a dependency environment (sandboxed,\n"
+	"                                   with network) and print its path\n"
 	"  doctor [--json]                  check what this host supports, with fixes\n"
 	"  collect RUN_DIR DIR              copy a kept run's files out, safely\n"
 	"  rm RUN_DIR...                    remove kept runs\n"
@@ -114,6 +117,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "prepare") == 0)
+		return cmd_prepare(argc - 1, argv + 1);
 	if (strcmp(argv[1], "doctor") == 0)
 		return cmd_doctor(argc - 1, argv + 1);
 	if (strcmp(argv[1], "collect") == 0)

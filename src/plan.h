@@ -49,6 +49,8 @@ struct ab_plan {
 	bool landlock_net;	/* ... with TCP bind/connect denied (ABI >= 4) */
 	bool landlock_scope;	/* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;	/* /tmp and /dev/shm tmpfs size, bytes */
+	bool share_net;		/* `agentbox prepare` only: the host network */
+	char *rw_bind;		/* `agentbox prepare` only: the environment being built */
 };
 
 void plan_done(struct ab_plan *p);

@@ -27,6 +27,7 @@
 #include "interp.h"
 #include "limitplan.h"
 #include "plan.h"
+#include "prepare.h"
 #include "rundir.h"
 #include "seccomp.h"
 #include "supervise.h"
@@ -63,8 +64,8 @@ struct run_ctx {
 
 /* ---- identity ---------------------------------------------------------------------- */
 
-static int
-resolve_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err *err)
+int
+run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err *err)
 {
 	struct passwd *pw;
 	char *end;
@@ -603,8 +604,11 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	}
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
 	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
-	c->plan.landlock_net = c->plan.landlock && h->landlock_abi >= 4;
+	c->plan.landlock_net = c->plan.landlock && h->landlock_abi >= 4 && !c->o->share_net;
 	c->plan.landlock_scope = c->plan.landlock && h->landlock_abi >= 6;
+	c->plan.share_net = c->o->share_net;
+	if (c->o->rw_bind)
+		c->plan.rw_bind = xstrdup(c->o->rw_bind);
 	c->plan.seccomp = !c->o->without[AB_PROT_SECCOMP];
 	(void) res;
 	return 0;
@@ -617,7 +621,10 @@ record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 	const struct ab_plan *p = &c->plan;
 
 	result_protect(r, "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
-	result_protect(r, "network", true, "own network namespace: loopback only");
+	if (p->share_net)
+		result_protect(r, "network", false, "host network kept (agentbox prepare)");
+	else
+		result_protect(r, "network", true, "own network namespace: loopback only");
 	result_protect(r, "readonly_base", true, "/usr and generated /etc read-only; / read-only");
 	result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
 		       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
@@ -752,6 +759,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	struct strv av = { 0 }, cmd = { 0 };
 	cleanup_free char *args = NULL;
 	cleanup_free char *root_path = NULL;
+	cleanup_free char *env_venv = NULL, *env_nm = NULL;
 	size_t args_len = 0;
 	struct timespec ts;
 	int r;
@@ -769,7 +777,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	c.owner_uid = (uid_t) -1;
 	c.owner_gid = (gid_t) -1;
 	if (c.host.is_root) {
-		r = resolve_sandbox_user(o->sandbox_user, &c.sb_uid, &c.sb_gid, err);
+		r = run_sandbox_user(o->sandbox_user, &c.sb_uid, &c.sb_gid, err);
 		if (r < 0)
 			goto out;
 		c.drop = true;
@@ -787,6 +795,27 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (r < 0)
 		goto out;
 	res->lang = c.plan.lang;
+	if (o->env_dir) {
+		r = prepare_lookup(o->env_dir, NULL, &env_venv, &env_nm, err);
+		if (r < 0)
+			goto out;
+		if (env_venv && c.plan.lang != AB_LANG_PYTHON) {
+			r = ab_err_usage(err, "--env-dir '%s' is a Python environment but the script "
+					      "is %s",
+					 o->env_dir, interp_lang_name(c.plan.lang));
+			goto out;
+		}
+		if (env_nm && c.plan.lang != AB_LANG_NODE) {
+			r = ab_err_usage(err, "--env-dir '%s' is a Node environment but the script "
+					      "is %s",
+					 o->env_dir, interp_lang_name(c.plan.lang));
+			goto out;
+		}
+		if (env_venv)
+			o->venv = env_venv;
+		if (env_nm)
+			o->node_modules = env_nm;
+	}
 	r = interp_resolve(o, c.plan.lang, &c.plan, err);
 	if (r < 0)
 		goto out;
@@ -900,7 +929,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	STRV_FOREACH(a, &o->script_args)
 	strv_push(&c.plan.script_args, *a);
 
-	r = etcgen_create(c.rd.fd, "etc", c.owner_uid, c.owner_gid, &c.plan.host_etc, err);
+	r = etcgen_create(c.rd.fd, "etc", c.owner_uid, c.owner_gid, o->share_net,
+			  &c.plan.host_etc, err);
 	if (r < 0)
 		goto out;
 	c.plan.etc_src = xasprintf("%s/etc", c.rd.path);
@@ -980,6 +1010,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.drop_gid = c.sb_gid,
 			.lp = &c.lp,
 			.relay = !o->quiet,
+			.relay_to_stderr = o->relay_to_stderr,
 			.sanitize_out = isatty(STDOUT_FILENO),
 			.sanitize_err = isatty(STDERR_FILENO),
 		};

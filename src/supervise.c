@@ -299,7 +299,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 },
 	    ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1;
-	struct stream_state so = { -1, STDOUT_FILENO, sp->sanitize_out, &res->out };
+	struct stream_state so = { -1, sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
+				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
+				   &res->out };
 	struct stream_state se = { -1, STDERR_FILENO, sp->sanitize_err, &res->err };
 	sigset_t mask, oldmask;
 	int64_t t0, deadline, kill_at = -1, next_tick;

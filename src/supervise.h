@@ -33,6 +33,7 @@ struct ab_spawn {
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;
 	bool relay;	      /* copy the script's output to our stdout/stderr live */
+	bool relay_to_stderr; /* ... both to our stderr */
 	bool sanitize_out;    /* our stdout is a terminal: neutralise control sequences */
 	bool sanitize_err;
 };

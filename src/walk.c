@@ -10,13 +10,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/limits.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/limits.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -31,19 +31,23 @@
 #endif
 
 #define WALK_DEFAULT_MAX_ENTRIES 100000
-#define WALK_DEFAULT_MAX_DEPTH	 4096
-#define WALK_DEFAULT_HASH_MAX	 (64ULL << 20)
-#define WALK_LINK_MAX		 4096	       /* bytes of a symlink target kept */
-#define WALK_SPARSE_MIN		 (1ULL << 20)  /* smaller files are never flagged sparse */
-#define WALK_OPEN_FRAMES	 32	       /* directory levels whose fds stay open */
-#define WALK_MAX_PATH		 32768	       /* longest manifest path; deeper is not entered */
-#define WALK_MAX_NAME_BYTES	 (64ULL << 20) /* paths + link targets held by one manifest */
-#define WALK_BUF_SIZE		 (64 * 1024)   /* getdents64 and copy buffer */
+#define WALK_DEFAULT_MAX_DEPTH   4096
+#define WALK_DEFAULT_HASH_MAX    (64ULL << 20)
+#define WALK_LINK_MAX            4096          /* bytes of a symlink target kept */
+#define WALK_SPARSE_MIN          (1ULL << 20)  /* smaller files are never flagged sparse */
+#define WALK_OPEN_FRAMES         32            /* directory levels whose fds stay open */
+#define WALK_MAX_PATH            32768         /* longest manifest path; deeper is not entered */
+#define WALK_MAX_NAME_BYTES      (64ULL << 20) /* paths + link targets held by one manifest */
+#define WALK_BUF_SIZE            (64 * 1024)   /* getdents64 and copy buffer */
+
+#define RM_MAX_KEPT \
+	4096 /* entries of one directory that may resist removal before it is given up */
 
 /* Special bits and group/other write never reach a copy. */
 #define WALK_COPY_MODE_MASK 0755
 
-#define WALK_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+#define WALK_RESOLVE \
+	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 bool walk_force_no_openat2;
 
@@ -51,14 +55,14 @@ bool walk_force_no_openat2;
 static bool openat2_missing;
 
 static const char *const type_names[AB_ENTRY_TYPE_COUNT] = {
-	[AB_ENTRY_FILE] = "file",	  [AB_ENTRY_DIR] = "dir",
-	[AB_ENTRY_SYMLINK] = "symlink",	  [AB_ENTRY_FIFO] = "fifo",
-	[AB_ENTRY_SOCKET] = "socket",	  [AB_ENTRY_CHARDEV] = "chardev",
+	[AB_ENTRY_FILE] = "file",         [AB_ENTRY_DIR] = "dir",
+	[AB_ENTRY_SYMLINK] = "symlink",   [AB_ENTRY_FIFO] = "fifo",
+	[AB_ENTRY_SOCKET] = "socket",     [AB_ENTRY_CHARDEV] = "chardev",
 	[AB_ENTRY_BLOCKDEV] = "blockdev", [AB_ENTRY_OTHER] = "other",
 };
 
 static const char *const flag_names[] = {
-	"symlink", "special", "setid",	    "hardlink", "sparse",
+	"symlink", "special",    "setid",    "hardlink", "sparse",
 	"too_big", "unreadable", "other_fs", "over_cap",
 };
 
@@ -245,8 +249,9 @@ manifest_to_json(const struct ab_manifest *m)
 			abort();
 		snprintf(mode, sizeof(mode), "%04o", (unsigned) (e->mode & 07777));
 		json_put(o, "path", json_string(path));
-		json_put(o, "type",
-			 json_string(e->type < AB_ENTRY_TYPE_COUNT ? type_names[e->type] : "other"));
+		json_put(
+			o, "type",
+			json_string(e->type < AB_ENTRY_TYPE_COUNT ? type_names[e->type] : "other"));
 		json_put(o, "size", json_integer((json_int_t) e->size));
 		json_put(o, "blocks_bytes", json_integer((json_int_t) e->blocks_bytes));
 		json_put(o, "mode", json_string(mode));
@@ -280,15 +285,15 @@ manifest_to_json(const struct ab_manifest *m)
 /* ---- walk_tree ---- */
 
 struct walk_frame {
-	int fd;		 /* source directory; -1 while evicted */
-	int dst_fd;	 /* its copy; -1 while evicted or when this level is not copied */
-	bool has_dst;	 /* this level is copied */
-	bool own_dst;	 /* dst_fd is ours (false for the caller's destination) */
+	int fd;       /* source directory; -1 while evicted */
+	int dst_fd;   /* its copy; -1 while evicted or when this level is not copied */
+	bool has_dst; /* this level is copied */
+	bool own_dst; /* dst_fd is ours (false for the caller's destination) */
 	dev_t dev, dst_dev;
 	ino_t ino, dst_ino;
 	mode_t dst_mode; /* sanitized mode, applied to the copy once its contents are in */
-	size_t entry;	 /* manifest index of this directory; SIZE_MAX for the root */
-	uint64_t depth;	 /* 0 for the root */
+	size_t entry;    /* manifest index of this directory; SIZE_MAX for the root */
+	uint64_t depth;  /* 0 for the root */
 	struct strv names;
 	size_t next;
 };
@@ -297,9 +302,9 @@ struct walk {
 	struct ab_walk_opts o; /* with defaults filled in */
 	struct ab_manifest m;
 	dev_t root_dev;
-	uint64_t name_bytes; /* bytes held in manifest paths and link targets */
+	uint64_t name_bytes;  /* bytes held in manifest paths and link targets */
 	bool listing_stopped; /* entry cap: nothing more is listed */
-	bool stopped;	      /* memory cap: nothing more is recorded */
+	bool stopped;         /* memory cap: nothing more is recorded */
 	struct walk_frame *st;
 	size_t n, cap;
 	char *buf;
@@ -318,11 +323,15 @@ walk_entry_at(struct walk *w, size_t i)
 	return &w->m.entries[i];
 }
 
+/* Reasons that only inform: the entry is still collected. Any other reason replaces them. */
+static const char reason_setid[] = "setuid/setgid/sticky bit (stripped on copy)";
+static const char reason_sparse[] = "sparse file (holes kept on copy)";
+
 static void
 entry_mark(struct ab_entry *e, unsigned flag, const char *reason)
 {
 	e->flags |= flag;
-	if (!e->reason)
+	if (!e->reason || e->reason == reason_setid || e->reason == reason_sparse)
 		e->reason = reason;
 }
 
@@ -423,7 +432,8 @@ walk_pop(struct walk *w)
 		if (p->fd < 0) {
 			p->fd = reopen_parent(f->fd, p->dev, p->ino);
 			if (p->fd < 0)
-				r = ab_err_set(w->err, p->fd, "reopen a workspace directory on the way up");
+				r = ab_err_set(w->err, p->fd,
+					       "reopen a workspace directory on the way up");
 		}
 		if (r == 0 && p->has_dst && p->dst_fd < 0) {
 			p->dst_fd = reopen_parent(f->dst_fd, p->dst_dev, p->dst_ino);
@@ -488,14 +498,16 @@ copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf,
 				hole = (uint64_t) h < size ? (uint64_t) h : size;
 		}
 		for (; hash && off < data;) {
-			size_t n = data - off < sizeof(zeros) ? (size_t) (data - off) : sizeof(zeros);
+			size_t n =
+				data - off < sizeof(zeros) ? (size_t) (data - off) : sizeof(zeros);
 
 			sha256_update(hash, n, (const uint8_t *) zeros);
 			off += n;
 		}
 		off = data;
 		while (off < hole) {
-			size_t want = hole - off < WALK_BUF_SIZE ? (size_t) (hole - off) : WALK_BUF_SIZE;
+			size_t want =
+				hole - off < WALK_BUF_SIZE ? (size_t) (hole - off) : WALK_BUF_SIZE;
 			ssize_t r = RETRY_EINTR(pread(src, buf, want, (off_t) off));
 
 			if (r <= 0)
@@ -503,8 +515,8 @@ copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf,
 			if (hash)
 				sha256_update(hash, (size_t) r, (const uint8_t *) buf);
 			for (ssize_t done = 0; dst >= 0 && done < r;) {
-				ssize_t k = RETRY_EINTR(
-					pwrite(dst, buf + done, (size_t) (r - done), (off_t) off + done));
+				ssize_t k = RETRY_EINTR(pwrite(dst, buf + done, (size_t) (r - done),
+							       (off_t) off + done));
 
 				if (k < 0)
 					return -errno;
@@ -552,9 +564,9 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	}
 	hash = !(e->flags & AB_FLAG_HARDLINK) && size <= w->o.hash_max_bytes;
 	if (e->flags & AB_FLAG_SETID && !e->reason)
-		e->reason = "setuid/setgid/sticky bit (stripped on copy)";
+		e->reason = reason_setid;
 	if (e->flags & AB_FLAG_SPARSE && !e->reason)
-		e->reason = "sparse file (holes kept on copy)";
+		e->reason = reason_sparse;
 	if (!copy && !hash)
 		return 0;
 
@@ -579,7 +591,8 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 
 	if (copy) {
 		dfd = RETRY_EINTR(openat(f->dst_fd, name,
-					 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+					 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					 0600));
 		if (dfd < 0 && errno == EEXIST) {
 			e->reason = "destination name already exists (not overwritten)";
 			copy = false;
@@ -589,7 +602,8 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 			return ab_err_set(w->err, -errno, "create the copy of '%s'", p);
 		}
 	}
-	if (copy && w->o.chown_uid != (uid_t) -1 && fchown(dfd, w->o.chown_uid, w->o.chown_gid) < 0) {
+	if (copy && w->o.chown_uid != (uid_t) -1 &&
+	    fchown(dfd, w->o.chown_uid, w->o.chown_gid) < 0) {
 		r = -errno;
 		(void) unlinkat(f->dst_fd, name, 0);
 		return ab_err_set(w->err, r, "chown a copied file");
@@ -636,7 +650,7 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 
 	if (st->st_mode & 07000) {
 		e->flags |= AB_FLAG_SETID;
-		e->reason = "setgid/sticky directory (stripped on copy)";
+		e->reason = reason_setid;
 	}
 	if (w->listing_stopped) {
 		e->flags |= AB_FLAG_OVER_CAP;
@@ -671,6 +685,12 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 		entry_mark(e, AB_FLAG_UNREADABLE, "changed while walking");
 		return 0;
 	}
+	if (w->o.dst_dirfd >= 0 && fst.st_dev == w->st[0].dst_dev &&
+	    fst.st_ino == w->st[0].dst_ino) {
+		/* The destination inside the source: copying it into itself would never end. */
+		e->reason = "is the copy destination (not entered)";
+		return 0;
+	}
 
 	if (f->has_dst) {
 		if (mkdirat(f->dst_fd, name, 0700) < 0) {
@@ -683,7 +703,8 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 			p = walk_escape_name(e->path);
 			return ab_err_set(w->err, -errno, "create the copy of '%s'", p);
 		}
-		dfd = RETRY_EINTR(openat(f->dst_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		dfd = RETRY_EINTR(
+			openat(f->dst_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 		if (dfd < 0 || fstat(dfd, &fst) < 0)
 			return ab_err_set(w->err, -errno, "open a copied directory");
 		if (w->o.chown_uid != (uid_t) -1 && fchown(dfd, w->o.chown_uid, w->o.chown_gid) < 0)
@@ -855,11 +876,11 @@ struct rm_frame {
 	int fd; /* -1 while evicted */
 	dev_t dev;
 	ino_t ino;
-	char *name;	  /* name in the parent directory */
-	char *buf;	  /* getdents64 records not handled yet */
+	char *name; /* name in the parent directory */
+	char *buf;  /* getdents64 records not handled yet */
 	size_t len, pos;
-	bool progress;	  /* something was removed or entered since the listing (re)started */
-	bool chmodded;	  /* already made 0700 */
+	bool progress;    /* something was removed or entered since the listing (re)started */
+	bool chmodded;    /* already made 0700 */
 	struct strv kept; /* names that stay: mount points and failures */
 };
 
@@ -996,6 +1017,8 @@ rm_next_name(struct rm *rm, struct rm_frame *f)
 	for (;;) {
 		ssize_t n;
 
+		if (f->kept.n >= RM_MAX_KEPT)
+			return NULL; /* give this directory up; its rmdir reports ENOTEMPTY */
 		while (f->pos < f->len) {
 			struct dirent64 *d = (struct dirent64 *) (void *) (f->buf + f->pos);
 
@@ -1021,8 +1044,8 @@ rm_next_name(struct rm *rm, struct rm_frame *f)
 		}
 		if (!f->progress)
 			return NULL;
-		/* Something changed during this pass: list once more from the start, so that nothing
-		 * is missed. A pass without progress ends the directory. */
+		/* Something changed during this pass: list once more from the start, so that
+		 * nothing is missed. A pass without progress ends the directory. */
 		f->progress = false;
 		if (lseek(f->fd, 0, SEEK_SET) < 0) {
 			rm_fail(rm, -errno, "rewind", f->name);

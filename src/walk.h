@@ -5,11 +5,11 @@
  * recursion, so depth is bounded only by the caps. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
-#include <jansson.h>
+#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -30,7 +30,7 @@ enum ab_entry_type {
 enum ab_entry_flag {
 	AB_FLAG_SYMLINK = 1 << 0,
 	AB_FLAG_SPECIAL = 1 << 1,    /* fifo, socket, device */
-	AB_FLAG_SETID = 1 << 2,	     /* setuid / setgid / sticky bit present (stripped on copy) */
+	AB_FLAG_SETID = 1 << 2,      /* setuid / setgid / sticky bit present (stripped on copy) */
 	AB_FLAG_HARDLINK = 1 << 3,   /* regular file with st_nlink > 1 */
 	AB_FLAG_SPARSE = 1 << 4,     /* allocated blocks well below the apparent size */
 	AB_FLAG_TOO_BIG = 1 << 5,    /* over the per-file cap */
@@ -40,35 +40,35 @@ enum ab_entry_flag {
 };
 
 struct ab_entry {
-	char *path;		 /* raw bytes, relative to the walk root, '/'-separated */
+	char *path;              /* raw bytes, relative to the walk root, '/'-separated */
 	enum ab_entry_type type; /* from lstat, never following links */
-	uint64_t size;		 /* apparent size (st_size) */
-	uint64_t blocks_bytes;	 /* st_blocks * 512 */
-	mode_t mode;		 /* permission bits incl. setuid/setgid/sticky */
-	char *link_target;	 /* symlinks only: readlinkat() result (capped), else NULL */
-	char sha256[65];	 /* hex for regular files read in full and <= hash cap; else "" */
-	unsigned flags;		 /* enum ab_entry_flag */
-	bool collected;		 /* copied to the destination */
-	const char *reason;	 /* static text: why it was not collected / what is unusual */
+	uint64_t size;           /* apparent size (st_size) */
+	uint64_t blocks_bytes;   /* st_blocks * 512 */
+	mode_t mode;             /* permission bits incl. setuid/setgid/sticky */
+	char *link_target;       /* symlinks only: readlinkat() result (capped), else NULL */
+	char sha256[65];         /* hex for regular files read in full and <= hash cap; else "" */
+	unsigned flags;          /* enum ab_entry_flag */
+	bool collected;          /* copied to the destination */
+	const char *reason;      /* static text: why it was not collected / what is unusual */
 };
 
 struct ab_manifest {
 	struct ab_entry *entries;
 	size_t n, cap;
-	uint64_t total_bytes;	 /* apparent bytes of regular files seen */
-	uint64_t total_entries;	 /* every entry seen, including directories (not the root) */
-	uint64_t copied_bytes;	 /* bytes written to the destination */
-	bool truncated;		 /* a cap stopped the walk or the listing */
+	uint64_t total_bytes;   /* apparent bytes of regular files seen */
+	uint64_t total_entries; /* every entry seen, including directories (not the root) */
+	uint64_t copied_bytes;  /* bytes written to the destination */
+	bool truncated;         /* a cap stopped the walk or the listing */
 };
 
 struct ab_walk_opts {
-	uint64_t max_entries;	 /* stop listing after this many entries (0 = 100000) */
-	uint64_t max_depth;	 /* do not descend deeper (0 = 4096) */
-	uint64_t max_file_bytes; /* per-file copy cap; bigger files are skipped (0 = unlimited) */
+	uint64_t max_entries;     /* stop listing after this many entries (0 = 100000) */
+	uint64_t max_depth;       /* do not descend deeper (0 = 4096) */
+	uint64_t max_file_bytes;  /* per-file copy cap; bigger files are skipped (0 = unlimited) */
 	uint64_t max_total_bytes; /* total copy cap (0 = unlimited) */
 	uint64_t hash_max_bytes;  /* hash regular files up to this size (0 = 64 MiB) */
-	int dst_dirfd;		  /* copy regular files and directories here; -1 = manifest only */
-	uid_t chown_uid;	  /* when copying as root, give copies to this uid; (uid_t) -1 = no */
+	int dst_dirfd;            /* copy regular files and directories here; -1 = manifest only */
+	uid_t chown_uid; /* when copying as root, give copies to this uid; (uid_t) -1 = no */
 	gid_t chown_gid;
 };
 

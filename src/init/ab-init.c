@@ -1,6 +1,7 @@
 /* agentbox-init: PID 1 of every agentbox sandbox (bwrap --as-pid-1 execs it).
  *
- *   agentbox-init --status-fd N [--landlock [--landlock-net] [--landlock-scope]] -- CMD ARGS...
+ *   agentbox-init --status-fd N [--landlock [--landlock-net] [--landlock-scope]
+ *                 [--writable DIR]] -- CMD ARGS...
  *
  * It makes itself non-dumpable (the script, same uid, cannot read its memory, environ or fds),
  * applies Landlock, starts CMD as PID 2, reaps every process that is re-parented to it, and
@@ -45,7 +46,8 @@ setup_failed(int err, const char *what)
 int
 main(int argc, char **argv)
 {
-	static const char *const writable[] = { "/work", "/tmp", "/dev/shm", NULL };
+	const char *writable[8] = { "/work", "/tmp", "/dev/shm", NULL };
+	int n_writable = 3;
 	bool landlock = false, ll_net = false, ll_scope = false;
 	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
 	int i, abi = 0;
@@ -63,6 +65,11 @@ main(int argc, char **argv)
 			if (*end != '\0' || fd < 3 || fd > 1024)
 				setup_failed(EINVAL, "agentbox-init: bad --status-fd");
 			status_fd = (int) fd;
+		} else if (strcmp(argv[i], "--writable") == 0 && i + 1 < argc) {
+			if (n_writable >= 7 || argv[i + 1][0] != '/')
+				setup_failed(EINVAL, "agentbox-init: bad --writable");
+			writable[n_writable++] = argv[++i];
+			writable[n_writable] = NULL;
 		} else if (strcmp(argv[i], "--landlock") == 0) {
 			landlock = true;
 		} else if (strcmp(argv[i], "--landlock-net") == 0) {

@@ -84,7 +84,7 @@ add_path(int ruleset, const char *path, uint64_t rights)
 }
 
 int
-landlock_apply(const char *const *writable_dirs, bool net, bool scope, const char **ret_what)
+landlock_apply(const char **writable_dirs, bool net, bool scope, const char **ret_what)
 {
 	static const char *const devices[] = { "/dev/null", "/dev/zero", "/dev/full",
 					       "/dev/random", "/dev/urandom", "/dev/tty", NULL };
@@ -112,7 +112,7 @@ landlock_apply(const char *const *writable_dirs, bool net, bool scope, const cha
 		*ret_what = "landlock_create_ruleset";
 		return -errno;
 	}
-	for (const char *const *d = writable_dirs; *d; d++) {
+	for (const char **d = writable_dirs; *d; d++) {
 		r = add_path(fd, *d, attr.handled_access_fs);
 		if (r < 0) {
 			*ret_what = "landlock_add_rule (directory)";

@@ -8,7 +8,7 @@
  * mount namespace shows. With net (ABI >= 4): no TCP bind or connect at all. With scope
  * (ABI >= 6): no abstract-socket connections or signals outside the domain.
  * Returns the ABI in force (> 0) or -errno; *ret_what names the failing step. */
-int landlock_apply(const char *const *writable_dirs, bool net, bool scope, const char **ret_what);
+int landlock_apply(const char **writable_dirs, bool net, bool scope, const char **ret_what);
 
 /* The kernel's Landlock ABI, 0 when unavailable. */
 int landlock_abi(void);

@@ -32,12 +32,12 @@
 #include "util/xalloc.h"
 #include "walk.h"
 
-#define FUZZ_MAX_OPS	  64
-#define FUZZ_MAX_DEPTH	  24 /* levels of "cd" the script may go down */
-#define FUZZ_MAX_CHMODS	  64
+#define FUZZ_MAX_OPS      64
+#define FUZZ_MAX_DEPTH    24 /* levels of "cd" the script may go down */
+#define FUZZ_MAX_CHMODS   64
 #define FUZZ_MAX_PLANTED  16
-#define FUZZ_CHAIN_MAX	  48
-#define FUZZ_CANARY	  "canary\n"
+#define FUZZ_CHAIN_MAX    48
+#define FUZZ_CANARY       "canary\n"
 #define FUZZ_CANARY_ATIME 1000000000
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -93,7 +93,8 @@ static void
 take_target(struct reader *r, const char *base, char *out, size_t size)
 {
 	static const char *const canned[] = {
-		"/etc/shadow", "../../..", "../canary", "../../canary", "..", ".", "/", "/proc/self/root",
+		"/etc/shadow", "../../..", "../canary", "../../canary",
+		"..",          ".",        "/",         "/proc/self/root",
 	};
 	uint8_t sel = take_or(r, 0);
 	size_t len;
@@ -308,9 +309,9 @@ run_script(struct fuzz *z, struct reader *r)
 		case 11: /* a file in the destination where the source may have one too */
 			take_name(r, name);
 			{
-				int fd = openat(z->dst, name,
-						O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-						0644);
+				int fd = openat(
+					z->dst, name,
+					O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 
 				if (fd >= 0) {
 					(void) close(fd);
@@ -335,13 +336,13 @@ run_script(struct fuzz *z, struct reader *r)
 		(void) close(z->stack[--z->depth]);
 }
 
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "fuzz-walk: check failed at %s:%d: %s\n", __FILE__,       \
-				__LINE__, #cond);                                                  \
-			abort();                                                                   \
-		}                                                                                  \
+#define CHECK(cond)                                                                         \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "fuzz-walk: check failed at %s:%d: %s\n", __FILE__, \
+				__LINE__, #cond);                                           \
+			abort();                                                            \
+		}                                                                           \
 	} while (0)
 
 static bool

@@ -171,7 +171,8 @@ for name, kid in (("SESSION", int(sys.argv[3])), ("USER", int(sys.argv[4]))):
     print("DESCRIBE_%s=%s" % (name, ("GOT " + buf.value.decode(errors="replace")) if r >= 0 else "FAIL " + en()))
 try:
     keys = open("/proc/keys").read()
-    print("PROCKEYS=" + ("LISTED" if (sys.argv[1] in keys or sys.argv[2] in keys) else "CLEAN"))
+    listed = [w for w, n in (("session-key", sys.argv[1]), ("user-key", sys.argv[2])) if n in keys]
+    print("PROCKEYS=" + ("LISTED " + ",".join(listed) if listed else "CLEAN"))
 except OSError as e:
     print("PROCKEYS=UNREADABLE " + errno.errorcode.get(e.errno, ""))
 print("DONE")
@@ -202,7 +203,7 @@ else
         grep -q '^SEARCH_SESSION=FOUND' "$WORK/keys.host"
     is "$(hv READ_SESSION)" "GOT key-secret-CANARY-S" "keyring control: and reads it"
     check "keyring control: and describes the user-keyring key" grep -q "^DESCRIBE_USER=GOT user;.*;$UNAME\$" "$WORK/keys.host"
-    is "$(hv PROCKEYS)" LISTED "keyring control: /proc/keys lists them"
+    is "$(hv PROCKEYS)" "LISTED session-key,user-key" "keyring control: /proc/keys lists them"
     is "$(cat "$WORK/keys.rc" 2>/dev/null)" 0 "keyring: the script ran (exit 0)"
     check "keyring: the script ran to the end" has DONE
     check "keyring: KEYCTL_SEARCH in the session keyring fails inside" hasre '^SEARCH_SESSION=FAIL '

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/limits.h>
 #include <nettle/sha2.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/limits.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -33,24 +33,24 @@
 #define SHA_HELLO "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
 #define SHA_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-#define MIB		(1ULL << 20)
-#define TIB		(1ULL << 40)
-#define DEEP_LEVELS	10000
-#define FILE_CAP	(2 * MIB)
-#define WALK_ALARM_S	20
-#define CANARY_ATIME_S	1000000000
-#define NAME_OSC52	"\x1b]52;c;aGVsbG8=\a"
-#define NAME_NEWLINE	"new\nline"
-#define NAME_HIGH	"\xff\xfe\x80"
-#define NAME_BACKSLASH	"back\\slash"
+#define MIB             (1ULL << 20)
+#define TIB             (1ULL << 40)
+#define DEEP_LEVELS     10000
+#define FILE_CAP        (2 * MIB)
+#define WALK_ALARM_S    20
+#define CANARY_ATIME_S  1000000000
+#define NAME_OSC52      "\x1b]52;c;aGVsbG8=\a"
+#define NAME_NEWLINE    "new\nline"
+#define NAME_HIGH       "\xff\xfe\x80"
+#define NAME_BACKSLASH  "back\\slash"
 #define DEFAULT_MAX_DEP 4096
 
-static char base[64];	     /* /tmp/ab-walk-XXXXXX */
-static int base_fd = -1;     /* the temp dir */
-static char long_name[256];  /* 255 bytes with a newline and an ESC in it */
-static bool privileged;	     /* root: mode 000 is no obstacle */
-static char sha_holes[65];   /* holes.bin */
-static char sha_big[65];     /* big.bin */
+static char base[64];       /* /tmp/ab-walk-XXXXXX */
+static int base_fd = -1;    /* the temp dir */
+static char long_name[256]; /* 255 bytes with a newline and an ESC in it */
+static bool privileged;     /* root: mode 000 is no obstacle */
+static char sha_holes[65];  /* holes.bin */
+static char sha_big[65];    /* big.bin */
 
 static _Noreturn void
 bail(const char *what)
@@ -396,7 +396,8 @@ check_types_and_flags(const struct ab_manifest *m)
 
 	e = find(m, "link");
 	TAP_OK(e && e->type == AB_ENTRY_SYMLINK && e->flags == AB_FLAG_SYMLINK && !e->collected &&
-		       e->link_target && strcmp(e->link_target, "/etc/shadow") == 0 && !e->sha256[0],
+		       e->link_target && strcmp(e->link_target, "/etc/shadow") == 0 &&
+		       !e->sha256[0],
 	       "link -> /etc/shadow: symlink, target recorded, not followed");
 	e = find(m, "up");
 	TAP_OK(e && e->type == AB_ENTRY_SYMLINK && e->link_target &&
@@ -518,8 +519,9 @@ check_copies(int dst)
 			all_ok = false;
 		}
 	}
-	TAP_OK(all_ok, "copies are regular files and directories only, no special bits, no g/o "
-		       "write (%zu entries)",
+	TAP_OK(all_ok,
+	       "copies are regular files and directories only, no special bits, no g/o "
+	       "write (%zu entries)",
 	       m.n);
 	TAP_OK(deep == DEFAULT_MAX_DEP - 1, "the deep chain is copied down to the depth cap (%zu)",
 	       deep);
@@ -592,11 +594,9 @@ check_escapes(const struct ab_manifest *m)
 static json_t *
 json_find(json_t *arr, const char *path)
 {
-	size_t i;
-	json_t *o;
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		json_t *o = json_array_get(arr, i);
 
-	json_array_foreach(arr, i, o)
-	{
 		if (strcmp(json_string_value(json_object_get(o, "path")), path) == 0)
 			return o;
 	}
@@ -629,13 +629,15 @@ check_json(const struct ab_manifest *m)
 		       strcmp(json_string_value(json_object_get(o, "sha256")), SHA_HELLO) == 0 &&
 		       json_integer_value(json_object_get(o, "size")) == 6 &&
 		       json_is_integer(json_object_get(o, "blocks_bytes")) &&
-		       json_is_true(json_object_get(o, "collected")) && !json_object_get(o, "flags"),
+		       json_is_true(json_object_get(o, "collected")) &&
+		       !json_object_get(o, "flags"),
 	       "json: hello.txt");
 	o = json_find(arr, "link");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "symlink") == 0 &&
-		       strcmp(json_string_value(json_object_get(o, "link_target")), "/etc/shadow") ==
-			       0 &&
-		       json_flags_are(o, "symlink", NULL) && json_is_string(json_object_get(o, "reason")),
+		       strcmp(json_string_value(json_object_get(o, "link_target")),
+			      "/etc/shadow") == 0 &&
+		       json_flags_are(o, "symlink", NULL) &&
+		       json_is_string(json_object_get(o, "reason")),
 	       "json: link");
 	o = json_find(arr, "fifo");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "fifo") == 0 &&
@@ -677,8 +679,9 @@ manifests_equal(const struct ab_manifest *a, const struct ab_manifest *b)
 		if (strcmp(x->path, y->path) != 0)
 			y = find(b, x->path);
 
-		if (!y || x->type != y->type || x->flags != y->flags || x->collected != y->collected ||
-		    strcmp(x->sha256, y->sha256) != 0 || x->mode != y->mode) {
+		if (!y || x->type != y->type || x->flags != y->flags ||
+		    x->collected != y->collected || strcmp(x->sha256, y->sha256) != 0 ||
+		    x->mode != y->mode) {
 			cleanup_free char *p = walk_escape_name(x->path);
 
 			printf("#   differs: '%s'\n", p);
@@ -709,8 +712,7 @@ test_caps(int src)
 	uint64_t sum = 0;
 	bool reason = false;
 
-	TAP_OK(run_walk(src, &o, &m, NULL) == 0 && m.truncated && m.n <= 5 &&
-		       m.total_entries == 5,
+	TAP_OK(run_walk(src, &o, &m, NULL) == 0 && m.truncated && m.n <= 5 && m.total_entries == 5,
 	       "max_entries 5: truncated at 5 entries (n=%zu)", m.n);
 	manifest_done(&m);
 
@@ -760,8 +762,8 @@ test_sparse_giant(void)
 	TAP_OK(e && e->collected && (e->flags & AB_FLAG_SPARSE) && !e->sha256[0] &&
 		       m.copied_bytes < MIB,
 	       "1 TiB sparse file: copied %ju data bytes, not hashed", (uintmax_t) m.copied_bytes);
-	TAP_OK(fstatat(dst, "giant", &st, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t) st.st_size == TIB &&
-		       (uint64_t) st.st_blocks * 512 < MIB,
+	TAP_OK(fstatat(dst, "giant", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       (uint64_t) st.st_size == TIB && (uint64_t) st.st_blocks * 512 < MIB,
 	       "1 TiB sparse copy: holes stay holes (%ju bytes allocated)",
 	       (uintmax_t) st.st_blocks * 512);
 	TAP_OK(ms < 10000, "1 TiB sparse copy: fast");
@@ -818,7 +820,8 @@ test_deep_few_fds(void)
 	r = run_walk(deep, &o, &m, NULL);
 	set_nofile(old.rlim_cur);
 	TAP_OK(r == 0 && m.n == DEFAULT_MAX_DEP && m.truncated,
-	       "deep chain with RLIMIT_NOFILE 100: walked and copied to the depth cap (n=%zu)", m.n);
+	       "deep chain with RLIMIT_NOFILE 100: walked and copied to the depth cap (n=%zu)",
+	       m.n);
 	manifest_done(&m);
 	set_nofile(100);
 	r = walk_remove_tree(base_fd, "dst-fds", &err);
@@ -862,6 +865,30 @@ test_fallback(int src, const struct ab_manifest *want)
 }
 
 static void
+test_dst_inside_src(void)
+{
+	cleanup_fd int self = -1, out = -1, sub = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	const struct ab_entry *e;
+
+	self = mkdir_open(base_fd, "self", 0755);
+	mkfile(self, "a", "a\n", 2, 0644);
+	sub = mkdir_open(self, "sub", 0755);
+	out = mkdir_open(sub, "out", 0755);
+	o = copy_opts(out);
+	TAP_OK(run_walk(self, &o, &m, NULL) == 0, "destination inside the source: walk");
+	e = find(&m, "sub/out");
+	TAP_OK(e && !e->collected && e->reason && strstr(e->reason, "destination") &&
+		       !find(&m, "sub/out/a") && exists_at(out, "a") && exists_at(out, "sub") &&
+		       count_entries(out, "sub") == 0,
+	       "destination inside the source: copied once, not into itself");
+	manifest_done(&m);
+	TAP_OK(walk_remove_tree(base_fd, "self", NULL) == 0,
+	       "destination inside the source: remove");
+}
+
+static void
 test_remove_small(void)
 {
 	struct ab_err err = { 0 };
@@ -876,8 +903,8 @@ test_remove_small(void)
 	       "remove: refuses names that are not one component");
 	if (symlinkat(base, base_fd, "selflink") < 0)
 		bail("symlink");
-	TAP_OK(walk_remove_tree(base_fd, "selflink", NULL) == 0 && !exists_at(base_fd, "selflink") &&
-		       exists_at(base_fd, "canary"),
+	TAP_OK(walk_remove_tree(base_fd, "selflink", NULL) == 0 &&
+		       !exists_at(base_fd, "selflink") && exists_at(base_fd, "canary"),
 	       "remove: a symlink to a directory removes the link only");
 }
 
@@ -1085,6 +1112,7 @@ run_tests(void)
 	test_sparse_giant();
 	test_chown(src);
 	test_deep_few_fds();
+	test_dst_inside_src();
 	test_remove_small();
 	test_mount_point();
 
