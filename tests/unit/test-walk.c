@@ -10,17 +10,22 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
 #include <linux/limits.h>
+#include <linux/seccomp.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
@@ -888,6 +893,112 @@ test_dst_inside_src(void)
 	       "destination inside the source: remove");
 }
 
+struct enosys_result {
+	bool filtered; /* openat2() really returned ENOSYS */
+	bool walked;
+	size_t n, collected;
+	unsigned flag_sum;
+	bool removed, canary_ok;
+};
+
+/* A summary of a manifest-only walk to depth 3, to compare two walks. */
+static bool
+walk_summary(int src, size_t *ret_n, size_t *ret_collected, unsigned *ret_flag_sum)
+{
+	cleanup_fd int dst = -1;
+	struct ab_walk_opts o;
+	struct ab_manifest m = { 0 };
+	char name[32];
+	static int seq;
+
+	snprintf(name, sizeof(name), "dst-sum-%d-%d", (int) getpid(), seq++);
+	dst = mkdir_open(base_fd, name, 0700);
+	o = copy_opts(dst);
+	o.max_depth = 3;
+	if (walk_tree(src, &o, &m, NULL) < 0)
+		return false;
+	*ret_n = m.n;
+	*ret_collected = *ret_flag_sum = 0;
+	for (size_t i = 0; i < m.n; i++) {
+		*ret_collected += m.entries[i].collected;
+		*ret_flag_sum += m.entries[i].flags;
+	}
+	manifest_done(&m);
+	return walk_remove_tree(base_fd, name, NULL) == 0;
+}
+
+/* The real fallback: a seccomp filter makes openat2() fail with ENOSYS, as on Linux < 5.6. */
+static void
+enosys_child(int src, int wfd)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = ARRAY_SIZE(f), .filter = f };
+	struct enosys_result res = { 0 };
+	cleanup_fd int t = -1, locked = -1;
+	char path[PATH_MAX];
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+		goto out;
+	res.filtered = syscall(SYS_openat2, AT_FDCWD, "/", NULL, 0) < 0 && errno == ENOSYS;
+	res.walked = walk_summary(src, &res.n, &res.collected, &res.flag_sum);
+
+	t = mkdir_open(base_fd, "enosys-rm", 0755);
+	snprintf(path, sizeof(path), "%s/canary", base);
+	if (symlinkat(path, t, "outdir") < 0)
+		bail("symlink");
+	locked = mkdir_open(t, "locked", 0755);
+	mkfile(locked, "x", "x", 1, 0644);
+	if (fchmod(locked, 0) < 0)
+		bail("chmod");
+	res.removed = walk_remove_tree(base_fd, "enosys-rm", NULL) == 0 &&
+		      !exists_at(base_fd, "enosys-rm");
+	res.canary_ok = count_entries(base_fd, "canary") == 1;
+out:
+	(void) write_all(wfd, &res, sizeof(res));
+}
+
+static void
+test_real_enosys(int src)
+{
+	struct enosys_result res = { 0 };
+	size_t n = 0, collected = 0;
+	unsigned flag_sum = 0;
+	int p[2];
+	pid_t pid;
+
+	TAP_OK(walk_summary(src, &n, &collected, &flag_sum), "summary walk with openat2");
+	if (pipe2(p, O_CLOEXEC) < 0)
+		bail("pipe");
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail("fork");
+	if (pid == 0) {
+		(void) close(p[0]);
+		enosys_child(src, p[1]);
+		_exit(0);
+	}
+	(void) close(p[1]);
+	if (read(p[0], &res, sizeof(res)) != (ssize_t) sizeof(res))
+		memset(&res, 0, sizeof(res));
+	(void) close(p[0]);
+	(void) waitpid(pid, NULL, 0);
+	if (!res.filtered) {
+		tap_skip("cannot make openat2() fail with ENOSYS (seccomp)");
+		return;
+	}
+	TAP_OK(res.walked && res.n == n && res.collected == collected && res.flag_sum == flag_sum,
+	       "openat2 -> ENOSYS: the fallback walk gives the same manifest (%zu entries)", res.n);
+	TAP_OK(res.removed && res.canary_ok,
+	       "openat2 -> ENOSYS: remove works, the canary behind a symlink survives");
+}
+
 static void
 test_remove_small(void)
 {
@@ -1113,6 +1224,7 @@ run_tests(void)
 	test_chown(src);
 	test_deep_few_fds();
 	test_dst_inside_src();
+	test_real_enosys(src);
 	test_remove_small();
 	test_mount_point();
 
