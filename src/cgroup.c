@@ -440,10 +440,10 @@ cg_count_procs(struct ab_cg *cg)
 	return best;
 }
 
-int
-cg_attach_self(const struct ab_cg *cg)
+/* Writes `text` (a pid, "0" = the caller) to every cgroup.procs. write(2) only. */
+static int
+cg_write_procs(const struct ab_cg *cg, const char *text, size_t len)
 {
-	/* Async-signal-safe: write(2) only. */
 	if (!cg || cg->name[0] == '\0')
 		return -EBADF;
 	for (int i = 0; i < CG_N; i++) {
@@ -452,14 +452,32 @@ cg_attach_self(const struct ab_cg *cg)
 		if (cg->procs_fd[i] < 0)
 			continue;
 		do
-			w = write(cg->procs_fd[i], "0", 1);
+			w = write(cg->procs_fd[i], text, len);
 		while (w < 0 && errno == EINTR);
 		if (w < 0)
 			return -errno;
-		if (w != 1)
+		if ((size_t) w != len)
 			return -EIO;
 	}
 	return 0;
+}
+
+int
+cg_attach_self(const struct ab_cg *cg)
+{
+	/* Async-signal-safe: write(2) only. */
+	return cg_write_procs(cg, "0", 1);
+}
+
+int
+cg_attach_pid(const struct ab_cg *cg, pid_t pid)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof(buf), "%d", (int) pid);
+
+	if (pid <= 0)
+		return -EINVAL;
+	return cg_write_procs(cg, buf, (size_t) n);
 }
 
 int

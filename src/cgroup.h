@@ -94,6 +94,9 @@ int cg_create(const struct ab_cg_host *h, const char *name, const struct ab_cg_l
  * "0" to each procs_fd. Async-signal-safe (write only). Returns 0 or -errno. */
 int cg_attach_self(const struct ab_cg *cg);
 
+/* Moves process pid (not its existing children) into the run cgroup. Returns 0 or -errno. */
+int cg_attach_pid(const struct ab_cg *cg, pid_t pid);
+
 /* Kills every process in the run cgroup (v2: cgroup.kill, else/and v1: SIGKILL each pid in
  * cgroup.procs until empty, bounded retries). Returns 0 or -errno (-EBUSY: not empty yet).
  * A pid read from cgroup.procs is signalled only through a pidfd and only after

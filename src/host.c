@@ -229,6 +229,84 @@ host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid)
 	return 0;
 }
 
+/* The facts a cached probe result depends on: the bwrap binary's identity, this boot, the
+ * uid the sandbox runs as, and the sysctls that decide whether user namespaces work. */
+static void
+probe_key(const struct ab_host *h, uid_t uid, char *buf, size_t size)
+{
+	char boot[64] = "", maxns[32] = "", clone[32] = "";
+	struct stat st = { 0 };
+
+	(void) stat(h->bwrap_path, &st);
+	(void) read_small_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+	(void) read_small_file_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", maxns,
+				  sizeof(maxns));
+	(void) read_small_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", clone,
+				  sizeof(clone));
+	snprintf(buf, size, "v1 bwrap=%s:%llu:%llu:%lld:%lld boot=%s uid=%u maxns=%s clone=%s aa=%d",
+		 h->bwrap_path, (unsigned long long) st.st_dev, (unsigned long long) st.st_ino,
+		 (long long) st.st_size, (long long) st.st_mtime, boot, (unsigned) uid, maxns, clone,
+		 h->apparmor_restrict_userns);
+}
+
+int
+host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, int cache_dirfd)
+{
+	char key[PATH_MAX + 256], line[PATH_MAX + 400], name[64];
+	cleanup_fd int fd = -1;
+	ssize_t n;
+	int runs, dis, size, proc, r;
+
+	if (cache_dirfd < 0 || !h->bwrap_path[0])
+		return host_probe_sandbox(h, drop, uid, gid);
+	probe_key(h, drop ? uid : geteuid(), key, sizeof(key));
+	snprintf(name, sizeof(name), "probe-%u", (unsigned) (drop ? uid : geteuid()));
+	n = read_small_file_at(cache_dirfd, name, line, sizeof(line));
+	if (n > 0) {
+		char *nl = strchr(line, '\n');
+
+		if (nl && (size_t) (nl - line) == strlen(key) && strncmp(line, key, strlen(key)) == 0 &&
+		    sscanf(nl + 1, "runs=%d disable=%d size=%d proc=%d", &runs, &dis, &size, &proc) == 4 &&
+		    runs == 1) {
+			h->bwrap_runs = true;
+			h->has_disable_userns = dis;
+			h->has_size = size;
+			h->proc_mountable = proc;
+			h->probe_cached = true;
+			return 0;
+		}
+	}
+	r = host_probe_sandbox(h, drop, uid, gid);
+	if (r < 0 || !h->bwrap_runs)
+		return r; /* failures are never cached: the next start probes again */
+	snprintf(line, sizeof(line), "%s\nruns=1 disable=%d size=%d proc=%d\n", key,
+		 h->has_disable_userns, h->has_size, h->proc_mountable);
+	{
+		char tmp[80];
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, (int) getpid());
+		fd = openat(cache_dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		if (fd >= 0) {
+			if (write_all(fd, line, strlen(line)) == 0)
+				(void) renameat(cache_dirfd, tmp, cache_dirfd, name);
+			else
+				(void) unlinkat(cache_dirfd, tmp, 0);
+		}
+	}
+	return 0;
+}
+
+void
+host_probe_forget(int cache_dirfd, uid_t uid)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "probe-%u", (unsigned) uid);
+	if (cache_dirfd >= 0)
+		(void) unlinkat(cache_dirfd, name, 0);
+}
+
 int
 host_probe(struct ab_host *h, struct ab_err *err)
 {

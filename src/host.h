@@ -19,6 +19,7 @@ struct ab_host {
 	bool has_disable_userns;     /* `bwrap --disable-userns` worked */
 	bool has_size;		     /* `--size` accepted (tmpfs caps) */
 	bool proc_mountable;	     /* --proc worked (false inside some containers) */
+	bool probe_cached;	     /* the facts above came from the probe cache */
 	int landlock_abi;	     /* 0 when Landlock is unavailable */
 	bool apparmor_restrict_userns; /* kernel.apparmor_restrict_unprivileged_userns = 1 */
 	bool is_root;		       /* started with euid 0 */
@@ -40,6 +41,12 @@ int host_probe_paths(struct ab_host *ret, struct ab_err *err);
  * way the real run starts bwrap): fills bwrap_runs, has_disable_userns, has_size,
  * proc_mountable and bwrap_error. Returns 0, or -ENOENT when there is no bwrap. */
 int host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid);
+
+/* The same, remembered in cache_dirfd/probe-UID (keyed by the bwrap binary, the boot, the
+ * uid and the user-namespace sysctls). Only a working result is cached; a run that then
+ * fails in bwrap's setup calls host_probe_forget(). */
+int host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, int cache_dirfd);
+void host_probe_forget(int cache_dirfd, uid_t uid);
 
 /* Landlock ABI version via landlock_create_ruleset(NULL, 0, VERSION); 0 when unavailable. */
 int host_landlock_abi(void);

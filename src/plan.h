@@ -13,7 +13,9 @@
 #define AB_FD_ARGS    3 /* bwrap --args: the NUL-separated argv below */
 #define AB_FD_SECCOMP 4 /* bwrap --seccomp */
 #define AB_FD_STATUS  5 /* agentbox-init writes its status records here */
-#define AB_FD_FIRST_FREE 6
+#define AB_FD_INFO    6 /* bwrap --info-fd: the sandbox's PID 1 as seen from the host */
+#define AB_FD_BLOCK   7 /* bwrap --block-fd: PID 1 waits here until it is in the cgroup */
+#define AB_FD_FIRST_FREE 8
 
 /* Paths inside the sandbox. */
 #define AB_SANDBOX_WORK	    "/work"
@@ -50,6 +52,7 @@ struct ab_plan {
 	bool landlock_scope;	/* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;	/* /tmp and /dev/shm tmpfs size, bytes */
 	bool share_net;		/* `agentbox prepare` only: the host network */
+	bool cgroup_handshake;	/* --info-fd/--block-fd: join the cgroup during bwrap's setup */
 	char *rw_bind;		/* `agentbox prepare` only: the environment being built */
 };
 

@@ -759,7 +759,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	struct strv av = { 0 }, cmd = { 0 };
 	cleanup_free char *args = NULL;
 	cleanup_free char *root_path = NULL;
-	cleanup_free char *env_venv = NULL, *env_nm = NULL;
+	cleanup_free char *env_venv = NULL, *env_nm = NULL, *cache_path = NULL;
+	cleanup_fd int cache_fd = -1;
 	size_t args_len = 0;
 	struct timespec ts;
 	int r;
@@ -771,6 +772,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	for (int i = 0; i < 4; i++)
 		c.cg.dirfd[i] = c.cg.procs_fd[i] = -1;
 
+	timing_mark("start");
 	r = host_probe_paths(&c.host, err);
 	if (r < 0)
 		goto out;
@@ -788,6 +790,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		res->sandbox_host_uid = geteuid();
 	}
 
+	timing_mark("host paths probed");
 	r = open_script(&c, err);
 	if (r < 0)
 		goto out;
@@ -846,6 +849,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		}
 	}
 
+	timing_mark("interpreter resolved");
 	/* The runs root and a fresh run directory. */
 	root_path = o->runs_dir ? xstrdup(o->runs_dir) : rundir_default_root(geteuid());
 	r = rundir_open_root(root_path, c.host.is_root, &c.rd, err);
@@ -857,14 +861,20 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	res->run_dir = xstrdup(c.rd.path);
 	res->run_dir_kept = true;
 
-	/* Probe the sandbox as the sandbox user (once per process). */
-	(void) host_probe_sandbox(&c.host, c.drop, c.sb_uid, c.sb_gid);
+	timing_mark("run dir created");
+	/* Probe the sandbox as the sandbox user; the result is cached per bwrap and boot. */
+	cache_path = xasprintf("%s/.cache", c.rd.root);
+	if (mkdir(cache_path, 0700) < 0 && errno != EEXIST)
+		result_warn(res, "cannot create the cache '%s': %s", cache_path, strerror(errno));
+	cache_fd = open(cache_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	(void) host_probe_sandbox_cached(&c.host, c.drop, c.sb_uid, c.sb_gid, cache_fd);
 	r = check_protections(&c, err);
 	if (r < 0)
 		goto out;
 	if (c.host.cg.kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP])
 		(void) cg_sweep_stale(&c.host.cg, "/proc");
 
+	timing_mark("sandbox probed");
 	r = limits_plan(o, &c.host, o->workspace == NULL,
 			!c.host.is_root && o->workspace == NULL, &c.lp, res, err);
 	if (r < 0)
@@ -872,13 +882,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	c.plan.tmp_size = c.lp.tmp_bytes;
 
 	if (c.plan.seccomp) {
-		cleanup_free char *cache = xasprintf("%s/.cache", c.rd.root);
-
-		if (mkdir(cache, 0700) < 0 && errno != EEXIST) {
-			free(cache);
-			cache = NULL;
-		}
-		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy, cache, err);
+		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy, cache_fd >= 0 ? cache_path : NULL,
+						  err);
 		if (c.seccomp_fd < 0) {
 			r = c.seccomp_fd;
 			ab_err_fix(err, "report a bug, or pass --without seccomp");
@@ -886,6 +891,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		}
 	}
 
+	timing_mark("seccomp ready");
 	/* The workspace: a capped tmpfs in our own mount namespace, or --workspace DIR. */
 	if (!o->workspace || c.host.is_root) {
 		r = enter_mntns(&c, err);
@@ -925,6 +931,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.plan.work_src = xasprintf("%s/mnt", c.rd.path);
 		res->workspace = xasprintf("%s/work", c.rd.path);
 	}
+	timing_mark("workspace ready");
 	c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
 	STRV_FOREACH(a, &o->script_args)
 	strv_push(&c.plan.script_args, *a);
@@ -952,6 +959,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			goto out;
 	}
 
+	timing_mark("etc generated");
+	c.plan.cgroup_handshake = c.lp.use_cgroup;
 	bwargv_build(&av, &cmd, &c.plan);
 	if (cmd.n > 250) {
 		r = ab_err_usage(err, "too many script arguments (at most 240)");
@@ -983,6 +992,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 	args = bwargv_serialize(&av, &args_len);
 
+	timing_mark("argv built");
 	if (c.lp.use_cgroup) {
 		char name[128];
 
@@ -996,6 +1006,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.cg_made = true;
 	}
 
+	timing_mark("cgroup created");
 	{
 		struct ab_spawn sp = {
 			.bwrap_path = c.host.bwrap_path,
@@ -1005,6 +1016,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.seccomp_fd = c.seccomp_fd,
 			.stdin_fd = c.stdin_fd,
 			.cg = c.cg_made ? &c.cg : NULL,
+			.cg_handshake = c.plan.cgroup_handshake,
 			.drop = c.drop,
 			.drop_uid = c.sb_uid,
 			.drop_gid = c.sb_gid,
@@ -1019,6 +1031,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	}
+	timing_mark("sandbox finished");
 	if (c.cg_made)
 		(void) cg_read_usage(&c.cg, &usage);
 
@@ -1044,6 +1057,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			msg[--n] = '\0';
 		r = ab_err_set(err, -EIO, "bubblewrap failed to set up the sandbox: %s",
 			       n ? msg : "no message");
+		host_probe_forget(cache_fd, c.drop ? c.sb_uid : geteuid());
 		ab_err_fix(err, "run `agentbox doctor`");
 		goto out;
 	}
@@ -1052,11 +1066,13 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		res->exit_code = oc.init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
 	record_protections(&c, &oc);
 
+	timing_mark("interpreted");
 	r = collect_workspace(&c, err);
 	if (r < 0)
 		goto out;
 	r = 0;
 
+	timing_mark("collected");
 out:
 	if (r < 0 && res->n_prot == 0 && c.plan.interp)
 		record_protections(&c, NULL);
@@ -1067,6 +1083,7 @@ out:
 	}
 	if (c.rd.path && res->run_dir_kept && o->workspace == NULL && !res->workspace)
 		res->workspace = xasprintf("%s/work", c.rd.path);
+	timing_mark("cleaned up");
 	strv_done(&av);
 	strv_done(&cmd);
 	plan_done(&c.plan);

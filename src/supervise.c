@@ -17,6 +17,8 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include <jansson.h>
+
 #include "plan.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -77,7 +79,7 @@ child_pin_cpus(int n)
 /* Everything between fork and exec. Only async-signal-safe calls. */
 static _Noreturn void
 child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_fd, int status_w,
-	   int errpipe, pid_t parent)
+	   int info_w, int block_r, int errpipe, pid_t parent)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	char *argv[256];
@@ -89,7 +91,7 @@ child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_
 		(void) signal(s, SIG_DFL);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
 
-	if (sp->cg && cg_attach_self(sp->cg) < 0)
+	if (sp->cg && !sp->cg_handshake && cg_attach_self(sp->cg) < 0)
 		child_fail(errpipe, "join the run's cgroup");
 	if (limits_apply_rlimits(sp->lp) < 0)
 		child_fail(errpipe, "setrlimit");
@@ -123,6 +125,8 @@ child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_
 	fds[AB_FD_ARGS] = args_fd;
 	fds[AB_FD_SECCOMP] = sp->seccomp_fd;
 	fds[AB_FD_STATUS] = status_w;
+	fds[AB_FD_INFO] = info_w;
+	fds[AB_FD_BLOCK] = block_r;
 	for (int i = 0; i < AB_FD_FIRST_FREE; i++) {
 		if (fds[i] < 0)
 			continue;
@@ -263,6 +267,7 @@ read_status(int *fd, struct ab_outcome *oc)
 			continue; /* cannot happen with one write() per record; ignore */
 		switch (m.kind) {
 		case AB_INIT_STARTED:
+			timing_mark("sandbox: init started");
 			oc->init_started = true;
 			oc->landlock_abi = m.landlock_abi;
 			break;
@@ -271,6 +276,7 @@ read_status(int *fd, struct ab_outcome *oc)
 			oc->init_errno = m.err;
 			break;
 		case AB_INIT_EXITED:
+			timing_mark("sandbox: script exited");
 			oc->script_done = true;
 			oc->script_wstatus = m.wstatus;
 			break;
@@ -286,6 +292,37 @@ read_status(int *fd, struct ab_outcome *oc)
 	}
 }
 
+/* Accumulates bwrap's --info-fd JSON; returns the sandbox PID 1's host pid once the object
+ * is complete, 0 while incomplete, -1 on EOF or garbage (the pipe is then closed). */
+static pid_t
+read_info(int *fd, char *buf, size_t size, size_t *len)
+{
+	for (;;) {
+		ssize_t n = read(*fd, buf + *len, size - 1 - *len);
+		json_error_t je;
+		json_t *j;
+		json_int_t pid;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0 || *len + (size_t) n >= size - 1) {
+			(void) close(*fd);
+			*fd = -1;
+			return -1;
+		}
+		*len += (size_t) n;
+		buf[*len] = '\0';
+		j = json_loadb(buf, *len, JSON_DISABLE_EOF_CHECK, &je);
+		if (!j)
+			continue;
+		pid = json_integer_value(json_object_get(j, "child-pid"));
+		json_decref(j);
+		return pid > 0 ? (pid_t) pid : -1;
+	}
+}
+
 static int
 dup_high(int fd)
 {
@@ -297,7 +334,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	      struct ab_err *err)
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 },
-	    ep[2] = { -1, -1 };
+	    ep[2] = { -1, -1 }, info_p[2] = { -1, -1 }, block_p[2] = { -1, -1 };
+	char info_buf[512];
+	size_t info_len = 0;
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1;
 	struct stream_state so = { -1, sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
 				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
@@ -336,16 +375,21 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	if (args_fd < 0 || in_fd < 0 || (sp->seccomp_fd >= 0 && seccomp_hi < 0))
 		return ab_err_set(err, -errno, "prepare fds: %s", strerror(errno));
 	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-	    pipe2(st_p, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+	    pipe2(st_p, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
+	    (sp->cg_handshake && (pipe2(info_p, O_CLOEXEC) < 0 || pipe2(block_p, O_CLOEXEC) < 0))) {
 		r = ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
 		goto out_close;
 	}
 	{
-		int *all[] = { &out_p[0], &out_p[1], &err_p[0], &err_p[1],
-			       &st_p[0],  &st_p[1],  &ep[0],	&ep[1] };
+		int *all[] = { &out_p[0], &out_p[1], &err_p[0],	 &err_p[1],  &st_p[0], &st_p[1],
+			       &ep[0],	  &ep[1],    &info_p[0], &info_p[1], &block_p[0], &block_p[1] };
 
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-			int hi = dup_high(*all[i]);
+			int hi;
+
+			if (*all[i] < 0)
+				continue;
+			hi = dup_high(*all[i]);
 
 			(void) close(*all[i]);
 			*all[i] = hi;
@@ -377,19 +421,27 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	t0 = now_ms();
+	timing_mark("sandbox: fork");
 	pid = fork();
 	if (pid < 0) {
 		r = ab_err_set(err, -errno, "fork: %s", strerror(errno));
 		goto out_mask;
 	}
 	if (pid == 0)
-		child_exec(sp, in_fd, out_p[1], err_p[1], args_fd, st_p[1], ep[1], self);
+		child_exec(sp, in_fd, out_p[1], err_p[1], args_fd, st_p[1], info_p[1], block_p[0],
+			   ep[1], self);
 
 	(void) close(out_p[1]);
 	(void) close(err_p[1]);
 	(void) close(st_p[1]);
 	(void) close(ep[1]);
 	out_p[1] = err_p[1] = st_p[1] = ep[1] = -1;
+	if (info_p[1] >= 0) {
+		(void) close(info_p[1]);
+		(void) close(block_p[0]);
+		info_p[1] = block_p[0] = -1;
+		(void) fd_set_nonblock(info_p[0], 1);
+	}
 	so.fd = out_p[0];
 	se.fd = err_p[0];
 	out_p[0] = err_p[0] = -1;
@@ -409,13 +461,14 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			snprintf(oc->exec_what, sizeof(oc->exec_what), "%s", ce.what);
 		} else {
 			oc->started = true;
+			timing_mark("sandbox: bwrap exec'd");
 		}
 	}
 
 	deadline = t0 + (int64_t) sp->lp->timeout_ms;
 	next_tick = t0 + 50;
 	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[4];
+		struct pollfd pfd[5];
 		int nfd = 0, timeout;
 		int64_t now = now_ms();
 
@@ -463,6 +516,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		pfd[nfd++] = (struct pollfd){ .fd = so.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = se.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = st_p[0], .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = info_p[0], .events = POLLIN };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -498,6 +552,33 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		}
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_status(&st_p[0], oc);
+		if (info_p[0] >= 0 && (pfd[4].revents & (POLLIN | POLLHUP | POLLERR))) {
+			pid_t pid1 = read_info(&info_p[0], info_buf, sizeof(info_buf), &info_len);
+
+			if (pid1 > 0) {
+				/* bwrap and PID 1 join the cgroup, then PID 1 may start */
+				int a = cg_attach_pid(sp->cg, pid);
+
+				if (a == 0)
+					a = cg_attach_pid(sp->cg, pid1);
+				timing_mark("sandbox: bwrap and PID 1 in the cgroup");
+				if (a < 0) {
+					r = ab_err_set(err, a, "move the sandbox into its cgroup: %s",
+						       strerror(-a));
+					(void) kill(pid, SIGKILL);
+					killed = true;
+					kill_at = now_ms();
+				} else if (write(block_p[1], "x", 1) != 1) {
+					(void) kill(pid, SIGKILL);
+					killed = true;
+					kill_at = now_ms();
+				}
+				(void) close(block_p[1]);
+				block_p[1] = -1;
+				(void) close(info_p[0]);
+				info_p[0] = -1;
+			}
+		}
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -522,14 +603,17 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			if (w > 0) {
 				add_rusage(&oc->ru, &ru);
 				if (w == pid) {
+					timing_mark("sandbox: bwrap reaped");
 					oc->bwrap_reaped = true;
 					oc->bwrap_wstatus = ws;
 					oc->wall_ms = now_ms() - t0;
 				}
 				continue;
 			}
-			if (w < 0 && errno == ECHILD)
+			if (w < 0 && errno == ECHILD) {
+				timing_mark("sandbox: no children left");
 				children = false;
+			}
 			break;
 		}
 	}
@@ -547,8 +631,9 @@ out_mask:
 	(void) oldmask;
 out_close:
 	{
-		int *all[] = { &out_p[0], &out_p[1], &err_p[0], &err_p[1], &st_p[0],
-			       &st_p[1],  &ep[0],    &ep[1],	&so.fd,	   &se.fd };
+		int *all[] = { &out_p[0], &out_p[1],  &err_p[0],   &err_p[1],	&st_p[0], &st_p[1],
+			       &ep[0],	  &ep[1],     &info_p[0],  &info_p[1],	&block_p[0], &block_p[1],
+			       &so.fd,	  &se.fd };
 
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++)
 			if (*all[i] >= 0)

@@ -38,7 +38,7 @@
 #define WALK_OPEN_FRAMES         32            /* directory levels whose fds stay open */
 #define WALK_MAX_PATH            32768         /* longest manifest path; deeper is not entered */
 #define WALK_MAX_NAME_BYTES      (64ULL << 20) /* paths + link targets held by one manifest */
-#define WALK_BUF_SIZE            (64 * 1024)   /* getdents64 and copy buffer */
+#define WALK_BUF_SIZE            ((size_t) 64 * 1024) /* getdents64 and copy buffer */
 
 #define RM_MAX_KEPT \
 	4096 /* entries of one directory that may resist removal before it is given up */
@@ -84,7 +84,7 @@ mount_id_of(int fd)
 
 	if (name_to_handle_at(fd, "", &h.fh, &id, AT_EMPTY_PATH) == 0 || errno == EOVERFLOW)
 		return id;
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	(void) snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	if (read_small_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
 		return -ENOENT;
 	p = strstr(buf, "mnt_id:");
@@ -101,7 +101,7 @@ open_beneath(int dirfd, const char *name, int flags)
 {
 	int fd;
 
-	flags |= O_NOFOLLOW | O_CLOEXEC;
+	flags |= O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
 	if (!walk_force_no_openat2 && !openat2_missing) {
 		struct open_how how = {
 			.flags = (uint64_t) (unsigned) flags,
@@ -247,7 +247,7 @@ manifest_to_json(const struct ab_manifest *m)
 
 		if (!o)
 			abort();
-		snprintf(mode, sizeof(mode), "%04o", (unsigned) (e->mode & 07777));
+		(void) snprintf(mode, sizeof(mode), "%04o", (unsigned) (e->mode & 07777));
 		json_put(o, "path", json_string(path));
 		json_put(
 			o, "type",

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -174,4 +175,21 @@ fd_set_nonblock(int fd, int on)
 	if (fcntl(fd, F_SETFL, fl) < 0)
 		return -errno;
 	return 0;
+}
+
+void
+timing_mark(const char *what)
+{
+	static int enabled = -1;
+	static int64_t t0;
+	int64_t now = now_ns();
+
+	if (enabled < 0) {
+		const char *e = getenv("AGENTBOX_TIMING");
+
+		enabled = e && *e == '1';
+		t0 = now;
+	}
+	if (enabled)
+		fprintf(stderr, "agentbox: timing %7.2f ms %s\n", (double) (now - t0) / 1e6, what);
 }

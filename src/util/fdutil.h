@@ -30,3 +30,6 @@ int64_t now_ns(void);
 
 /* Makes fd blocking (on == false) or non-blocking (on == true). Returns 0 or -errno. */
 int fd_set_nonblock(int fd, int on);
+
+/* AGENTBOX_TIMING=1: print "agentbox: timing +N.NN ms what" to stderr (for bench/). */
+void timing_mark(const char *what);

@@ -267,7 +267,7 @@ run_script(struct fuzz *z, struct reader *r)
 		case 2: /* symlink */
 			take_name(r, name);
 			take_target(r, z->base, target, sizeof(target));
-			(void) symlinkat(target, cur(z), name);
+			(void) !symlinkat(target, cur(z), name);
 			break;
 		case 3: /* fifo */
 			take_name(r, name);
@@ -295,7 +295,7 @@ run_script(struct fuzz *z, struct reader *r)
 		case 7: /* hardlink */
 			take_name(r, name);
 			if (z->last_file[0])
-				(void) linkat(cur(z), z->last_file, cur(z), name, 0);
+				(void) !linkat(cur(z), z->last_file, cur(z), name, 0);
 			break;
 		case 8:
 			op_sparse(z, r);
@@ -327,8 +327,8 @@ run_script(struct fuzz *z, struct reader *r)
 	}
 	/* Modes last and innermost first, so that a 000 directory can still be filled. */
 	for (int i = z->n_chmods - 1; i >= 0; i--) {
-		(void) fchmodat(z->chmods[i].dirfd, z->chmods[i].name, z->chmods[i].mode,
-				AT_SYMLINK_NOFOLLOW);
+		(void) !fchmodat(z->chmods[i].dirfd, z->chmods[i].name, z->chmods[i].mode,
+				 AT_SYMLINK_NOFOLLOW);
 		(void) close(z->chmods[i].dirfd);
 	}
 	z->n_chmods = 0;

@@ -133,7 +133,9 @@ for lang in py js; do
     is "$extra" "" "$lang writes: nothing new next to the canary"
 done
 sbuid=$(jr .sandbox_host_uid)
-new_owned=$(find /tmp "$HOSTHOME" -xdev -maxdepth 2 \
+# depth 1 only: deeper, other people's concurrent runs (run dirs owned by the same sandbox uid)
+# could show up
+new_owned=$(find /tmp "$HOSTHOME" -xdev -maxdepth 1 \
     \( -path '/tmp/agentbox-test.*' -o -path '/tmp/agentbox-stage.*' -o -path "$WORK" \) -prune \
     -o -newer "$WORK/stamp" -user "$sbuid" -print 2>/dev/null | head -n5)
 is "$new_owned" "" "nothing new owned by the sandbox uid in the host /tmp or \$HOME"

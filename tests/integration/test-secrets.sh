@@ -60,7 +60,15 @@ print("FOUND " + " ".join(found) if found else "NOTFOUND")
 EOF
 C1=sk-test-CANARY123
 C2=aws-secret-CANARY456
-OPENAI_API_KEY=$C1 AWS_SECRET_ACCESS_KEY=$C2 abb 60 --env AB_VISIBLE=visible-value "$WORK/env.py"
+# the secrets are in agentbox's own environment (exported, as an agent's would be)
+OPENAI_API_KEY=$C1
+AWS_SECRET_ACCESS_KEY=$C2
+export OPENAI_API_KEY AWS_SECRET_ACCESS_KEY
+# control: the same search, run unsandboxed by the caller, finds them
+python3 "$WORK/env.py" >"$WORK/env.host" 2>&1
+check "env control: the search finds the secrets in an unsandboxed child" \
+    grep -q '^FOUND .*os.environ:sk-test-CA' "$WORK/env.host"
+abb 60 --env AB_VISIBLE=visible-value "$WORK/env.py"
 is "$rc" 0 "env: the script ran (exit 0)"
 is "$(grep -E '^(FOUND|NOTFOUND)' "$WORK/out")" NOTFOUND \
     "env: no caller secret in os.environ, /proc/*/environ or /proc/*/cmdline"
@@ -91,13 +99,14 @@ console.log('READ=' + read);
 console.log('VISIBLE=' + (process.env.AB_VISIBLE || '<unset>'));
 console.log(found.length ? 'FOUND ' + found.join(' ') : 'NOTFOUND');
 EOF
-OPENAI_API_KEY=$C1 AWS_SECRET_ACCESS_KEY=$C2 abb 60 --env AB_VISIBLE=visible-value "$WORK/env.js"
+abb 60 --env AB_VISIBLE=visible-value "$WORK/env.js"
 is "$rc" 0 "env js: the script ran (exit 0)"
 is "$(grep -E '^(FOUND|NOTFOUND)' "$WORK/out")" NOTFOUND \
     "env js: no caller secret in process.env, /proc/*/environ or /proc/*/cmdline"
 check "env js: the search read /proc files" hasre '^READ=[1-9]'
 check "env js: --env reaches the script" has VISIBLE=visible-value
 refute "env js: the report does not contain the canaries" grep -q -e "$C1" -e "$C2" "$WORK/r.json"
+unset OPENAI_API_KEY AWS_SECRET_ACCESS_KEY
 
 # ---- leaked file descriptors ---------------------------------------------------------------
 echo "fd-secret-CANARY789" >"$WORK/secretfile"

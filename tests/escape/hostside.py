@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""hostside.py -- host-side oracles for tests/integration/test-escape.sh (NOT an attack).
+
+Runs on the host, outside any sandbox, and records whether an attack reached it:
+
+  hostside.py listen LOG SECS NAME...     listen on unix sockets (a path, or '@name' for an
+                                           abstract one); log "conn NAME" for every connection
+                                           and "bound NAME" / "bindfail NAME ERR" at start;
+                                           LOG.ready appears when all are bound
+  hostside.py sleeper LOG SECS TOKEN      a long sleep that logs every catchable signal it
+                                           gets ("sig N") and keeps sleeping; TOKEN is only
+                                           there so that the process can be found by name
+  hostside.py pty LOG SECS                a pseudo-terminal with no session: prints the slave
+                                           path on stdout, then logs (repr) everything that
+                                           shows up on either side of it: what TIOCSTI
+                                           injects and what is written to the terminal
+  hostside.py nslisten LOG SECS PID NAME  enter the network namespace of PID (root: setns;
+                                           a user: first the user namespace that owns it) and
+                                           listen on the abstract socket NAME there, outside
+                                           the sandbox's Landlock domain; log "listening" and
+                                           "conn" / "noconn"
+
+Everything is bounded by SECS; nothing is ever sent anywhere.
+"""
+import ctypes
+import fcntl
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import tty
+
+
+def log_to(path):
+    f = open(path, "a", buffering=1)
+    return f
+
+
+def sockaddr(name):
+    return b"\0" + name[1:].encode() if name.startswith("@") else name
+
+
+def cmd_listen(logp, secs, names):
+    log = log_to(logp)
+    socks = {}
+    for n in names:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(sockaddr(n))
+            s.listen(16)
+            s.setblocking(False)
+            socks[s] = n
+            log.write("bound %s\n" % n)
+        except OSError as e:
+            log.write("bindfail %s %s\n" % (n, e.strerror))
+            s.close()
+    open(logp + ".ready", "w").close()
+    end = time.monotonic() + secs
+    while time.monotonic() < end and socks:
+        r, _, _ = select.select(list(socks), [], [], 0.5)
+        for s in r:
+            try:
+                c, _ = s.accept()
+                log.write("conn %s\n" % socks[s])
+                c.close()
+            except OSError:
+                pass
+
+
+def cmd_sleeper(logp, secs, _token):
+    log = log_to(logp)
+
+    def handler(signum, _frame):
+        log.write("sig %d\n" % signum)
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+              signal.SIGQUIT, signal.SIGALRM, signal.SIGCONT):
+        signal.signal(s, handler)
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+
+
+def cmd_pty(logp, secs):
+    log = log_to(logp)
+    m, s = os.openpty()  # O_NOCTTY: this process never adopts it
+    tty.setraw(s)
+    print(os.ttyname(s), flush=True)
+    os.set_blocking(m, False)
+    os.set_blocking(s, False)
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        r, _, _ = select.select([m, s], [], [], 0.2)
+        for fd in r:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                continue
+            if data:
+                log.write("%s %r\n" % ("master" if fd == m else "slave", data))
+
+
+def cmd_nslisten(logp, secs, pid, name):
+    log = log_to(logp)
+    libc = ctypes.CDLL(None, use_errno=True)
+    netfd = os.open("/proc/%d/ns/net" % pid, os.O_RDONLY)
+    if os.geteuid() != 0:
+        userfd = fcntl.ioctl(netfd, 0xB701)  # NS_GET_USERNS: the owner of that netns
+        if libc.setns(userfd, 0x10000000) != 0:
+            log.write("setns-user-failed %s\n" % os.strerror(ctypes.get_errno()))
+            return 3
+    if libc.setns(netfd, 0x40000000) != 0:
+        log.write("setns-net-failed %s\n" % os.strerror(ctypes.get_errno()))
+        return 3
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(sockaddr(name))
+    s.listen(4)
+    s.settimeout(secs)
+    log.write("listening\n")
+    try:
+        c, _ = s.accept()
+        log.write("conn\n")
+        c.close()
+    except socket.timeout:
+        log.write("noconn\n")
+    return 0
+
+
+def main(argv):
+    cmd = argv[1]
+    if cmd == "listen":
+        return cmd_listen(argv[2], float(argv[3]), argv[4:])
+    if cmd == "sleeper":
+        return cmd_sleeper(argv[2], float(argv[3]), argv[4])
+    if cmd == "pty":
+        return cmd_pty(argv[2], float(argv[3]))
+    if cmd == "nslisten":
+        return cmd_nslisten(argv[2], float(argv[3]), int(argv[4]), argv[5])
+    print("usage: hostside.py listen|sleeper|pty|nslisten ...", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv) or 0)
