@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include "cli.h"
 #include "cmds.h"
@@ -15,6 +16,7 @@
 #include "result.h"
 #include "run.h"
 #include "util/err.h"
+#include "util/fdutil.h"
 
 static const char main_help[] =
 	"usage: agentbox COMMAND [OPTIONS...]\n"
@@ -97,6 +99,15 @@ cmd_run(int argc, char **argv)
 		res.agentbox_exit = err.exit ? err.exit : AB_EXIT_SETUP;
 	} else {
 		res.agentbox_exit = run_exit_code(&res);
+	}
+	/* VmHWM, not getrusage: ru_maxrss also counts the image our parent had before exec */
+	{
+		char buf[4096];
+		const char *p;
+
+		if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) > 0 &&
+		    (p = strstr(buf, "VmHWM:")))
+			res.supervisor_max_rss_kib = strtoll(p + 6, NULL, 10);
 	}
 	for (size_t i = 0; i < res.warnings.n; i++)
 		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);

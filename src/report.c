@@ -46,6 +46,8 @@ result_init(struct ab_result *r, struct ab_run_opts *opts)
 	r->exit_code = -1;
 	r->cpu_ms = -1;
 	r->max_rss_kib = -1;
+	r->kill_to_reaped_ms = -1;
+	r->supervisor_max_rss_kib = -1;
 	r->opts = opts;
 	r->usage = (struct ab_usage){ -1, -1, -1, -1, -1, -1, -1 };
 	r->sandbox_host_uid = (uid_t) -1;
@@ -248,6 +250,8 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "wall_ms", int_or_null(r->wall_ms));
 	json_object_set_new(o, "cpu_ms", int_or_null(r->cpu_ms));
 	json_object_set_new(o, "max_rss_kib", int_or_null(r->max_rss_kib));
+	json_object_set_new(o, "kill_to_reaped_ms", int_or_null(r->kill_to_reaped_ms));
+	json_object_set_new(o, "agentbox_max_rss_kib", int_or_null(r->supervisor_max_rss_kib));
 	json_object_set_new(o, "script", str_or_null(r->script));
 	json_object_set_new(o, "lang", r->lang == AB_LANG_AUTO ? json_null()
 							       : json_string(interp_lang_name(r->lang)));

@@ -1062,6 +1062,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		goto out;
 	}
 	interpret(&c, &oc, c.cg_made ? &usage : NULL);
+	if (oc.timed_out || oc.output_limited || oc.cpu_time_limited || oc.interrupted_by)
+		res->kill_to_reaped_ms = oc.kill_to_reaped_ms;
 	if (oc.init_exec_failed)
 		res->exit_code = oc.init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
 	record_protections(&c, &oc);

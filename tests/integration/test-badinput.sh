@@ -46,7 +46,7 @@ refused() {
     # one line: the error; a usage error may add the standard --help hint, nothing else
     _others=$(sed 1d "$WORK/err" | grep -vxF "$HINT" || true)
     if [ -z "$_others" ]; then ok "$_label: one line on stderr"; else
-        not_ok "$_label: one line on stderr" "extra: $(printf '%s' "$_others" | head -n3)"
+        not_ok "$_label: one line on stderr" "extra: $(printf '%s' "$_others" | head -n3 | tr '\n' '|')"
     fi
     if [ "$_status" = usage_error ]; then
         check "$_label: the --help hint follows" grep -qxF "$HINT" "$WORK/err"
@@ -57,8 +57,12 @@ refused() {
         check "$_label: the line says how to fix it" grep -q '(fix: ' "$WORK/err"
         refute "$_label: the report has the fix" test "$(jr .fix)" = null
     fi
-    is "$(snap)" "$_before" "$_label: nothing outside the runs root changed"
-    is "$(find "$RUNS" -mindepth 2 -path "$RUNS/run-*/work/*" 2>/dev/null | head -n3)" "" \
+    _after=$(snap)
+    if [ "$_after" = "$_before" ]; then ok "$_label: nothing outside the runs root changed"; else
+        not_ok "$_label: nothing outside the runs root changed" \
+            "changed: $(printf '%s\n%s\n' "$_before" "$_after" | sort | uniq -u | head -n4 | tr '\n' '|')"
+    fi
+    is "$(find "$RUNS" -mindepth 2 -path "$RUNS/run-*/work/*" 2>/dev/null | head -n3 | tr '\n' ' ')" "" \
         "$_label: no workspace was populated"
 }
 
@@ -142,10 +146,10 @@ else
     notmine=
 fi
 if [ -n "$notmine" ]; then
-    before_nm=$(find "$notmine" -printf '%p %m %U %s %T@\n' | sort)
+    before_nm=$(find "$notmine" -printf '%p %m %U %s %T@\n' | sort | tr '\n' '|')
     refused "--workspace not owned by the caller" 125 setup_error "is owned by uid [0-9]+, not by you" fix \
         --workspace "$notmine" "$WORK/ok.py"
-    is "$(find "$notmine" -printf '%p %m %U %s %T@\n' | sort)" "$before_nm" \
+    is "$(find "$notmine" -printf '%p %m %U %s %T@\n' | sort | tr '\n' '|')" "$before_nm" \
         "--workspace not owned: that directory is untouched"
 else
     skip "--workspace not owned by the caller" "no directory owned by someone else to try"

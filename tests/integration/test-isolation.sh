@@ -121,9 +121,10 @@ for lang in py js; do
     is "$(sha256sum "$CANARY" | cut -d' ' -f1)" "$canary_sum" "$lang writes: the canary is unchanged"
     is "$(stat -c %Y "$CANARY")" "$canary_mtime" "$lang writes: the canary was not touched"
     stray=$(find /tmp "$HOSTHOME" "$WORK" /usr /etc -xdev -maxdepth 4 -name "*$TOKEN*" \
-        ! -path "$RUNS/run-*/work/ok-$TOKEN" 2>/dev/null | head -n5)
+        ! -path "$RUNS/run-*/work/ok-$TOKEN" 2>/dev/null | head -n5 | tr '\n' ' ')
     is "$stray" "" "$lang writes: no file named after the token on the host outside the workspace"
-    new=$(names "$RUNS" | grep -vxF -e .cache | grep -vxF -f "$WORK/before.lst" || true)
+    new=$(names "$RUNS" | grep -vxF -e .cache | grep -vxF -f "$WORK/before.lst" | tr '\n' ' ')
+    new=${new% }
     is "$new" "$(basename "$rd")" "$lang writes: the only new entry in the runs root is the run dir"
     is "$(names "$rd" | grep -v -x -e .agentbox-run -e etc -e report.json -e work -e ro | tr '\n' ' ')" "" \
         "$lang writes: the run dir holds only what agentbox made"
@@ -137,7 +138,7 @@ sbuid=$(jr .sandbox_host_uid)
 # could show up
 new_owned=$(find /tmp "$HOSTHOME" -xdev -maxdepth 1 \
     \( -path '/tmp/agentbox-test.*' -o -path '/tmp/agentbox-stage.*' -o -path "$WORK" \) -prune \
-    -o -newer "$WORK/stamp" -user "$sbuid" -print 2>/dev/null | head -n5)
+    -o -newer "$WORK/stamp" -user "$sbuid" -print 2>/dev/null | head -n5 | tr '\n' ' ')
 is "$new_owned" "" "nothing new owned by the sandbox uid in the host /tmp or \$HOME"
 
 # ---- what the sandbox sees ------------------------------------------------------------------

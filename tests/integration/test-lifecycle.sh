@@ -60,7 +60,7 @@ expect_timeout() {
 # expect_no_procs LABEL TOKEN: checked right after agentbox returned
 expect_no_procs() {
     if no_procs "$2" 2>/dev/null; then ok "$1: no process is left"; else
-        not_ok "$1: no process is left" "$(leftovers "$2")"
+        not_ok "$1: no process is left" "$(leftovers "$2" | tr '\n' ' ')"
     fi
 }
 
@@ -230,7 +230,7 @@ wait "$bg" 2>/dev/null || true
 if gone_within 2 "$tok"; then
     ok "kill -KILL agentbox: no sandbox process is left within 2 s"
 else
-    not_ok "kill -KILL agentbox: no sandbox process is left within 2 s" "$(leftovers "$tok")"
+    not_ok "kill -KILL agentbox: no sandbox process is left within 2 s" "$(leftovers "$tok" | tr '\n' ' ')"
     # do not leave it running on the host
     for p in /proc/[0-9]*; do
         if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$tok"; then kill -KILL "${p#/proc/}" 2>/dev/null; fi

@@ -18,6 +18,8 @@ abb() {
     bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
         >"$WORK/out" 2>"$WORK/err" || rc=$?
 }
+# outtext: the last run's stdout on one line (newlines as |), for comparisons
+outtext() { tr '\n' '|' <"$WORK/out" | sed 's/|$//'; }
 # the number of run directories left in the runs root
 nruns() {
     find "$RUNS" -mindepth 1 -maxdepth 1 -name 'run-*' 2>/dev/null | wc -l
@@ -57,7 +59,8 @@ for lang in py js; do
         not_ok "$lang example: result.json content" "no $ws/result.json"
     fi
     check "$lang example: stdout relayed live" grep -q "read $nrows rows from sales.csv" "$WORK/out"
-    is "$(jr .stdout.text)" "$(cat "$WORK/out")" "$lang example: stdout captured in the report"
+    jq -j .stdout.text "$WORK/r.json" >"$WORK/captured"
+    check "$lang example: stdout captured in the report, byte for byte" cmp -s "$WORK/captured" "$WORK/out"
     check "$lang example: the input copy is listed in files[]" \
         test "$(jr '[.files[] | select(.path == "sales.csv")] | length')" = 1
 done
@@ -71,15 +74,15 @@ EOF
 abb 60 "$WORK/args.py" -- a 'b c' --bind=/ '' '$HOME'
 is "$rc" 0 "args after --: exit 0"
 # shellcheck disable=SC2016
-is "$(cat "$WORK/out")" '["a", "b c", "--bind=/", "", "$HOME"]' "args after -- reach the script verbatim"
+is "$(outtext)" '["a", "b c", "--bind=/", "", "$HOME"]' "args after -- reach the script verbatim"
 abb 60 "$WORK/args.py" x --timeout 1s -y
-is "$(cat "$WORK/out")" '["x", "--timeout", "1s", "-y"]' \
+is "$(outtext)" '["x", "--timeout", "1s", "-y"]' \
     "options after SCRIPT are the script's own arguments"
 cat >"$WORK/args.js" <<'EOF'
 console.log(JSON.stringify(process.argv.slice(2)));
 EOF
 abb 60 "$WORK/args.js" -- 'one two' --inspect
-is "$(cat "$WORK/out")" '["one two","--inspect"]' "node: args reach the script verbatim"
+is "$(outtext)" '["one two","--inspect"]' "node: args reach the script verbatim"
 
 # ---- --rm -----------------------------------------------------------------------------------
 cat >"$WORK/hello.py" <<'EOF'
@@ -218,11 +221,11 @@ printf '#!/usr/bin/env python3\nprint("SHEBANG-PY")\n' >"$WORK/shebang_py"
 printf '#!/usr/bin/env node\nconsole.log("SHEBANG-JS");\n' >"$WORK/shebang_js"
 printf '#!/usr/bin/python3 -u\nprint("SHEBANG-PY2")\n' >"$WORK/shebang2"
 abb 60 "$WORK/shebang_py"
-is "$rc/$(jr .lang)/$(cat "$WORK/out")" 0/python/SHEBANG-PY "a python shebang picks Python"
+is "$rc/$(jr .lang)/$(outtext)" 0/python/SHEBANG-PY "a python shebang picks Python"
 abb 60 "$WORK/shebang_js"
-is "$rc/$(jr .lang)/$(cat "$WORK/out")" 0/node/SHEBANG-JS "a node shebang picks Node"
+is "$rc/$(jr .lang)/$(outtext)" 0/node/SHEBANG-JS "a node shebang picks Node"
 abb 60 "$WORK/shebang2"
-is "$rc/$(jr .lang)/$(cat "$WORK/out")" 0/python/SHEBANG-PY2 "a /usr/bin/python3 shebang picks Python"
+is "$rc/$(jr .lang)/$(outtext)" 0/python/SHEBANG-PY2 "a /usr/bin/python3 shebang picks Python"
 printf 'print(1)\n' >"$WORK/mjs_is_node.mjs"
 abb 60 "$WORK/mjs_is_node.mjs"
 is "$(jr .lang)" node ".mjs is Node (by extension)"
