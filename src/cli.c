@@ -172,7 +172,8 @@ cli_run_help(void)
 	       "Limits (units: 512M 2G; 90s 500ms 2m; 1.5 cores):\n"
 	       "  --timeout DUR          wall clock (default 60s)\n"
 	       "  --memory SIZE          memory incl. tmpfs, no swap (default 1G)\n"
-	       "  --pids N               tasks in the whole run (default 256)\n"
+	       "  --pids N               tasks in the sandbox, agentbox-init included\n"
+	       "                         (default 256, at least 2)\n"
 	       "  --cpus N               CPU bandwidth in cores (default 1)\n"
 	       "  --cpu-time DUR         total CPU time (default off)\n"
 	       "  --disk SIZE            workspace bytes (default 512M)\n"
@@ -244,6 +245,9 @@ parse_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct 
 	if (r == 0 && id == AB_LIM_CPUS_MILLI && (v < 10 || v > 1024 * 1000))
 		r = -ERANGE;
 	if (r == 0 && id == AB_LIM_MEMORY && v < (16ULL << 20))
+		r = -ERANGE;
+	/* the sandbox always holds agentbox-init and the interpreter */
+	if (r == 0 && id == AB_LIM_PIDS && v < 2)
 		r = -ERANGE;
 	if (r < 0)
 		return ab_err_usage(err, "invalid --%s '%s': expected %s%s", limit_names[id], arg,

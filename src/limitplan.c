@@ -78,12 +78,15 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	/* pids */
 	if (cgroup_ok && cg->pids) {
 		lp->use_cgroup = true;
-		lp->cg.pids = o->limits[AB_LIM_PIDS].value;
-		set_limit(res, AB_LIM_PIDS, lp->cg.pids, cg->kind == AB_CG_V2 ? "cgroup v2 pids.max" : "cgroup v1 pids.max", true, NULL);
+		/* --pids counts the tasks in the sandbox (agentbox-init included); bwrap's
+		 * monitor outside it is in the cgroup too */
+		lp->cg.pids = o->limits[AB_LIM_PIDS].value + 1;
+		set_limit(res, AB_LIM_PIDS, o->limits[AB_LIM_PIDS].value, cg->kind == AB_CG_V2 ? "cgroup v2 pids.max" : "cgroup v1 pids.max", true, NULL);
 	} else if (per_run_userns) {
 		/* RLIMIT_NPROC is charged per user namespace level (Linux 5.14+ ucounts): in
 		 * the supervisor's own user namespace it counts only this run's tasks. */
-		lp->nproc = o->limits[AB_LIM_PIDS].value + 2; /* + supervisor and bwrap */
+		/* + agentbox and bwrap's monitor, counted in our namespace too */
+		lp->nproc = o->limits[AB_LIM_PIDS].value + 2;
 		set_limit(res, AB_LIM_PIDS, o->limits[AB_LIM_PIDS].value,
 			  "rlimit RLIMIT_NPROC in a per-run user namespace", true,
 			  "hits are not counted: status cannot say pids_limit");

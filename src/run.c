@@ -461,8 +461,8 @@ interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usa
 		res->usage.oom_kills = (int64_t) u->oom_kills;
 		res->usage.pids_refused = (int64_t) u->pids_max_events;
 		res->usage.cpu_ms = (int64_t) (u->cpu_usec / 1000);
-		if (u->pids_peak)
-			res->usage.tasks_peak = (int64_t) u->pids_peak;
+		if (u->pids_peak) /* minus bwrap's monitor, which is outside the sandbox */
+			res->usage.tasks_peak = (int64_t) u->pids_peak - 1;
 	} else {
 		res->usage.cpu_ms = res->cpu_ms;
 	}
@@ -484,9 +484,9 @@ interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usa
 		res->message = xasprintf("output passed --output-limit (%llu bytes per stream); "
 					 "the run was stopped",
 					 (unsigned long long) c->lp.output_bytes);
-	} else if (oc->cpu_time_limited ||
-		   (res->signal == SIGXCPU || (res->signal == SIGKILL && c->lp.cpu_s != RLIM_INFINITY &&
-					       res->cpu_ms >= (int64_t) c->lp.cpu_time_ms))) {
+	} else if (oc->cpu_time_limited || (res->signal == SIGXCPU && c->lp.cpu_s != RLIM_INFINITY)) {
+		/* Without a cgroup only SIGXCPU is evidence: RLIMIT_CPU is per process, and the
+		 * run's summed CPU time says nothing about any one process. */
 		res->status = AB_STATUS_CPU_TIME_LIMIT;
 		strv_push(&res->limits_hit, "cpu-time");
 		res->message = xasprintf("CPU-time limit of %llu ms reached",

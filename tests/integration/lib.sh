@@ -92,7 +92,7 @@ bounded() {
 }
 no_procs() {
     for _p in /proc/[0-9]*; do
-        if tr '\0' ' ' <"$_p/cmdline" 2>/dev/null | grep -q -- "$1"; then
+        if tr '\0' ' ' 2>/dev/null <"$_p/cmdline" | grep -q -- "$1"; then
             return 1
         fi
     done
