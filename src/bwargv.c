@@ -98,6 +98,9 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	/* Fresh /proc with /proc/sys read-only (T30), minimal /dev, size-capped tmpfs (T18). */
 	strv_push_n(av, 2, "--proc", "/proc");
 	strv_push_n(av, 3, "--ro-bind", "/proc/sys", "/proc/sys");
+	/* /proc/keys lists the key names of every keyring the uid can view (T8, T24) */
+	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/keys");
+	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/key-users");
 	strv_push_n(av, 2, "--dev", "/dev");
 	strv_push(av, "--size");
 	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);

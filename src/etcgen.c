@@ -64,19 +64,11 @@ static int add_host_entries(int efd, const char *const *entries, struct strv *re
 			    struct ab_err *err);
 
 int
-etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, bool net,
-	      struct strv *ret_host, struct ab_err *err)
+etcgen_fill(int efd, uid_t owner, gid_t group, bool net, struct strv *ret_host,
+	    struct ab_err *err)
 {
-	cleanup_fd int efd = -1;
 	int r;
 
-	if (mkdirat(dirfd, name, 0755) < 0)
-		return ab_err_set(err, -errno, "create the sandbox /etc: %s", strerror(errno));
-	efd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (efd < 0)
-		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
-	if (owner != (uid_t) -1 && fchown(efd, owner, group) < 0)
-		return ab_err_set(err, -errno, "chown the sandbox /etc: %s", strerror(errno));
 	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++) {
 		r = write_file_at(efd, etc_files[i].name, etc_files[i].text, owner, group);
 		if (r < 0)

@@ -10,11 +10,12 @@
 /* Host /etc entries bound read-only at the same path, when they exist on the host. */
 extern const char *const etcgen_host_entries[];
 
-/* Creates directory `name` (mode 0755) in dirfd and fills it: passwd and group naming the
+/* Fills the empty directory efd (a small tmpfs, so no host path shows in the sandbox's
+ * mountinfo): passwd and group naming the
  * sandbox user (uid/gid AB_SANDBOX_*, HOME=/work), hostname, hosts, nsswitch.conf, localtime
  * (UTC), and empty mount points for each host entry that exists (returned in ret_host, host
  * paths). With net (`agentbox prepare`), the host's resolv.conf and CA certificates are bound
  * too. Files are owned by the caller; when owner != (uid_t) -1 they are chowned to it.
  * Returns 0 or -errno with err set. */
-int etcgen_create(int dirfd, const char *name, uid_t owner, gid_t group, bool net,
-		  struct strv *ret_host, struct ab_err *err);
+int etcgen_fill(int efd, uid_t owner, gid_t group, bool net, struct strv *ret_host,
+		struct ab_err *err);

@@ -109,7 +109,8 @@ cmd_run(int argc, char **argv)
 		    (p = strstr(buf, "VmHWM:")))
 			res.supervisor_max_rss_kib = strtoll(p + 6, NULL, 10);
 	}
-	for (size_t i = 0; i < res.warnings.n; i++)
+	/* a refused run printed its one line; its warnings stay in the report */
+	for (size_t i = 0; r >= 0 && i < res.warnings.n; i++)
 		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);
 	if (res.status != AB_STATUS_DRY_RUN)
 		write_report(&o, &res);

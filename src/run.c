@@ -55,6 +55,7 @@ struct run_ctx {
 	gid_t owner_gid;
 	bool mntns;	      /* we are in our private mount namespace */
 	bool tmpfs_mounted;   /* run/mnt is the capped tmpfs */
+	bool etc_mounted;     /* run/etc is the /etc tmpfs */
 	int work_fd;	      /* the live workspace (tmpfs or --workspace DIR) */
 	int script_fd;
 	int seccomp_fd;
@@ -182,6 +183,44 @@ mount_workspace(struct run_ctx *c, struct ab_err *err)
 	if (c->work_fd < 0)
 		return ab_err_set(err, -errno, "open the workspace: %s", strerror(errno));
 	return 0;
+}
+
+/* The generated /etc on its own small tmpfs: the sandbox's mountinfo then shows no host
+ * path for it (T35), and it disappears with our mount namespace. */
+static int
+mount_etc(struct run_ctx *c, struct ab_err *err)
+{
+	cleanup_free char *dir = xasprintf("%s/etc", c->rd.path);
+	cleanup_fd int efd = -1;
+	char opts[128];
+	uid_t uid = c->drop ? c->sb_uid : geteuid();
+	gid_t gid = c->drop ? c->sb_gid : getegid();
+
+	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=64,mode=0755,uid=%u,gid=%u",
+		 (unsigned) uid, (unsigned) gid);
+	if (mount("agentbox-etc", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return ab_err_set(err, -errno, "mount the sandbox /etc: %s", strerror(errno));
+	c->etc_mounted = true;
+	efd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (efd < 0)
+		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
+	c->plan.etc_src = xstrdup(dir);
+	/* agentbox-init from a build tree: copy it here, so its host path (which may carry a
+	 * user name) does not show in the sandbox's mountinfo either. Installed under /usr it
+	 * is bound as it is. */
+	if (strncmp(c->host.init_path, "/usr/", 5) != 0) {
+		cleanup_fd int ifd = open(c->host.init_path, O_RDONLY | O_CLOEXEC);
+		int r = ifd < 0 ? -errno
+				: rundir_copy_file(ifd, efd, ".agentbox-init", c->owner_uid,
+						   c->owner_gid);
+
+		if (r < 0)
+			return ab_err_set(err, r, "copy agentbox-init: %s", strerror(-r));
+		free(c->plan.init_src);
+		c->plan.init_src = xasprintf("%s/.agentbox-init", dir);
+	}
+	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, &c->plan.host_etc,
+			   err);
 }
 
 /* Root callers: bind host paths the sandbox user may not be able to reach (an interpreter
@@ -732,6 +771,13 @@ collect_workspace(struct run_ctx *c, struct ab_err *err)
 static void
 cleanup_run(struct run_ctx *c)
 {
+	if (c->etc_mounted) {
+		cleanup_free char *etc = xasprintf("%s/etc", c->rd.path);
+
+		if (umount2(etc, MNT_DETACH) == 0)
+			c->etc_mounted = false;
+		(void) unlinkat(c->rd.fd, "etc", AT_REMOVEDIR);
+	}
 	if (c->tmpfs_mounted) {
 		cleanup_free char *mnt = xasprintf("%s/mnt", c->rd.path);
 
@@ -830,8 +876,14 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			goto out;
 	}
 	if (!c.host.bwrap_path[0]) {
-		r = ab_err_set(err, -ENOENT, "bubblewrap (bwrap) is not installed");
-		ab_err_fix(err, "apt-get install bubblewrap");
+		if (getenv("AGENTBOX_BWRAP")) {
+			r = ab_err_set(err, -ENOENT, "AGENTBOX_BWRAP='%s' is not an executable bwrap",
+				       getenv("AGENTBOX_BWRAP"));
+			ab_err_fix(err, "unset AGENTBOX_BWRAP or point it at bwrap");
+		} else {
+			r = ab_err_set(err, -ENOENT, "bubblewrap (bwrap) is not installed");
+			ab_err_fix(err, "apt-get install bubblewrap");
+		}
 		goto out;
 	}
 	if (!c.host.init_path[0]) {
@@ -875,8 +927,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		(void) cg_sweep_stale(&c.host.cg, "/proc");
 
 	timing_mark("sandbox probed");
-	r = limits_plan(o, &c.host, o->workspace == NULL,
-			!c.host.is_root && o->workspace == NULL, &c.lp, res, err);
+	r = limits_plan(o, &c.host, o->workspace == NULL, !c.host.is_root, &c.lp, res, err);
 	if (r < 0)
 		goto out;
 	c.plan.tmp_size = c.lp.tmp_bytes;
@@ -892,12 +943,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 
 	timing_mark("seccomp ready");
-	/* The workspace: a capped tmpfs in our own mount namespace, or --workspace DIR. */
-	if (!o->workspace || c.host.is_root) {
-		r = enter_mntns(&c, err);
-		if (r < 0)
-			goto out;
-	}
+	/* Our own mount namespace: the workspace tmpfs (unless --workspace DIR) and the /etc
+	 * tmpfs live there and die with us. */
+	r = enter_mntns(&c, err);
+	if (r < 0)
+		goto out;
 	if (o->workspace) {
 		int fd = rundir_check_workspace(o->workspace, getuid(), err);
 
@@ -936,12 +986,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	STRV_FOREACH(a, &o->script_args)
 	strv_push(&c.plan.script_args, *a);
 
-	r = etcgen_create(c.rd.fd, "etc", c.owner_uid, c.owner_gid, o->share_net,
-			  &c.plan.host_etc, err);
+	c.plan.init_src = xstrdup(c.host.init_path);
+	r = mount_etc(&c, err);
 	if (r < 0)
 		goto out;
-	c.plan.etc_src = xasprintf("%s/etc", c.rd.path);
-	c.plan.init_src = xstrdup(c.host.init_path);
 	{
 		struct stat st;
 

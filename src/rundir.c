@@ -89,10 +89,14 @@ rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundir *r
 opened:
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
-		if (errno == ELOOP || errno == ENOTDIR)
-			return ab_err_set(err, -errno,
-					  "the runs directory '%s' is a symlink or not a directory",
-					  path);
+		if (errno == ELOOP || errno == ENOTDIR) {
+			int e = errno;
+			bool link = e == ELOOP || (lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+
+			ab_err_set(err, -e, "the runs directory '%s' is %s", path,
+				   link ? "a symlink" : "not a directory");
+			return ab_err_fix(err, "pass a real directory you own as --runs-dir");
+		}
 		return ab_err_set(err, -errno, "open the runs directory '%s': %s", path,
 				  strerror(errno));
 	}
@@ -107,6 +111,24 @@ opened:
 			   "the runs directory '%s' is not searchable by the sandbox user", path);
 		return ab_err_fix(err, "chmod o+x '%s' (mode 0711), or use another --runs-dir",
 				  path);
+	}
+	if (traverse_for_others) {
+		/* root callers: the sandbox user must be able to walk down to its run dir */
+		cleanup_free char *anc = xstrdup(path);
+		char *slash;
+
+		while ((slash = strrchr(anc, '/')) && slash != anc) {
+			*slash = '\0';
+			if (stat(anc, &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
+				ab_err_set(err, -EACCES,
+					   "the sandbox user cannot reach the runs directory '%s': "
+					   "'%s' is not searchable by others (mode %04o)",
+					   path, anc, (unsigned) (st.st_mode & 07777));
+				return ab_err_fix(err, "use a --runs-dir under /var/tmp (the default), "
+						       "or chmod o+x '%s'",
+						  anc);
+			}
+		}
 	}
 	rd->root = xstrdup(path);
 	rd->root_fd = steal_fd(&fd);
@@ -142,10 +164,12 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err
 	(void) close(mfd);
 	if (r < 0)
 		return ab_err_set(err, r, "write the run marker in '%s'", tmpl);
-	if (mkdirat(fd, "work", 0700) < 0 || mkdirat(fd, "mnt", 0700) < 0)
+	if (mkdirat(fd, "work", 0700) < 0 || mkdirat(fd, "mnt", 0700) < 0 ||
+	    mkdirat(fd, "etc", 0755) < 0)
 		return ab_err_set(err, -errno, "create the workspace in '%s'", tmpl);
 	if (owner != (uid_t) -1) {
 		if (fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchownat(fd, "etc", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    fchownat(fd, "mnt", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    fchown(fd, owner, group) < 0)
 			return ab_err_set(err, -errno, "give the run directory to uid %u",

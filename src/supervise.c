@@ -128,8 +128,12 @@ child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_
 	fds[AB_FD_INFO] = info_w;
 	fds[AB_FD_BLOCK] = block_r;
 	for (int i = 0; i < AB_FD_FIRST_FREE; i++) {
-		if (fds[i] < 0)
+		if (fds[i] < 0) {
+			/* an unused slot must not keep whatever the caller had there (T7) */
+			if (i > 2)
+				(void) close(i);
 			continue;
+		}
 		if (dup2(fds[i], i) < 0)
 			child_fail(errpipe, "dup2");
 	}

@@ -1,0 +1,34 @@
+# T37: option injection into bwrap through the script's name, its arguments and --env values.
+# The harness runs this script under a name like "--bind=inj.py", with arguments such as
+# "--bind / /x" and "--", and with --env values holding newlines and bwrap options. None of it
+# may reach bwrap: no extra mount, no /x /y /z, no extra variable; the arguments arrive
+# verbatim. argv: whatever the harness passes; it compares the ARGV line itself.
+import json
+import os
+import sys
+
+
+def out(tag, what, detail=""):
+    print("%s %s%s" % (tag, what, " " + detail if detail else ""), flush=True)
+
+
+print("ARGV " + json.dumps(sys.argv), flush=True)
+print("ENV_INJ " + json.dumps(os.environ.get("INJ")), flush=True)
+print("ENV_INJ2 " + json.dumps(os.environ.get("INJ2")), flush=True)
+
+for p in ("/x", "/y", "/z", "/work/x", "/host", "/oldroot", "/newroot", "/x/etc/shadow"):
+    out("ESCAPED" if os.path.lexists(p) else "CONTAINED", "no-path-" + p, "absent")
+
+EXPECTED = {"/", "/usr", "/etc", "/etc/alternatives", "/etc/ld.so.cache", "/proc", "/proc/sys",
+            "/dev", "/dev/shm", "/dev/pts", "/dev/mqueue", "/tmp", "/work", "/.agentbox/init"}
+for l in open("/proc/self/mountinfo"):
+    mp = l.split()[4]
+    if mp.startswith("/dev/") and mp.count("/") == 2 and mp not in ("/dev/shm", "/dev/pts"):
+        continue  # the device nodes bwrap binds: null, zero, full, random, urandom, tty
+    out("CONTAINED" if mp in EXPECTED else "ESCAPED", "mount-" + mp,
+        "expected" if mp in EXPECTED else "unexpected mount: " + l.split()[3])
+extra = sorted(k for k in os.environ if k not in {"PATH", "HOME", "TMPDIR", "LANG",
+                                                  "PYTHONDONTWRITEBYTECODE", "PWD", "INJ",
+                                                  "INJ2"})
+out("ESCAPED" if extra else "CONTAINED", "no-extra-env", ",".join(extra) or "none")
+print("DONE bwrap_inject", flush=True)
