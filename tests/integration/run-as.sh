@@ -41,6 +41,7 @@ mkdir -p "$stage/bin" "$stage/home"
 cp "$AGENTBOX" "$AGENTBOX_INIT" "$AB_PROBE" "$stage/bin/"
 cp -r "$AB_TESTDIR" "$stage/tests"
 cp -r "$AB_SRCDIR/examples" "$stage/examples"
+cp -r "$AB_SRCDIR/bench" "$stage/bench"
 chown -R "$user" "$stage/home"
 chmod -R a+rX "$stage"
 rc=0
