@@ -4,14 +4,15 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <sys/stat.h>
 
 #include "util/macro.h"
 #include "util/xalloc.h"
 
 static const char *const credential_names[] = {
-	".ssh",	   ".gnupg", ".aws",   ".azure", ".kube",	    ".docker",
-	".netrc",  ".npmrc", ".pypirc", ".git-credentials", ".password-store", NULL,
+	".ssh",   ".gnupg", ".aws",    ".azure",           ".kube",           ".docker",
+	".netrc", ".npmrc", ".pypirc", ".git-credentials", ".password-store", NULL,
 };
 
 static const char *const credential_subpaths[] = {
@@ -40,13 +41,13 @@ has_component(const char *path, const char *name)
 const char *
 binds_refusal(const char *real, const char *home)
 {
-	static const char *const never[] = { "/proc", "/sys", "/dev", "/run", "/var/run",
-					     "/boot", NULL };
-	static const char *const exact[] = { "/", "/etc", "/tmp", "/var/tmp", "/home", "/root",
-					     "/var", NULL };
-	static const char *const etc_secrets[] = { "/etc/shadow", "/etc/gshadow",
-						   "/etc/ssh",	  "/etc/sudoers",
-						   "/etc/sudoers.d", "/etc/security",
+	static const char *const never[] = { "/proc",    "/sys",  "/dev", "/run",
+					     "/var/run", "/boot", NULL };
+	static const char *const exact[] = { "/",     "/etc",  "/tmp", "/var/tmp",
+					     "/home", "/root", "/var", NULL };
+	static const char *const etc_secrets[] = { "/etc/shadow",      "/etc/gshadow",
+						   "/etc/ssh",         "/etc/sudoers",
+						   "/etc/sudoers.d",   "/etc/security",
 						   "/etc/ssl/private", NULL };
 	struct stat st;
 
@@ -81,7 +82,8 @@ binds_refusal(const char *real, const char *home)
 				cleanup_free char *child = xasprintf("%s/%s", real, *c);
 
 				if (lstat(child, &st) == 0)
-					return "a directory that holds credentials (e.g. .ssh, .aws)";
+					return "a directory that holds credentials (e.g. .ssh, "
+					       ".aws)";
 			}
 		}
 	}
@@ -91,9 +93,9 @@ binds_refusal(const char *real, const char *home)
 const char *
 binds_bad_dest(const char *dest)
 {
-	static const char *const reserved[] = { "/work", "/usr", "/etc", "/proc", "/dev",
-						 "/tmp", "/.agentbox", "/bin", "/sbin", "/lib",
-						 "/lib64", NULL };
+	static const char *const reserved[] = { "/work", "/usr", "/etc",       "/proc",
+						"/dev",  "/tmp", "/.agentbox", "/bin",
+						"/sbin", "/lib", "/lib64",     NULL };
 
 	if (dest[0] != '/')
 		return "must be an absolute path";
@@ -111,8 +113,7 @@ binds_bad_dest(const char *dest)
 }
 
 int
-binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed,
-	       struct ab_err *err)
+binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, struct ab_err *err)
 {
 	cleanup_free char *host = xstrdup(spec);
 	char *colon = strchr(host, ':');
@@ -129,8 +130,7 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed,
 		ab_err_set(err, -errno, "--ro-bind '%s': %s", host, strerror(errno));
 		return ab_err_fix(err, "check the path");
 	}
-	STRV_FOREACH(a, allowed)
-	{
+	STRV_FOREACH (a, allowed) {
 		char areal[PATH_MAX];
 
 		if (realpath(*a, areal) && strcmp(areal, real) == 0)
@@ -139,8 +139,9 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed,
 	why = exempt ? NULL : binds_refusal(real, getenv("HOME"));
 	if (why) {
 		ab_err_set(err, -EPERM, "refusing to mount '%s' in the sandbox: %s", real, why);
-		return ab_err_fix(err, "mount a narrower path, or if you really mean it, add "
-				       "--allow-bind '%s'",
+		return ab_err_fix(err,
+				  "mount a narrower path, or if you really mean it, add "
+				  "--allow-bind '%s'",
 				  real);
 	}
 	if (!dest)

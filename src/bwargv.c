@@ -66,8 +66,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(av, "--unshare-user");
 	if (p->disable_userns)
 		strv_push(av, "--disable-userns"); /* T32: no nested user namespaces */
-	strv_push(av, "--die-with-parent");	   /* T13: the sandbox dies with agentbox */
-	strv_push(av, "--new-session");		   /* T10: no controlling tty, no TIOCSTI */
+	strv_push(av, "--die-with-parent");        /* T13: the sandbox dies with agentbox */
+	strv_push(av, "--new-session");            /* T10: no controlling tty, no TIOCSTI */
 	/* agentbox-init is PID 1: non-dumpable, it reports the exact wait status (T6, T13). */
 	strv_push(av, "--as-pid-1");
 	strv_push_n(av, 2, "--cap-drop", "ALL"); /* T34 */
@@ -79,8 +79,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 
 	/* Environment: nothing inherited (T6); the plan holds the whole allow-list. */
 	strv_push(av, "--clearenv");
-	STRV_FOREACH(kv, &p->env)
-	push_env(av, *kv);
+	STRV_FOREACH (kv, &p->env)
+		push_env(av, *kv);
 
 	/* Read-only base: /usr and the merged-usr links, generated /etc (T1, T2). */
 	strv_push_n(av, 3, "--ro-bind", "/usr", "/usr");
@@ -92,8 +92,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	if (p->libx32)
 		strv_push_n(av, 3, "--symlink", "usr/libx32", "/libx32");
 	strv_push_n(av, 3, "--ro-bind", p->etc_src, "/etc");
-	STRV_FOREACH(path, &p->host_etc)
-	strv_push_n(av, 3, "--ro-bind", *path, *path);
+	STRV_FOREACH (path, &p->host_etc)
+		strv_push_n(av, 3, "--ro-bind", *path, *path);
 
 	/* Fresh /proc with /proc/sys read-only (T30), minimal /dev, size-capped tmpfs (T18). */
 	strv_push_n(av, 2, "--proc", "/proc");
@@ -153,8 +153,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(cmd, "--");
 	strv_push(cmd, p->interp);
 	strv_push(cmd, p->script_sandbox);
-	STRV_FOREACH(a, &p->script_args)
-	strv_push(cmd, *a);
+	STRV_FOREACH (a, &p->script_args)
+		strv_push(cmd, *a);
 }
 
 char *
@@ -185,7 +185,8 @@ bwargv_shell_quote(const char *w)
 
 	for (const char *s = w; *s; s++) {
 		len += *s == '\'' ? 4 : 1;
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-=:,+@",
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/"
+			    "._-=:,+@",
 			    *s))
 			plain = false;
 	}

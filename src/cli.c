@@ -82,11 +82,16 @@ static const struct option run_options[] = {
 };
 
 static const char *const limit_names[AB_LIM_COUNT] = {
-	[AB_LIM_TIMEOUT_MS] = "timeout",     [AB_LIM_MEMORY] = "memory",
-	[AB_LIM_PIDS] = "pids",		     [AB_LIM_CPUS_MILLI] = "cpus",
-	[AB_LIM_CPU_TIME_MS] = "cpu-time",   [AB_LIM_DISK] = "disk",
-	[AB_LIM_INODES] = "inodes",	     [AB_LIM_TMP_SIZE] = "tmp-size",
-	[AB_LIM_FILE_SIZE] = "file-size",    [AB_LIM_NOFILE] = "nofile",
+	[AB_LIM_TIMEOUT_MS] = "timeout",
+	[AB_LIM_MEMORY] = "memory",
+	[AB_LIM_PIDS] = "pids",
+	[AB_LIM_CPUS_MILLI] = "cpus",
+	[AB_LIM_CPU_TIME_MS] = "cpu-time",
+	[AB_LIM_DISK] = "disk",
+	[AB_LIM_INODES] = "inodes",
+	[AB_LIM_TMP_SIZE] = "tmp-size",
+	[AB_LIM_FILE_SIZE] = "file-size",
+	[AB_LIM_NOFILE] = "nofile",
 	[AB_LIM_OUTPUT] = "output-limit",
 };
 
@@ -267,8 +272,8 @@ parse_env(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 	for (const char *p = arg; p < eq; p++)
 		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
 		      (p > arg && *p >= '0' && *p <= '9')))
-			return ab_err_usage(err, "invalid --env name in '%s': use letters, digits, _",
-					    arg);
+			return ab_err_usage(
+				err, "invalid --env name in '%s': use letters, digits, _", arg);
 	strv_push(&o->env, arg);
 	return 0;
 }
@@ -339,7 +344,8 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			else if (strcmp(optarg, "node") == 0)
 				o->lang = AB_LANG_NODE;
 			else
-				r = ab_err_usage(err, "invalid --lang '%s': expected python or node",
+				r = ab_err_usage(err,
+						 "invalid --lang '%s': expected python or node",
 						 optarg);
 			break;
 		case OPT_MEMORY:
@@ -383,10 +389,11 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_SECCOMP_POLICY:
 			if (seccomp_policy_parse(optarg, &o->seccomp_policy) < 0)
-				r = ab_err_usage(err,
-						 "invalid --seccomp-policy '%s': expected default or "
-						 "strict",
-						 optarg);
+				r = ab_err_usage(
+					err,
+					"invalid --seccomp-policy '%s': expected default or "
+					"strict",
+					optarg);
 			break;
 		case OPT_STDIN:
 			o->stdin_path = optarg;
@@ -427,7 +434,8 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 	for (; optind < argc; optind++)
 		strv_push(&o->script_args, argv[optind]);
 	if (o->workspace && o->inputs.n > 0)
-		return ab_err_usage(err, "--input cannot be combined with --workspace: put the files "
-					 "in the workspace directory instead");
+		return ab_err_usage(err,
+				    "--input cannot be combined with --workspace: put the files "
+				    "in the workspace directory instead");
 	return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <sys/types.h>
 
 #include "seccomp.h"
@@ -54,16 +55,16 @@ struct ab_run_opts {
 	enum ab_lang lang;
 	const char *report_path; /* NULL: no report file; "-": stdout after the run */
 	const char *runs_dir;
-	const char *workspace; /* --workspace DIR */
-	struct strv inputs;    /* --input PATH */
-	struct strv env;       /* --env NAME=VALUE, validated */
-	struct strv ro_binds;  /* --ro-bind HOST[:SANDBOX] */
+	const char *workspace;   /* --workspace DIR */
+	struct strv inputs;      /* --input PATH */
+	struct strv env;         /* --env NAME=VALUE, validated */
+	struct strv ro_binds;    /* --ro-bind HOST[:SANDBOX] */
 	struct strv allow_binds; /* --allow-bind HOST: exempt from the never-mount list */
 	const char *stdin_path;
 	const char *collect_dir;
 	const char *python_path; /* --python PATH */
-	const char *node_path;	 /* --node PATH */
-	const char *venv;	 /* --venv DIR */
+	const char *node_path;   /* --node PATH */
+	const char *venv;        /* --venv DIR */
 	const char *node_modules;
 	const char *env_dir;
 	const char *sandbox_user; /* --sandbox-user NAME|UID[:GID] (root callers) */
@@ -74,9 +75,9 @@ struct ab_run_opts {
 	bool rm;
 	bool quiet; /* do not relay the script's output live */
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
-	bool share_net;		/* keep the host network (dependency installs need it) */
-	const char *rw_bind;	/* a host directory bound read-write at the same path */
-	bool relay_to_stderr;	/* relay the script's stdout to our stderr */
+	bool share_net;       /* keep the host network (dependency installs need it) */
+	const char *rw_bind;  /* a host directory bound read-write at the same path */
+	bool relay_to_stderr; /* relay the script's stdout to our stderr */
 };
 
 /* Names, units and defaults of the limits (for help text and the report). */

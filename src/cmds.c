@@ -11,11 +11,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 #include "config.h"
 #include "host.h"
@@ -93,7 +94,8 @@ cmd_rm(int argc, char **argv)
 			continue;
 		}
 		if (r < 0) {
-			fprintf(stderr, "agentbox: cannot remove '%s': %s\n", argv[i], strerror(-r));
+			fprintf(stderr, "agentbox: cannot remove '%s': %s\n", argv[i],
+				strerror(-r));
 			status = AB_EXIT_SETUP;
 			continue;
 		}
@@ -135,9 +137,10 @@ cmd_gc(int argc, char **argv)
 		switch (c) {
 		case 'o':
 			if (units_parse_duration_ms(optarg, &older_ms) < 0)
-				return fail_usage("invalid --older-than (expected a duration like 24h, "
-						  "90m or 3600s):",
-						  optarg);
+				return fail_usage(
+					"invalid --older-than (expected a duration like 24h, "
+					"90m or 3600s):",
+					optarg);
 			break;
 		case 'r':
 			free(root);
@@ -147,9 +150,10 @@ cmd_gc(int argc, char **argv)
 			dry = true;
 			break;
 		default:
-			return fail_usage("usage: agentbox gc [--runs-dir DIR] [--older-than DURATION] "
-					  "[--dry-run]",
-					  NULL);
+			return fail_usage(
+				"usage: agentbox gc [--runs-dir DIR] [--older-than DURATION] "
+				"[--dry-run]",
+				NULL);
 		}
 	}
 	if (!root)
@@ -186,7 +190,8 @@ cmd_gc(int argc, char **argv)
 			continue;
 		}
 		if (walk_remove_tree(rfd, de->d_name, &err) < 0) {
-			fprintf(stderr, "agentbox: removing %s/%s: %s\n", root, de->d_name, err.msg);
+			fprintf(stderr, "agentbox: removing %s/%s: %s\n", root, de->d_name,
+				err.msg);
 			status = AB_EXIT_SETUP;
 			kept++;
 		} else {
@@ -283,9 +288,9 @@ report_check(struct doctor *d, const char *name, enum check_state st, const char
 
 	if (st == CHECK_FAIL)
 		d->fails++;
-	json_array_append_new(d->checks, json_pack("{s:s, s:s, s:s?, s:s?}", "check", name,
-						   "result", tag[st], "detail", detail, "fix",
-						   fix));
+	json_array_append_new(d->checks,
+			      json_pack("{s:s, s:s, s:s?, s:s?}", "check", name, "result", tag[st],
+					"detail", detail, "fix", fix));
 	if (d->json)
 		return;
 	printf("[%-4s] %-16s %s\n", tag[st], name, detail ? detail : "");
@@ -373,8 +378,9 @@ doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
 			dprintf(pfd[1], "%s%s%s", err.msg, err.fix[0] ? " (fix: " : "",
 				err.fix[0] ? err.fix : "");
 		else
-			dprintf(pfd[1], "status %s, exit %d, %lld ms", result_status_name(res.status),
-				res.exit_code, (long long) res.wall_ms);
+			dprintf(pfd[1], "status %s, exit %d, %lld ms",
+				result_status_name(res.status), res.exit_code,
+				(long long) res.wall_ms);
 		ok = r == 0 && res.status == AB_STATUS_EXITED && res.exit_code == 0;
 		_exit(ok ? 0 : 1);
 	}
@@ -439,18 +445,19 @@ cmd_doctor(int argc, char **argv)
 				     : "sysctl -w user.max_user_namespaces=15000 (and "
 				       "kernel.unprivileged_userns_clone=1 where it exists)");
 		if (h.bwrap_runs) {
-			report_check(&d, "disable-userns",
-				     h.has_disable_userns ? CHECK_OK : CHECK_FAIL,
-				     h.has_disable_userns ? "nested user namespaces can be disabled"
-							  : "bwrap lacks --disable-userns",
-				     "install bubblewrap >= 0.8 (or run with --without disable-userns)");
+			report_check(
+				&d, "disable-userns", h.has_disable_userns ? CHECK_OK : CHECK_FAIL,
+				h.has_disable_userns ? "nested user namespaces can be disabled"
+						     : "bwrap lacks --disable-userns",
+				"install bubblewrap >= 0.8 (or run with --without disable-userns)");
 			report_check(&d, "proc", h.proc_mountable ? CHECK_OK : CHECK_FAIL,
 				     h.proc_mountable ? "a fresh /proc can be mounted"
 						      : "cannot mount /proc (nested container?)",
 				     "run outside the container, or give it an unmasked /proc");
 		}
 	}
-	report_check(&d, "apparmor", h.apparmor_restrict_userns && !h.bwrap_runs ? CHECK_FAIL : CHECK_OK,
+	report_check(&d, "apparmor",
+		     h.apparmor_restrict_userns && !h.bwrap_runs ? CHECK_FAIL : CHECK_OK,
 		     h.apparmor_restrict_userns ? "apparmor_restrict_unprivileged_userns=1"
 						: "no AppArmor user-namespace restriction",
 		     "install contrib/apparmor/agentbox (see README)");
@@ -470,8 +477,9 @@ cmd_doctor(int argc, char **argv)
 			     "or set AGENTBOX_CGROUP to a delegated cgroup v2 directory");
 	} else {
 		snprintf(detail, sizeof(detail), "%s: memory %s, pids %s, cpu %s",
-			 h.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1", h.cg.memory ? "yes" : "no",
-			 h.cg.pids ? "yes" : "no", h.cg.cpu ? "yes" : "no");
+			 h.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1",
+			 h.cg.memory ? "yes" : "no", h.cg.pids ? "yes" : "no",
+			 h.cg.cpu ? "yes" : "no");
 		report_check(&d, "cgroups", h.cg.memory && h.cg.pids ? CHECK_OK : CHECK_WARN,
 			     detail, h.cg.why[0] ? h.cg.why : NULL);
 	}
@@ -501,8 +509,8 @@ cmd_doctor(int argc, char **argv)
 	} else {
 		json_decref(d.checks);
 		printf("%s\n", d.fails == 0 ? "agentbox can run sandboxes here."
-					     : "agentbox cannot run sandboxes here until the "
-					       "failures above are fixed.");
+					    : "agentbox cannot run sandboxes here until the "
+					      "failures above are fixed.");
 	}
 	return d.fails == 0 ? 0 : 1;
 }

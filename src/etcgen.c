@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <sys/stat.h>
 
 #include "plan.h"
@@ -23,16 +24,17 @@ struct etc_file {
 };
 
 #define STR_(x) #x
-#define STR(x)	STR_(x)
+#define STR(x)  STR_(x)
 
 static const struct etc_file etc_files[] = {
-	{ "passwd", "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" AB_SANDBOX_USER
-		    ":x:" STR(AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK
-									     ":/usr/sbin/nologin\n"
-									     "nobody:x:65534:65534:"
-									     "nobody:/nonexistent:/usr/"
-									     "sbin/nologin\n" },
-	{ "group", "root:x:0:\n" AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\nnogroup:x:65534:\n" },
+	{ "passwd", "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" AB_SANDBOX_USER ":x:" STR(
+			    AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK
+								    ":/usr/sbin/nologin\n"
+								    "nobody:x:65534:65534:"
+								    "nobody:/nonexistent:/usr/"
+								    "sbin/nologin\n" },
+	{ "group",
+	  "root:x:0:\n" AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\nnogroup:x:65534:\n" },
 	{ "hostname", AB_SANDBOX_HOSTNAME "\n" },
 	{ "hosts", "127.0.0.1\tlocalhost " AB_SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost "
 		   "ip6-loopback\n" },
@@ -64,23 +66,23 @@ static int add_host_entries(int efd, const char *const *entries, struct strv *re
 			    struct ab_err *err);
 
 int
-etcgen_fill(int efd, uid_t owner, gid_t group, bool net, struct strv *ret_host,
-	    struct ab_err *err)
+etcgen_fill(int efd, uid_t owner, gid_t group, bool net, struct strv *ret_host, struct ab_err *err)
 {
 	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++) {
 		r = write_file_at(efd, etc_files[i].name, etc_files[i].text, owner, group);
 		if (r < 0)
-			return ab_err_set(err, r, "write the sandbox /etc/%s: %s", etc_files[i].name,
-					  strerror(-r));
+			return ab_err_set(err, r, "write the sandbox /etc/%s: %s",
+					  etc_files[i].name, strerror(-r));
 	}
 	/* UTC: deterministic, and no host timezone leak. */
 	if (symlinkat("/usr/share/zoneinfo/Etc/UTC", efd, "localtime") < 0)
 		return ab_err_set(err, -errno, "write the sandbox /etc/localtime: %s",
 				  strerror(errno));
 	if (!net) {
-		r = write_file_at(efd, "resolv.conf", "# no network in the sandbox\n", owner, group);
+		r = write_file_at(efd, "resolv.conf", "# no network in the sandbox\n", owner,
+				  group);
 		if (r < 0)
 			return ab_err_set(err, r, "write the sandbox /etc/resolv.conf");
 	}

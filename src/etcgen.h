@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+
 #include <sys/types.h>
 
 #include "util/err.h"

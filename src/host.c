@@ -2,13 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <grp.h>
+
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -116,8 +117,8 @@ host_probe_paths(struct ab_host *h, struct ab_err *err)
 /* Runs bwrap with extra options and /usr/bin/true, as uid/gid when drop. Captures bwrap's
  * stderr into errbuf. Returns the exit status (0 = worked), or -errno. Bounded at 10 s. */
 static int
-probe_run(const char *bwrap, const char *const *opts, bool drop, uid_t uid, gid_t gid,
-	  char *errbuf, size_t errsize)
+probe_run(const char *bwrap, const char *const *opts, bool drop, uid_t uid, gid_t gid, char *errbuf,
+	  size_t errsize)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	struct strv av = { 0 };
@@ -192,15 +193,23 @@ probe_run(const char *bwrap, const char *const *opts, bool drop, uid_t uid, gid_
 int
 host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid)
 {
-	static const char *const full[] = { "--unshare-all",   "--unshare-user", "--disable-userns",
-					    "--die-with-parent", "--proc",	 "/proc",
-					    "--dev",	       "/dev",		 "--size",
-					    "1048576",	       "--tmpfs",	 "/tmp",
+	static const char *const full[] = { "--unshare-all",
+					    "--unshare-user",
+					    "--disable-userns",
+					    "--die-with-parent",
+					    "--proc",
+					    "/proc",
+					    "--dev",
+					    "/dev",
+					    "--size",
+					    "1048576",
+					    "--tmpfs",
+					    "/tmp",
 					    NULL };
-	static const char *const no_disable[] = { "--unshare-all", "--unshare-user",
-						  "--die-with-parent", "--proc", "/proc",
-						  "--dev", "/dev", "--size", "1048576",
-						  "--tmpfs", "/tmp", NULL };
+	static const char *const no_disable[] = {
+		"--unshare-all", "--unshare-user", "--die-with-parent", "--proc",  "/proc", "--dev",
+		"/dev",          "--size",         "1048576",           "--tmpfs", "/tmp",  NULL
+	};
 	static const char *const no_proc[] = { "--unshare-all", "--unshare-user",
 					       "--die-with-parent", NULL };
 	char buf[512];
@@ -243,10 +252,11 @@ probe_key(const struct ab_host *h, uid_t uid, char *buf, size_t size)
 				  sizeof(maxns));
 	(void) read_small_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", clone,
 				  sizeof(clone));
-	snprintf(buf, size, "v1 bwrap=%s:%llu:%llu:%lld:%lld boot=%s uid=%u maxns=%s clone=%s aa=%d",
+	snprintf(buf, size,
+		 "v1 bwrap=%s:%llu:%llu:%lld:%lld boot=%s uid=%u maxns=%s clone=%s aa=%d",
 		 h->bwrap_path, (unsigned long long) st.st_dev, (unsigned long long) st.st_ino,
-		 (long long) st.st_size, (long long) st.st_mtime, boot, (unsigned) uid, maxns, clone,
-		 h->apparmor_restrict_userns);
+		 (long long) st.st_size, (long long) st.st_mtime, boot, (unsigned) uid, maxns,
+		 clone, h->apparmor_restrict_userns);
 }
 
 int
@@ -265,8 +275,10 @@ host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, in
 	if (n > 0) {
 		char *nl = strchr(line, '\n');
 
-		if (nl && (size_t) (nl - line) == strlen(key) && strncmp(line, key, strlen(key)) == 0 &&
-		    sscanf(nl + 1, "runs=%d disable=%d size=%d proc=%d", &runs, &dis, &size, &proc) == 4 &&
+		if (nl && (size_t) (nl - line) == strlen(key) &&
+		    strncmp(line, key, strlen(key)) == 0 &&
+		    sscanf(nl + 1, "runs=%d disable=%d size=%d proc=%d", &runs, &dis, &size,
+			   &proc) == 4 &&
 		    runs == 1) {
 			h->bwrap_runs = true;
 			h->has_disable_userns = dis;

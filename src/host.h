@@ -3,8 +3,9 @@
 #pragma once
 
 #include <limits.h>
-#include <linux/limits.h>
 #include <stdbool.h>
+
+#include <linux/limits.h>
 #include <sys/types.h>
 
 #include "cgroup.h"
@@ -14,15 +15,15 @@ struct ab_host {
 	char bwrap_path[PATH_MAX]; /* absolute; "" when bwrap was not found */
 	char bwrap_version[32];
 	bool bwrap_setuid;
-	bool bwrap_runs;	     /* a minimal sandbox started (user namespaces work) */
-	char bwrap_error[512];	     /* why the minimal sandbox failed, when it did */
-	bool has_disable_userns;     /* `bwrap --disable-userns` worked */
-	bool has_size;		     /* `--size` accepted (tmpfs caps) */
-	bool proc_mountable;	     /* --proc worked (false inside some containers) */
-	bool probe_cached;	     /* the facts above came from the probe cache */
-	int landlock_abi;	     /* 0 when Landlock is unavailable */
+	bool bwrap_runs;               /* a minimal sandbox started (user namespaces work) */
+	char bwrap_error[512];         /* why the minimal sandbox failed, when it did */
+	bool has_disable_userns;       /* `bwrap --disable-userns` worked */
+	bool has_size;                 /* `--size` accepted (tmpfs caps) */
+	bool proc_mountable;           /* --proc worked (false inside some containers) */
+	bool probe_cached;             /* the facts above came from the probe cache */
+	int landlock_abi;              /* 0 when Landlock is unavailable */
 	bool apparmor_restrict_userns; /* kernel.apparmor_restrict_unprivileged_userns = 1 */
-	bool is_root;		       /* started with euid 0 */
+	bool is_root;                  /* started with euid 0 */
 	uid_t uid;
 	gid_t gid;
 	struct ab_cg_host cg;

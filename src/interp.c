@@ -1,11 +1,12 @@
 #include "interp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <fcntl.h>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -131,8 +132,7 @@ add_checked_bind(const struct ab_run_opts *o, struct ab_plan *plan, const char *
 {
 	const char *why = binds_refusal(src, getenv("HOME"));
 
-	STRV_FOREACH(a, &o->allow_binds)
-	{
+	STRV_FOREACH (a, &o->allow_binds) {
 		char areal[PATH_MAX];
 
 		if (realpath(*a, areal) && strcmp(areal, src) == 0)
@@ -141,8 +141,9 @@ add_checked_bind(const struct ab_run_opts *o, struct ab_plan *plan, const char *
 	if (why) {
 		ab_err_set(err, -EPERM, "%s needs '%s' mounted, which agentbox refuses: %s", what,
 			   src, why);
-		return ab_err_fix(err, "install it under /usr, /opt or a project directory, or "
-				       "add --allow-bind '%s'",
+		return ab_err_fix(err,
+				  "install it under /usr, /opt or a project directory, or "
+				  "add --allow-bind '%s'",
 				  src);
 	}
 	plan_add_ro_bind(plan, src, dest);
@@ -197,8 +198,9 @@ bind_libraries(const struct ab_run_opts *o, struct ab_plan *plan, const char *in
 			while (*line == '\t' || *line == ' ')
 				line++;
 			*strstr(line, " =>") = '\0';
-			ab_err_set(err, -ENOENT, "interpreter '%s' needs '%s', which the dynamic "
-						 "loader cannot find",
+			ab_err_set(err, -ENOENT,
+				   "interpreter '%s' needs '%s', which the dynamic "
+				   "loader cannot find",
 				   interp, line);
 			return ab_err_fix(err, "install that library, or fix the interpreter's "
 					       "RUNPATH / LD_LIBRARY_PATH");
@@ -280,8 +282,9 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 	if (lang == AB_LANG_PYTHON && o->venv) {
 		venv = venv_root(o->venv);
 		if (!venv) {
-			ab_err_set(err, -ENOENT, "--venv '%s' is not a virtual environment (no "
-						 "pyvenv.cfg)",
+			ab_err_set(err, -ENOENT,
+				   "--venv '%s' is not a virtual environment (no "
+				   "pyvenv.cfg)",
 				   o->venv);
 			return ab_err_fix(err, "create it with python3 -m venv DIR");
 		}
@@ -339,10 +342,11 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 
 		ab_err_set(err, -e, "%s interpreter '%s' not found: %s", what, given, strerror(e));
 		err->exit = AB_EXIT_NOT_FOUND;
-		return ab_err_fix(err, "%s",
-				  lang == AB_LANG_PYTHON
-					  ? "apt-get install python3, or pass --python /path/to/python3"
-					  : "pass --node /path/to/node");
+		return ab_err_fix(
+			err, "%s",
+			lang == AB_LANG_PYTHON
+				? "apt-get install python3, or pass --python /path/to/python3"
+				: "pass --node /path/to/node");
 	}
 	if (stat(real, &st) < 0 || !S_ISREG(st.st_mode) || access(real, X_OK) < 0) {
 		ab_err_set(err, -EACCES, "%s interpreter '%s' is not an executable file", what,

@@ -81,7 +81,9 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		/* --pids counts the tasks in the sandbox (agentbox-init included); bwrap's
 		 * monitor outside it is in the cgroup too */
 		lp->cg.pids = o->limits[AB_LIM_PIDS].value + 1;
-		set_limit(res, AB_LIM_PIDS, o->limits[AB_LIM_PIDS].value, cg->kind == AB_CG_V2 ? "cgroup v2 pids.max" : "cgroup v1 pids.max", true, NULL);
+		set_limit(res, AB_LIM_PIDS, o->limits[AB_LIM_PIDS].value,
+			  cg->kind == AB_CG_V2 ? "cgroup v2 pids.max" : "cgroup v1 pids.max", true,
+			  NULL);
 	} else if (per_run_userns) {
 		/* RLIMIT_NPROC is charged per user namespace level (Linux 5.14+ ucounts): in
 		 * the supervisor's own user namespace it counts only this run's tasks. */
@@ -110,9 +112,10 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		if (r < 0)
 			return r;
 		lp->cpu_affinity = (int) ((o->limits[AB_LIM_CPUS_MILLI].value + 999) / 1000);
-		set_limit(res, AB_LIM_CPUS_MILLI, (uint64_t) lp->cpu_affinity * 1000,
-			  "cpu affinity (whole cores)", false,
-			  "fallback: pinned to whole cores; the script can change its own affinity");
+		set_limit(
+			res, AB_LIM_CPUS_MILLI, (uint64_t) lp->cpu_affinity * 1000,
+			"cpu affinity (whole cores)", false,
+			"fallback: pinned to whole cores; the script can change its own affinity");
 	}
 
 	/* cpu-time: optional */
@@ -125,8 +128,9 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			lp->use_cgroup = true;
 			lp->cg_cpu_time = true;
 			set_limit(res, AB_LIM_CPU_TIME_MS, ms,
-				  cg->kind == AB_CG_V2 ? "cgroup v2 cpu.stat polled + RLIMIT_CPU"
-						       : "cgroup v1 cpuacct.usage polled + RLIMIT_CPU",
+				  cg->kind == AB_CG_V2
+					  ? "cgroup v2 cpu.stat polled + RLIMIT_CPU"
+					  : "cgroup v1 cpuacct.usage polled + RLIMIT_CPU",
 				  true, NULL);
 		} else {
 			set_limit(res, AB_LIM_CPU_TIME_MS, ms, "rlimit RLIMIT_CPU (per process)",
@@ -183,8 +187,9 @@ limits_apply_rlimits(const struct ab_limits_plan *lp)
 		int res;
 		rlim_t v;
 	} const table[] = {
-		{ RLIMIT_CORE, lp->core },   { RLIMIT_FSIZE, lp->fsize }, { RLIMIT_NOFILE, lp->nofile },
-		{ RLIMIT_CPU, lp->cpu_s },   { RLIMIT_NPROC, lp->nproc },
+		{ RLIMIT_CORE, lp->core },     { RLIMIT_FSIZE, lp->fsize },
+		{ RLIMIT_NOFILE, lp->nofile }, { RLIMIT_CPU, lp->cpu_s },
+		{ RLIMIT_NPROC, lp->nproc },
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {

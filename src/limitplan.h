@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <sys/resource.h>
 
 #include "cgroup.h"

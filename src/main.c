@@ -2,11 +2,11 @@
  * exactly what happened. main() only dispatches; see docs/design.md for the theory of
  * operation. Only this file prints errors and picks exit statuses. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include "cli.h"
 #include "cmds.h"

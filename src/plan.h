@@ -4,25 +4,26 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <sys/types.h>
 
 #include "cli.h"
 #include "util/strv.h"
 
 /* Fixed fd numbers in the bwrap process (the child dup2()s onto them before exec). */
-#define AB_FD_ARGS    3 /* bwrap --args: the NUL-separated argv below */
-#define AB_FD_SECCOMP 4 /* bwrap --seccomp */
-#define AB_FD_STATUS  5 /* agentbox-init writes its status records here */
-#define AB_FD_INFO    6 /* bwrap --info-fd: the sandbox's PID 1 as seen from the host */
-#define AB_FD_BLOCK   7 /* bwrap --block-fd: PID 1 waits here until it is in the cgroup */
+#define AB_FD_ARGS       3 /* bwrap --args: the NUL-separated argv below */
+#define AB_FD_SECCOMP    4 /* bwrap --seccomp */
+#define AB_FD_STATUS     5 /* agentbox-init writes its status records here */
+#define AB_FD_INFO       6 /* bwrap --info-fd: the sandbox's PID 1 as seen from the host */
+#define AB_FD_BLOCK      7 /* bwrap --block-fd: PID 1 waits here until it is in the cgroup */
 #define AB_FD_FIRST_FREE 8
 
 /* Paths inside the sandbox. */
-#define AB_SANDBOX_WORK	    "/work"
-#define AB_SANDBOX_INIT	    "/.agentbox/init"
-#define AB_SANDBOX_UID	    1000
-#define AB_SANDBOX_GID	    1000
-#define AB_SANDBOX_USER	    "agent"
+#define AB_SANDBOX_WORK     "/work"
+#define AB_SANDBOX_INIT     "/.agentbox/init"
+#define AB_SANDBOX_UID      1000
+#define AB_SANDBOX_GID      1000
+#define AB_SANDBOX_USER     "agent"
 #define AB_SANDBOX_HOSTNAME "sandbox"
 
 struct ab_bind {
@@ -32,13 +33,13 @@ struct ab_bind {
 
 struct ab_plan {
 	enum ab_lang lang;
-	char *interp;		 /* absolute interpreter path, the same inside the sandbox */
-	char *venv;		 /* Python virtualenv (bound read-only, activated), or NULL */
-	char *script_sandbox;	 /* e.g. /work/agent_script.py */
-	struct strv script_args; /* after the script path */
-	char *work_src;		 /* host path bound read-write at /work */
-	char *etc_src;		 /* generated /etc (host path) */
-	char *init_src;		 /* agentbox-init on the host */
+	char *interp;             /* absolute interpreter path, the same inside the sandbox */
+	char *venv;               /* Python virtualenv (bound read-only, activated), or NULL */
+	char *script_sandbox;     /* e.g. /work/agent_script.py */
+	struct strv script_args;  /* after the script path */
+	char *work_src;           /* host path bound read-write at /work */
+	char *etc_src;            /* generated /etc (host path) */
+	char *init_src;           /* agentbox-init on the host */
 	struct ab_bind *ro_binds; /* extra read-only binds (interpreter prefix, venv...) */
 	size_t n_ro_binds;
 	struct strv env;      /* NAME=VALUE, the sandbox's whole environment */
@@ -47,13 +48,13 @@ struct ab_plan {
 	bool lib32, libx32;   /* /lib32, /libx32 exist as usr/ symlinks */
 	bool disable_userns;
 	bool seccomp;
-	bool landlock;		/* agentbox-init applies Landlock */
-	bool landlock_net;	/* ... with TCP bind/connect denied (ABI >= 4) */
-	bool landlock_scope;	/* ... with abstract-socket and signal scoping (ABI >= 6) */
-	uint64_t tmp_size;	/* /tmp and /dev/shm tmpfs size, bytes */
-	bool share_net;		/* `agentbox prepare` only: the host network */
-	bool cgroup_handshake;	/* --info-fd/--block-fd: join the cgroup during bwrap's setup */
-	char *rw_bind;		/* `agentbox prepare` only: the environment being built */
+	bool landlock;         /* agentbox-init applies Landlock */
+	bool landlock_net;     /* ... with TCP bind/connect denied (ABI >= 4) */
+	bool landlock_scope;   /* ... with abstract-socket and signal scoping (ABI >= 6) */
+	uint64_t tmp_size;     /* /tmp and /dev/shm tmpfs size, bytes */
+	bool share_net;        /* `agentbox prepare` only: the host network */
+	bool cgroup_handshake; /* --info-fd/--block-fd: join the cgroup during bwrap's setup */
+	char *rw_bind;         /* `agentbox prepare` only: the environment being built */
 };
 
 void plan_done(struct ab_plan *p);

@@ -3,17 +3,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
+#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <sys/file.h>
 #include <sys/stat.h>
-
-#include <jansson.h>
-#include <nettle/sha2.h>
 
 #include "cli.h"
 #include "result.h"
@@ -108,7 +108,7 @@ hash_interpreter(struct sha256_ctx *h, const char *path)
 struct env_spec {
 	bool python;
 	const char *reqs; /* requirements.txt or package.json */
-	char *lock;	  /* package-lock.json (node), may be NULL */
+	char *lock;       /* package-lock.json (node), may be NULL */
 	const char *interp;
 	bool system_site;
 };
@@ -286,13 +286,12 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 	if (r < 0)
 		return r;
 	ab_err_set(err, -ENOENT, "no environment prepared from '%s' in '%s'", spec, cache);
-	return ab_err_fix(err, "run agentbox prepare --%s '%s' first", es.python ? "python" : "node",
-			  spec);
+	return ab_err_fix(err, "run agentbox prepare --%s '%s' first",
+			  es.python ? "python" : "node", spec);
 }
 
 static int
-write_marker(const char *dir, const struct env_spec *s, const char *key, uid_t owner,
-	     gid_t group)
+write_marker(const char *dir, const struct env_spec *s, const char *key, uid_t owner, gid_t group)
 {
 	cleanup_free char *path = xasprintf("%s/" AB_ENV_MARKER, dir);
 	cleanup_free char *tmp = xasprintf("%s.tmp", path);
@@ -346,8 +345,8 @@ cmd_prepare(int argc, char **argv)
 	struct env_spec es = { 0 };
 	const char *find_links = NULL, *report = NULL;
 	bool no_index = false;
-	cleanup_free char *cache = NULL, *node = NULL, *dir = NULL, *tmpdir = NULL,
-			   *driver = NULL, *lockarg = NULL;
+	cleanup_free char *cache = NULL, *node = NULL, *dir = NULL, *tmpdir = NULL, *driver = NULL,
+			  *lockarg = NULL;
 	struct strv run_argv = { 0 };
 	const char *lim_timeout = "10m", *lim_memory = NULL, *lim_pids = NULL;
 	struct ab_err err = { 0 };
@@ -577,8 +576,8 @@ cmd_prepare(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 	{
-		cleanup_free char *check = xasprintf(
-			"%s/%s", dir, es.python ? "venv/bin/python" : "node_modules");
+		cleanup_free char *check =
+			xasprintf("%s/%s", dir, es.python ? "venv/bin/python" : "node_modules");
 
 		if (access(check, F_OK) != 0) {
 			r = ab_err_set(&err, -ENOENT, "the install finished but '%s' is missing",

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <sys/stat.h>
 
 #include "config.h"
@@ -156,7 +157,7 @@ utf8_sanitize(const char *buf, size_t len, size_t *ret_len, bool *lossy)
 		q += n;
 		i += n;
 		continue;
-bad:
+	bad:
 		memcpy(q, "\xEF\xBF\xBD", 3);
 		q += 3;
 		i++;
@@ -206,8 +207,8 @@ limits_json(const struct ab_result *r)
 		if (!l->applies)
 			continue;
 		e = json_pack("{s:o, s:b, s:o, s:o, s:b}", "requested",
-			      req ? json_integer((json_int_t) req->value) : json_null(),
-			      "explicit", req ? req->set : false, "enforced",
+			      req ? json_integer((json_int_t) req->value) : json_null(), "explicit",
+			      req ? req->set : false, "enforced",
 			      l->mechanism ? json_integer((json_int_t) l->enforced) : json_null(),
 			      "mechanism", str_or_null(l->mechanism), "whole_run", l->enforced_ok);
 		if (l->note)
@@ -222,8 +223,8 @@ strv_json(const struct strv *sv)
 {
 	json_t *a = json_array();
 
-	STRV_FOREACH(s, sv)
-	json_array_append_new(a, json_string(*s));
+	STRV_FOREACH (s, sv)
+		json_array_append_new(a, json_string(*s));
 	return a;
 }
 
@@ -239,9 +240,10 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "status", json_string(result_status_name(r->status)));
 	json_object_set_new(o, "exit_code", int_or_null(r->exit_code));
 	json_object_set_new(o, "signal", r->signal > 0 ? json_integer(r->signal) : json_null());
-	json_object_set_new(o, "signal_name",
-			    r->signal > 0 ? json_string(sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?")
-					  : json_null());
+	json_object_set_new(
+		o, "signal_name",
+		r->signal > 0 ? json_string(sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?")
+			      : json_null());
 	json_object_set_new(o, "agentbox_exit", json_integer(r->agentbox_exit));
 	json_object_set_new(o, "message", str_or_null(r->message));
 	json_object_set_new(o, "fix", str_or_null(r->fix));
@@ -253,8 +255,9 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "kill_to_reaped_ms", int_or_null(r->kill_to_reaped_ms));
 	json_object_set_new(o, "agentbox_max_rss_kib", int_or_null(r->supervisor_max_rss_kib));
 	json_object_set_new(o, "script", str_or_null(r->script));
-	json_object_set_new(o, "lang", r->lang == AB_LANG_AUTO ? json_null()
-							       : json_string(interp_lang_name(r->lang)));
+	json_object_set_new(o, "lang",
+			    r->lang == AB_LANG_AUTO ? json_null()
+						    : json_string(interp_lang_name(r->lang)));
 	json_object_set_new(o, "interpreter", str_or_null(r->interpreter));
 	json_object_set_new(o, "stdout", stream_json(&r->out));
 	json_object_set_new(o, "stderr", stream_json(&r->err));
@@ -269,9 +272,10 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "limits", limits_json(r));
 	usage = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "memory_peak_bytes",
 			  int_or_null(r->usage.memory_peak_bytes), "cpu_ms",
-			  int_or_null(r->usage.cpu_ms), "tasks_peak", int_or_null(r->usage.tasks_peak),
-			  "workspace_bytes", int_or_null(r->usage.workspace_bytes),
-			  "workspace_entries", int_or_null(r->usage.workspace_entries), "oom_kills",
+			  int_or_null(r->usage.cpu_ms), "tasks_peak",
+			  int_or_null(r->usage.tasks_peak), "workspace_bytes",
+			  int_or_null(r->usage.workspace_bytes), "workspace_entries",
+			  int_or_null(r->usage.workspace_entries), "oom_kills",
 			  int_or_null(r->usage.oom_kills), "pids_refused",
 			  int_or_null(r->usage.pids_refused));
 	json_object_set_new(o, "usage", usage);
@@ -283,10 +287,11 @@ report_build(const struct ab_result *r)
 		json_object_set_new(prot, r->prot[i].name, e);
 	}
 	json_object_set_new(o, "sandbox", prot);
-	json_object_set_new(o, "sandbox_host_uid", r->sandbox_host_uid == (uid_t) -1
-							   ? json_null()
-							   : json_integer(r->sandbox_host_uid));
-	json_object_set_new(o, "workspace_given_to_sandbox_uid", json_boolean(r->workspace_chowned));
+	json_object_set_new(o, "sandbox_host_uid",
+			    r->sandbox_host_uid == (uid_t) -1 ? json_null()
+							      : json_integer(r->sandbox_host_uid));
+	json_object_set_new(o, "workspace_given_to_sandbox_uid",
+			    json_boolean(r->workspace_chowned));
 	json_object_set_new(o, "warnings", strv_json(&r->warnings));
 	return o;
 }

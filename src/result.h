@@ -1,48 +1,48 @@
 /* result.h: what happened in one run; filled as the run goes, turned into JSON by report.c. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
-#include <jansson.h>
+#include <sys/types.h>
 
 #include "cli.h"
 #include "util/strv.h"
 
 enum ab_status {
-	AB_STATUS_EXITED,	  /* the script exited on its own (exit_code) */
-	AB_STATUS_SIGNALED,	  /* the script died of a signal it did not get from a limit */
-	AB_STATUS_TIMEOUT,	  /* the wall-clock limit ended it */
-	AB_STATUS_OOM,		  /* the memory limit: a process was OOM-killed */
-	AB_STATUS_PIDS_LIMIT,	  /* the task limit refused a fork */
-	AB_STATUS_CPU_TIME_LIMIT, /* the CPU-time limit ended it */
-	AB_STATUS_DISK_LIMIT,	  /* the workspace ran out of bytes or entries */
+	AB_STATUS_EXITED,          /* the script exited on its own (exit_code) */
+	AB_STATUS_SIGNALED,        /* the script died of a signal it did not get from a limit */
+	AB_STATUS_TIMEOUT,         /* the wall-clock limit ended it */
+	AB_STATUS_OOM,             /* the memory limit: a process was OOM-killed */
+	AB_STATUS_PIDS_LIMIT,      /* the task limit refused a fork */
+	AB_STATUS_CPU_TIME_LIMIT,  /* the CPU-time limit ended it */
+	AB_STATUS_DISK_LIMIT,      /* the workspace ran out of bytes or entries */
 	AB_STATUS_FILE_SIZE_LIMIT, /* a write went past --file-size (SIGXFSZ / EFBIG) */
-	AB_STATUS_OUTPUT_LIMIT,	  /* stdout or stderr went past --output-limit; run stopped */
-	AB_STATUS_EXEC_FAILED,	  /* the interpreter could not be started in the sandbox */
-	AB_STATUS_INTERRUPTED,	  /* agentbox got SIGINT/SIGTERM/SIGHUP and stopped the run */
-	AB_STATUS_SETUP_ERROR,	  /* agentbox failed or refused before the script ran */
-	AB_STATUS_USAGE_ERROR,	  /* the command line was wrong */
-	AB_STATUS_DRY_RUN,	  /* --dry-run: nothing ran */
+	AB_STATUS_OUTPUT_LIMIT,    /* stdout or stderr went past --output-limit; run stopped */
+	AB_STATUS_EXEC_FAILED,     /* the interpreter could not be started in the sandbox */
+	AB_STATUS_INTERRUPTED,     /* agentbox got SIGINT/SIGTERM/SIGHUP and stopped the run */
+	AB_STATUS_SETUP_ERROR,     /* agentbox failed or refused before the script ran */
+	AB_STATUS_USAGE_ERROR,     /* the command line was wrong */
+	AB_STATUS_DRY_RUN,         /* --dry-run: nothing ran */
 	AB_STATUS_COUNT,
 };
 
 const char *result_status_name(enum ab_status s);
 
 struct ab_stream {
-	char *buf;	/* captured bytes (up to the cap), not NUL-terminated */
-	size_t len;	/* captured length */
+	char *buf;      /* captured bytes (up to the cap), not NUL-terminated */
+	size_t len;     /* captured length */
 	uint64_t bytes; /* everything the script wrote to the stream */
 	bool truncated;
 };
 
 struct ab_limit_result {
-	bool applies;	       /* false: not reported (e.g. cpu-time off) */
+	bool applies;          /* false: not reported (e.g. cpu-time off) */
 	uint64_t enforced;     /* value in force (0 when not enforced) */
 	const char *mechanism; /* "cgroup v1 memory.limit_in_bytes", "rlimit", "tmpfs", ... */
 	bool enforced_ok;      /* the mechanism bounds the whole run as asked */
-	char *note;	       /* malloc'd, may be NULL */
+	char *note;            /* malloc'd, may be NULL */
 };
 
 struct ab_protection {
@@ -53,12 +53,12 @@ struct ab_protection {
 
 struct ab_usage {
 	int64_t memory_peak_bytes; /* -1 unknown */
-	int64_t cpu_ms;		   /* -1 unknown */
-	int64_t tasks_peak;	   /* -1 unknown */
+	int64_t cpu_ms;            /* -1 unknown */
+	int64_t tasks_peak;        /* -1 unknown */
 	int64_t workspace_bytes;   /* bytes in the workspace after the run; -1 unknown */
 	int64_t workspace_entries; /* entries in the workspace after the run; -1 unknown */
-	int64_t oom_kills;	   /* -1 unknown */
-	int64_t pids_refused;	   /* forks refused at the task limit; -1 unknown */
+	int64_t oom_kills;         /* -1 unknown */
+	int64_t pids_refused;      /* forks refused at the task limit; -1 unknown */
 };
 
 struct ab_result {
@@ -82,16 +82,16 @@ struct ab_result {
 	enum ab_lang lang;
 	char *interpreter;
 	char *collect_dir;
-	json_t *files;	   /* manifest (owned) or NULL */
+	json_t *files;     /* manifest (owned) or NULL */
 	json_t *collected; /* --collect summary (owned) or NULL */
-	json_t *inputs;	   /* copy-in report (owned) or NULL */
+	json_t *inputs;    /* copy-in report (owned) or NULL */
 	struct ab_limit_result limits[AB_LIM_COUNT];
 	struct ab_run_opts *opts; /* requested values (borrowed) */
 	struct ab_usage usage;
 	struct ab_protection prot[24];
 	size_t n_prot;
-	uid_t sandbox_host_uid;	 /* host uid the script ran as */
-	bool workspace_chowned;	 /* a root caller's --workspace was given to the sandbox uid */
+	uid_t sandbox_host_uid; /* host uid the script ran as */
+	bool workspace_chowned; /* a root caller's --workspace was given to the sandbox uid */
 	struct strv warnings;
 	struct strv limits_hit; /* every limit with evidence it was reached */
 };

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -20,8 +21,8 @@
 
 #include "binds.h"
 #include "bwargv.h"
-#include "config.h"
 #include "cgroup.h"
+#include "config.h"
 #include "etcgen.h"
 #include "host.h"
 #include "interp.h"
@@ -53,10 +54,10 @@ struct run_ctx {
 	gid_t sb_gid;
 	uid_t owner_uid; /* owner for files we create for the sandbox, or -1 */
 	gid_t owner_gid;
-	bool mntns;	      /* we are in our private mount namespace */
-	bool tmpfs_mounted;   /* run/mnt is the capped tmpfs */
-	bool etc_mounted;     /* run/etc is the /etc tmpfs */
-	int work_fd;	      /* the live workspace (tmpfs or --workspace DIR) */
+	bool mntns;         /* we are in our private mount namespace */
+	bool tmpfs_mounted; /* run/mnt is the capped tmpfs */
+	bool etc_mounted;   /* run/etc is the /etc tmpfs */
+	int work_fd;        /* the live workspace (tmpfs or --workspace DIR) */
 	int script_fd;
 	int seccomp_fd;
 	int stdin_fd;
@@ -89,8 +90,9 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 			g = strtoul(end + 1, &end, 10);
 		}
 		if (errno || *end || u > 0x7fffffffUL || g > 0x7fffffffUL)
-			return ab_err_usage(err, "invalid --sandbox-user '%s': expected NAME or "
-						 "UID[:GID]",
+			return ab_err_usage(err,
+					    "invalid --sandbox-user '%s': expected NAME or "
+					    "UID[:GID]",
 					    spec);
 		*ret_uid = (uid_t) u;
 		*ret_gid = (gid_t) g;
@@ -98,7 +100,8 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 		pw = getpwnam(spec);
 		if (!pw) {
 			ab_err_set(err, -ENOENT, "--sandbox-user '%s' does not exist", spec);
-			return ab_err_fix(err, "create it (useradd --system %s) or pass a UID", spec);
+			return ab_err_fix(err, "create it (useradd --system %s) or pass a UID",
+					  spec);
 		}
 		*ret_uid = pw->pw_uid;
 		*ret_gid = pw->pw_gid;
@@ -196,8 +199,8 @@ mount_etc(struct run_ctx *c, struct ab_err *err)
 	uid_t uid = c->drop ? c->sb_uid : geteuid();
 	gid_t gid = c->drop ? c->sb_gid : getegid();
 
-	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=64,mode=0755,uid=%u,gid=%u",
-		 (unsigned) uid, (unsigned) gid);
+	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=64,mode=0755,uid=%u,gid=%u", (unsigned) uid,
+		 (unsigned) gid);
 	if (mount("agentbox-etc", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return ab_err_set(err, -errno, "mount the sandbox /etc: %s", strerror(errno));
 	c->etc_mounted = true;
@@ -338,8 +341,7 @@ copy_inputs(struct run_ctx *c, struct ab_err *err)
 		return r == -ENOSPC ? ab_err_fix(err, "raise --disk") : r;
 	}
 	c->res->inputs = json_array();
-	STRV_FOREACH(in, &c->o->inputs)
-	{
+	STRV_FOREACH (in, &c->o->inputs) {
 		cleanup_fd int fd = -1;
 		cleanup_free char *name = base_name(*in);
 		struct stat st;
@@ -355,18 +357,21 @@ copy_inputs(struct run_ctx *c, struct ab_err *err)
 		if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			return ab_err_usage(err, "--input '%s' has no usable name", *in);
 		if (S_ISREG(st.st_mode)) {
-			cleanup_fd int rfd = open(*in, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			cleanup_fd int rfd =
+				open(*in, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
 			if (rfd < 0)
 				return ab_err_set(err, -errno, "--input '%s': %s", *in,
 						  strerror(errno));
 			r = rundir_copy_file(rfd, c->work_fd, name, ou, og);
 			if (r == -EEXIST)
-				return ab_err_usage(err, "--input '%s': the workspace already has "
-							 "'%s'",
+				return ab_err_usage(err,
+						    "--input '%s': the workspace already has "
+						    "'%s'",
 						    *in, name);
 			if (r == -ENOSPC || r == -EFBIG) {
-				ab_err_set(err, r, "--input '%s' does not fit in the workspace", *in);
+				ab_err_set(err, r, "--input '%s' does not fit in the workspace",
+					   *in);
 				return ab_err_fix(err, "raise --disk / --inodes");
 			}
 			if (r < 0)
@@ -375,7 +380,8 @@ copy_inputs(struct run_ctx *c, struct ab_err *err)
 					      json_pack("{s:s, s:s, s:I}", "path", *in, "type",
 							"file", "bytes", (json_int_t) st.st_size));
 		} else if (S_ISDIR(st.st_mode)) {
-			cleanup_fd int dfd = open(*in, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			cleanup_fd int dfd =
+				open(*in, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			struct ab_walk_opts wo = {
 				.max_entries = c->o->limits[AB_LIM_INODES].value,
 				.max_file_bytes = c->o->limits[AB_LIM_DISK].value,
@@ -392,10 +398,12 @@ copy_inputs(struct run_ctx *c, struct ab_err *err)
 				return ab_err_set(err, -errno, "--input '%s': %s", *in,
 						  strerror(errno));
 			if (mkdirat(c->work_fd, name, 0755) < 0)
-				return ab_err_usage(err, "--input '%s': cannot create '%s' in the "
-							 "workspace: %s",
+				return ab_err_usage(err,
+						    "--input '%s': cannot create '%s' in the "
+						    "workspace: %s",
 						    *in, name, strerror(errno));
-			sub = openat(c->work_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			sub = openat(c->work_fd, name,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0 || (ou != (uid_t) -1 && fchown(sub, ou, og) < 0))
 				return ab_err_set(err, -errno, "--input '%s'", *in);
 			wo.dst_dirfd = sub;
@@ -409,26 +417,28 @@ copy_inputs(struct run_ctx *c, struct ab_err *err)
 				cleanup_free char *esc = walk_escape_name(m.entries[i].path);
 
 				json_array_append_new(
-					skipped, json_pack("{s:s, s:s}", "path", esc ? esc : "?",
-							   "reason", m.entries[i].reason
-									     ? m.entries[i].reason
-									     : "not copied"));
+					skipped,
+					json_pack("{s:s, s:s}", "path", esc ? esc : "?", "reason",
+						  m.entries[i].reason ? m.entries[i].reason
+								      : "not copied"));
 			}
 			json_array_append_new(c->res->inputs,
-					      json_pack("{s:s, s:s, s:I, s:I, s:o, s:b}", "path", *in,
-							"type", "dir", "bytes",
+					      json_pack("{s:s, s:s, s:I, s:I, s:o, s:b}", "path",
+							*in, "type", "dir", "bytes",
 							(json_int_t) m.copied_bytes, "entries",
 							(json_int_t) m.total_entries, "skipped",
 							skipped, "truncated", m.truncated));
 			if (json_array_size(skipped) > 0)
-				result_warn(c->res, "--input '%s': %zu entries not copied (see inputs)",
+				result_warn(c->res,
+					    "--input '%s': %zu entries not copied (see inputs)",
 					    *in, json_array_size(skipped));
 			manifest_done(&m);
 		} else {
 			json_array_append_new(c->res->inputs,
 					      json_pack("{s:s, s:s, s:s}", "path", *in, "type",
 							S_ISLNK(st.st_mode) ? "symlink" : "special",
-							"skipped", "not a regular file or directory"));
+							"skipped",
+							"not a regular file or directory"));
 			result_warn(c->res, "--input '%s' is a %s: not copied", *in,
 				    S_ISLNK(st.st_mode) ? "symlink" : "special file");
 		}
@@ -470,8 +480,8 @@ build_env(struct run_ctx *c)
 	strv_push(e, "TMPDIR=/tmp");
 	strv_push(e, "LANG=C.UTF-8");
 	strv_push(e, "PYTHONDONTWRITEBYTECODE=1");
-	STRV_FOREACH(kv, &c->o->env)
-	strv_push(e, *kv);
+	STRV_FOREACH (kv, &c->o->env)
+		strv_push(e, *kv);
 }
 
 /* ---- outcome ---------------------------------------------------------------------------- */
@@ -523,7 +533,8 @@ interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usa
 		res->message = xasprintf("output passed --output-limit (%llu bytes per stream); "
 					 "the run was stopped",
 					 (unsigned long long) c->lp.output_bytes);
-	} else if (oc->cpu_time_limited || (res->signal == SIGXCPU && c->lp.cpu_s != RLIM_INFINITY)) {
+	} else if (oc->cpu_time_limited ||
+		   (res->signal == SIGXCPU && c->lp.cpu_s != RLIM_INFINITY)) {
 		/* Without a cgroup only SIGXCPU is evidence: RLIMIT_CPU is per process, and the
 		 * run's summed CPU time says nothing about any one process. */
 		res->status = AB_STATUS_CPU_TIME_LIMIT;
@@ -625,20 +636,23 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 				       "user.max_user_namespaces > 0); run `agentbox doctor`");
 	}
 	if (!h->proc_mountable) {
-		ab_err_set(err, -EPERM, "bubblewrap cannot mount a fresh /proc here (a container "
-					"without a /proc it may remount?)");
+		ab_err_set(err, -EPERM,
+			   "bubblewrap cannot mount a fresh /proc here (a container "
+			   "without a /proc it may remount?)");
 		return ab_err_fix(err, "run agentbox outside the container or give the container "
 				       "an unmasked /proc; run `agentbox doctor`");
 	}
 	if (!h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS]) {
-		ab_err_set(err, -ENOTSUP, "this bwrap cannot disable nested user namespaces "
-					  "(--disable-userns)");
+		ab_err_set(err, -ENOTSUP,
+			   "this bwrap cannot disable nested user namespaces "
+			   "(--disable-userns)");
 		return ab_err_fix(err, "install bubblewrap >= 0.8, or pass --without "
 				       "disable-userns");
 	}
 	if (h->landlock_abi <= 0 && !c->o->without[AB_PROT_LANDLOCK]) {
-		ab_err_set(err, -ENOTSUP, "this kernel has no Landlock (needs Linux >= 5.13 with "
-					  "CONFIG_SECURITY_LANDLOCK and lsm=landlock)");
+		ab_err_set(err, -ENOTSUP,
+			   "this kernel has no Landlock (needs Linux >= 5.13 with "
+			   "CONFIG_SECURITY_LANDLOCK and lsm=landlock)");
 		return ab_err_fix(err, "boot with landlock in lsm=, or pass --without landlock");
 	}
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
@@ -694,9 +708,10 @@ record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 		       (unsigned) (c->drop ? c->sb_uid : geteuid()));
 	result_protect(r, "pid1_nondumpable", oc && oc->init_started, "agentbox-init is PID 1");
 	result_protect(r, "cgroup", c->cg_made, "%s",
-		       c->cg_made ? (c->host.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1")
-				  : (c->o->without[AB_PROT_CGROUP] ? "opted out with --without cgroup"
-								  : c->host.cg.why));
+		       c->cg_made
+			       ? (c->host.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1")
+			       : (c->o->without[AB_PROT_CGROUP] ? "opted out with --without cgroup"
+								: c->host.cg.why));
 }
 
 static int
@@ -760,9 +775,10 @@ collect_workspace(struct run_ctx *c, struct ab_err *err)
 		for (size_t i = 0; i < cm.n; i++)
 			if (!cm.entries[i].collected)
 				skipped++;
-		c->res->collected = json_pack("{s:s, s:I, s:I, s:o}", "dir", c->o->collect_dir,
-					      "bytes", (json_int_t) cm.copied_bytes, "skipped_count",
-					      (json_int_t) skipped, "files", manifest_to_json(&cm));
+		c->res->collected =
+			json_pack("{s:s, s:I, s:I, s:o}", "dir", c->o->collect_dir, "bytes",
+				  (json_int_t) cm.copied_bytes, "skipped_count",
+				  (json_int_t) skipped, "files", manifest_to_json(&cm));
 		manifest_done(&cm);
 	}
 	return 0;
@@ -798,8 +814,9 @@ cleanup_run(struct run_ctx *c)
 int
 run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 {
-	struct run_ctx c = { .o = o, .res = res, .work_fd = -1, .script_fd = -1,
-			     .seccomp_fd = -1, .stdin_fd = -1 };
+	struct run_ctx c = {
+		.o = o, .res = res, .work_fd = -1, .script_fd = -1, .seccomp_fd = -1, .stdin_fd = -1
+	};
 	struct ab_outcome oc = { 0 };
 	struct ab_cg_usage usage = { 0 };
 	struct strv av = { 0 }, cmd = { 0 };
@@ -849,14 +866,16 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 		if (env_venv && c.plan.lang != AB_LANG_PYTHON) {
-			r = ab_err_usage(err, "--env-dir '%s' is a Python environment but the script "
-					      "is %s",
+			r = ab_err_usage(err,
+					 "--env-dir '%s' is a Python environment but the script "
+					 "is %s",
 					 o->env_dir, interp_lang_name(c.plan.lang));
 			goto out;
 		}
 		if (env_nm && c.plan.lang != AB_LANG_NODE) {
-			r = ab_err_usage(err, "--env-dir '%s' is a Node environment but the script "
-					      "is %s",
+			r = ab_err_usage(err,
+					 "--env-dir '%s' is a Node environment but the script "
+					 "is %s",
 					 o->env_dir, interp_lang_name(c.plan.lang));
 			goto out;
 		}
@@ -869,15 +888,15 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (r < 0)
 		goto out;
 	res->interpreter = xstrdup(c.plan.interp);
-	STRV_FOREACH(spec, &o->ro_binds)
-	{
+	STRV_FOREACH (spec, &o->ro_binds) {
 		r = binds_add_user(&c.plan, *spec, &o->allow_binds, err);
 		if (r < 0)
 			goto out;
 	}
 	if (!c.host.bwrap_path[0]) {
 		if (getenv("AGENTBOX_BWRAP")) {
-			r = ab_err_set(err, -ENOENT, "AGENTBOX_BWRAP='%s' is not an executable bwrap",
+			r = ab_err_set(err, -ENOENT,
+				       "AGENTBOX_BWRAP='%s' is not an executable bwrap",
 				       getenv("AGENTBOX_BWRAP"));
 			ab_err_fix(err, "unset AGENTBOX_BWRAP or point it at bwrap");
 		} else {
@@ -887,7 +906,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		goto out;
 	}
 	if (!c.host.init_path[0]) {
-		r = ab_err_set(err, -ENOENT, "agentbox-init was not found next to agentbox or in %s",
+		r = ab_err_set(err, -ENOENT,
+			       "agentbox-init was not found next to agentbox or in %s",
 			       AB_LIBEXECDIR);
 		ab_err_fix(err, "reinstall agentbox (meson install), or set AGENTBOX_INIT");
 		goto out;
@@ -933,8 +953,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	c.plan.tmp_size = c.lp.tmp_bytes;
 
 	if (c.plan.seccomp) {
-		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy, cache_fd >= 0 ? cache_path : NULL,
-						  err);
+		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy,
+						  cache_fd >= 0 ? cache_path : NULL, err);
 		if (c.seccomp_fd < 0) {
 			r = c.seccomp_fd;
 			ab_err_fix(err, "report a bug, or pass --without seccomp");
@@ -983,8 +1003,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 	timing_mark("workspace ready");
 	c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
-	STRV_FOREACH(a, &o->script_args)
-	strv_push(&c.plan.script_args, *a);
+	STRV_FOREACH (a, &o->script_args)
+		strv_push(&c.plan.script_args, *a);
 
 	c.plan.init_src = xstrdup(c.host.init_path);
 	r = mount_etc(&c, err);
@@ -1016,15 +1036,13 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 	if (o->dry_run) {
 		printf("%s\n", c.host.bwrap_path);
-		STRV_FOREACH(w, &av)
-		{
+		STRV_FOREACH (w, &av) {
 			char *q = bwargv_shell_quote(*w);
 
 			printf("%s\n", q);
 			free(q);
 		}
-		STRV_FOREACH(w, &cmd)
-		{
+		STRV_FOREACH (w, &cmd) {
 			char *q = bwargv_shell_quote(*w);
 
 			printf("%s\n", q);
@@ -1047,8 +1065,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		cg_run_name(c.rd.suffix, name, sizeof(name));
 		r = cg_create(&c.host.cg, name, &c.lp.cg, &c.cg, err);
 		if (r < 0) {
-			ab_err_fix(err, "%s", "check cgroup delegation (agentbox doctor), or pass "
-					      "--without cgroup");
+			ab_err_fix(err, "%s",
+				   "check cgroup delegation (agentbox doctor), or pass "
+				   "--without cgroup");
 			goto out;
 		}
 		c.cg_made = true;
@@ -1091,7 +1110,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (oc.init_setup_failed) {
 		r = ab_err_set(err, -oc.init_errno, "sandbox hardening failed: %s: %s",
 			       oc.init_text, strerror(oc.init_errno));
-		ab_err_fix(err, "run `agentbox doctor`; opt out of the failing layer with --without");
+		ab_err_fix(err,
+			   "run `agentbox doctor`; opt out of the failing layer with --without");
 		goto out;
 	}
 	if (!oc.init_started && !oc.timed_out && !oc.interrupted_by) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 
@@ -124,8 +125,9 @@ opened:
 					   "the sandbox user cannot reach the runs directory '%s': "
 					   "'%s' is not searchable by others (mode %04o)",
 					   path, anc, (unsigned) (st.st_mode & 07777));
-				return ab_err_fix(err, "use a --runs-dir under /var/tmp (the default), "
-						       "or chmod o+x '%s'",
+				return ab_err_fix(err,
+						  "use a --runs-dir under /var/tmp (the default), "
+						  "or chmod o+x '%s'",
 						  anc);
 			}
 		}

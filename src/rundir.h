@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdbool.h>
+
 #include <sys/types.h>
 
 #include "util/err.h"
@@ -16,10 +17,10 @@
 #define AB_RUN_MARKER ".agentbox-run"
 
 struct ab_rundir {
-	char *root;	/* runs root path */
-	int root_fd;	/* O_DIRECTORY fd on it */
-	char *path;	/* run directory path */
-	int fd;		/* O_DIRECTORY fd on it */
+	char *root;     /* runs root path */
+	int root_fd;    /* O_DIRECTORY fd on it */
+	char *path;     /* run directory path */
+	int fd;         /* O_DIRECTORY fd on it */
 	char suffix[8]; /* the random part of the name */
 };
 

@@ -1,8 +1,9 @@
 #include "supervise.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,14 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-
-#include <jansson.h>
 
 #include "plan.h"
 #include "util/fdutil.h"
@@ -337,8 +337,8 @@ int
 supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	      struct ab_err *err)
 {
-	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 },
-	    ep[2] = { -1, -1 }, info_p[2] = { -1, -1 }, block_p[2] = { -1, -1 };
+	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 },
+	    info_p[2] = { -1, -1 }, block_p[2] = { -1, -1 };
 	char info_buf[512];
 	size_t info_len = 0;
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1;
@@ -385,8 +385,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		goto out_close;
 	}
 	{
-		int *all[] = { &out_p[0], &out_p[1], &err_p[0],	 &err_p[1],  &st_p[0], &st_p[1],
-			       &ep[0],	  &ep[1],    &info_p[0], &info_p[1], &block_p[0], &block_p[1] };
+		int *all[] = { &out_p[0],  &out_p[1],  &err_p[0],   &err_p[1],
+			       &st_p[0],   &st_p[1],   &ep[0],      &ep[1],
+			       &info_p[0], &info_p[1], &block_p[0], &block_p[1] };
 
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
 			int hi;
@@ -567,7 +568,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 					a = cg_attach_pid(sp->cg, pid1);
 				timing_mark("sandbox: bwrap and PID 1 in the cgroup");
 				if (a < 0) {
-					r = ab_err_set(err, a, "move the sandbox into its cgroup: %s",
+					r = ab_err_set(err, a,
+						       "move the sandbox into its cgroup: %s",
 						       strerror(-a));
 					(void) kill(pid, SIGKILL);
 					killed = true;
@@ -633,15 +635,14 @@ out_mask:
 	/* The signals stay blocked: an interrupt from now on must not cut the report or the
 	 * cleanup short. main() leaves through exit() anyway. */
 	(void) oldmask;
-out_close:
-	{
-		int *all[] = { &out_p[0], &out_p[1],  &err_p[0],   &err_p[1],	&st_p[0], &st_p[1],
-			       &ep[0],	  &ep[1],     &info_p[0],  &info_p[1],	&block_p[0], &block_p[1],
-			       &so.fd,	  &se.fd };
+out_close : {
+	int *all[] = { &out_p[0],   &out_p[1],   &err_p[0], &err_p[1],  &st_p[0],
+		       &st_p[1],    &ep[0],      &ep[1],    &info_p[0], &info_p[1],
+		       &block_p[0], &block_p[1], &so.fd,    &se.fd };
 
-		for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-			if (*all[i] >= 0)
-				(void) close(*all[i]);
-	}
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+		if (*all[i] >= 0)
+			(void) close(*all[i]);
+}
 	return r;
 }

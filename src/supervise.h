@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -24,23 +25,23 @@ struct ab_spawn {
 	const char *bwrap_path;
 	const char *args_buf; /* NUL-separated bwrap argv for --args */
 	size_t args_len;
-	char **cmd; /* "--" and the command, on bwrap's real argv */
-	int seccomp_fd; /* -1: none */
-	int stdin_fd;	/* -1: /dev/null */
-	struct ab_cg *cg; /* NULL: no cgroup */
+	char **cmd;        /* "--" and the command, on bwrap's real argv */
+	int seccomp_fd;    /* -1: none */
+	int stdin_fd;      /* -1: /dev/null */
+	struct ab_cg *cg;  /* NULL: no cgroup */
 	bool cg_handshake; /* bwrap has --info-fd/--block-fd: join the cgroup during setup */
-	bool drop;	  /* root caller: become drop_uid/drop_gid before bwrap */
+	bool drop;         /* root caller: become drop_uid/drop_gid before bwrap */
 	uid_t drop_uid;
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;
-	bool relay;	      /* copy the script's output to our stdout/stderr live */
+	bool relay;           /* copy the script's output to our stdout/stderr live */
 	bool relay_to_stderr; /* ... both to our stderr */
 	bool sanitize_out;    /* our stdout is a terminal: neutralise control sequences */
 	bool sanitize_err;
 };
 
 struct ab_outcome {
-	bool started;	   /* bwrap was exec'd */
+	bool started;      /* bwrap was exec'd */
 	int bwrap_wstatus; /* outer bwrap's wait status */
 	bool bwrap_reaped;
 	struct rusage ru; /* bwrap and everything it reaped, plus re-parented PID 1 */
@@ -58,7 +59,7 @@ struct ab_outcome {
 	int interrupted_by; /* signal that interrupted agentbox, 0 none */
 	int64_t wall_ms;
 	int64_t kill_to_reaped_ms; /* when we killed: time until every process was reaped */
-	int exec_errno;		   /* the child could not exec bwrap */
+	int exec_errno;            /* the child could not exec bwrap */
 	char exec_what[64];
 };
 

@@ -6,28 +6,28 @@
 
 static int tap_n, tap_failed;
 
-#define TAP_OK(cond, ...)                                                                          \
-	do {                                                                                       \
-		int _ok = !!(cond);                                                                \
-		tap_n++;                                                                           \
-		if (!_ok)                                                                          \
-			tap_failed++;                                                              \
-		printf("%sok %d - ", _ok ? "" : "not ", tap_n);                                    \
-		printf(__VA_ARGS__);                                                               \
-		printf("\n");                                                                      \
-		if (!_ok)                                                                          \
-			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-		fflush(stdout);                                                                    \
+#define TAP_OK(cond, ...)                                                               \
+	do {                                                                            \
+		int _ok = !!(cond);                                                     \
+		tap_n++;                                                                \
+		if (!_ok)                                                               \
+			tap_failed++;                                                   \
+		printf("%sok %d - ", _ok ? "" : "not ", tap_n);                         \
+		printf(__VA_ARGS__);                                                    \
+		printf("\n");                                                           \
+		if (!_ok)                                                               \
+			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+		fflush(stdout);                                                         \
 	} while (0)
 
-#define TAP_STREQ(got, want, ...)                                                                  \
-	do {                                                                                       \
-		const char *_g = (got), *_w = (want);                                              \
-		int _eq = _g && _w && strcmp(_g, _w) == 0;                                         \
-		TAP_OK(_eq, __VA_ARGS__);                                                          \
-		if (!_eq)                                                                          \
-			printf("#   got:  '%s'\n#   want: '%s'\n", _g ? _g : "(null)",             \
-			       _w ? _w : "(null)");                                                \
+#define TAP_STREQ(got, want, ...)                                                      \
+	do {                                                                           \
+		const char *_g = (got), *_w = (want);                                  \
+		int _eq = _g && _w && strcmp(_g, _w) == 0;                             \
+		TAP_OK(_eq, __VA_ARGS__);                                              \
+		if (!_eq)                                                              \
+			printf("#   got:  '%s'\n#   want: '%s'\n", _g ? _g : "(null)", \
+			       _w ? _w : "(null)");                                    \
 	} while (0)
 
 static inline int

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>

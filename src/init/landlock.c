@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <linux/landlock.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -18,12 +19,12 @@
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
 #ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP	(1ULL << 0)
+#define LANDLOCK_ACCESS_NET_BIND_TCP    (1ULL << 0)
 #define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
 #endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#define LANDLOCK_SCOPE_SIGNAL		    (1ULL << 1)
+#define LANDLOCK_SCOPE_SIGNAL               (1ULL << 1)
 #endif
 #ifndef LANDLOCK_CREATE_RULESET_VERSION
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
@@ -86,8 +87,9 @@ add_path(int ruleset, const char *path, uint64_t rights)
 int
 landlock_apply(const char **writable_dirs, bool net, bool scope, const char **ret_what)
 {
-	static const char *const devices[] = { "/dev/null", "/dev/zero", "/dev/full",
-					       "/dev/random", "/dev/urandom", "/dev/tty", NULL };
+	static const char *const devices[] = { "/dev/null",   "/dev/zero",    "/dev/full",
+					       "/dev/random", "/dev/urandom", "/dev/tty",
+					       NULL };
 	struct ab_ruleset_attr attr = { 0 };
 	size_t attr_size = sizeof(uint64_t);
 	int abi = landlock_abi();

@@ -8,19 +8,19 @@
 #define AB_INIT_MAGIC 0xAB1A1701u
 
 enum ab_init_kind {
-	AB_INIT_STARTED = 1,	 /* hardening applied, about to start the interpreter */
-	AB_INIT_EXEC_FAILED = 2, /* execve of the interpreter failed: err */
-	AB_INIT_EXITED = 3,	 /* the interpreter ended: wstatus, rusage */
+	AB_INIT_STARTED = 1,      /* hardening applied, about to start the interpreter */
+	AB_INIT_EXEC_FAILED = 2,  /* execve of the interpreter failed: err */
+	AB_INIT_EXITED = 3,       /* the interpreter ended: wstatus, rusage */
 	AB_INIT_SETUP_FAILED = 4, /* a hardening step failed: err, text; nothing ran */
 };
 
 struct ab_init_msg {
 	uint32_t magic;
 	uint32_t kind;
-	int32_t err;	      /* errno for EXEC_FAILED / SETUP_FAILED */
+	int32_t err;          /* errno for EXEC_FAILED / SETUP_FAILED */
 	int32_t wstatus;      /* EXITED: the interpreter's wait status */
 	int32_t landlock_abi; /* STARTED: ABI in force (0 = none) */
-	int32_t pid;	      /* STARTED: the interpreter's pid inside the sandbox */
+	int32_t pid;          /* STARTED: the interpreter's pid inside the sandbox */
 	int64_t utime_us;     /* EXITED: user CPU of the interpreter and its reaped children */
 	int64_t stime_us;
 	int64_t maxrss_kib;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <sys/syscall.h>
 
 #include "macro.h"

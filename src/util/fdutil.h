@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
 #include <sys/types.h>
 
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <sys/types.h>
 
 /* Field 22 (starttime, clock ticks since boot) of a /proc/PID/stat text; comm (field 2)

@@ -11,7 +11,7 @@ struct strv {
 void strv_push(struct strv *sv, const char *s); /* copies s */
 void strv_pushf(struct strv *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strv_push_n(struct strv *sv, size_t count, ...); /* count copies, each a const char * */
-void strv_done(struct strv *sv);		      /* frees contents; sv is empty afterwards */
+void strv_done(struct strv *sv);                      /* frees contents; sv is empty afterwards */
 char *strv_join(const struct strv *sv, const char *sep);
 /* The vector as char ** for exec; never NULL (an empty vector yields {NULL}). */
 char **strv_array(struct strv *sv);

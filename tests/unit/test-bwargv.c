@@ -108,7 +108,8 @@ test_injection(void)
 		if (strcmp(opts.v[i], "--bind") == 0 && strcmp(opts.v[i + 2], "/work") != 0)
 			opt_ok = false;
 	TAP_OK(opt_ok, "the only --bind in the options is the workspace");
-	TAP_OK(strcmp(cmd.v[cmd.n - 3], "--bind") == 0, "script args stay at the end of the command");
+	TAP_OK(strcmp(cmd.v[cmd.n - 3], "--bind") == 0,
+	       "script args stay at the end of the command");
 	strv_done(&opts);
 	strv_done(&cmd);
 	plan_done(&p);
@@ -140,7 +141,8 @@ test_serialize(void)
 	strv_push(&av, "--a");
 	strv_push(&av, "b c");
 	buf = bwargv_serialize(&av, &len);
-	TAP_OK(len == 8 && memcmp(buf, "--a\0b c\0", 8) == 0, "--args serialization is NUL-separated");
+	TAP_OK(len == 8 && memcmp(buf, "--a\0b c\0", 8) == 0,
+	       "--args serialization is NUL-separated");
 	free(buf);
 	strv_done(&av);
 }

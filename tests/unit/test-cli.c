@@ -4,10 +4,10 @@
 #include "src/cli.h"
 #include "tests/tap.h"
 
-#define ARGV(...)                                                                                  \
-	(char *[])                                                                                 \
-	{                                                                                          \
-		"run", __VA_ARGS__, NULL                                                           \
+#define ARGV(...)                        \
+	(char *[])                       \
+	{                                \
+		"run", __VA_ARGS__, NULL \
 	}
 
 static int
@@ -67,7 +67,8 @@ main(void)
 
 	r = parse(ARGV("--memory", "lots", "s.py"), &o, &err);
 	TAP_OK(r < 0 && err.exit == AB_EXIT_USAGE, "bad --memory is a usage error");
-	TAP_OK(strstr(err.msg, "--memory") && strstr(err.msg, "lots"), "message names option+value");
+	TAP_OK(strstr(err.msg, "--memory") && strstr(err.msg, "lots"),
+	       "message names option+value");
 	run_opts_done(&o);
 
 	r = parse(ARGV("--timeout", "0", "s.py"), &o, &err);

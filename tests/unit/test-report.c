@@ -8,10 +8,10 @@
 #include "tests/tap.h"
 
 static const char *const keys[] = {
-	"schema_version", "status",   "exit_code",  "signal",	  "wall_ms",   "cpu_ms",
-	"max_rss_kib",	  "stdout",   "stderr",	    "run_dir",	  "workspace", "files",
-	"sandbox",	  "warnings", "limits",	    "usage",	  "limits_hit", "message",
-	"fix",		  "lang",     "interpreter", "agentbox_exit",
+	"schema_version", "status", "exit_code",  "signal",    "wall_ms", "cpu_ms",  "max_rss_kib",
+	"stdout",         "stderr", "run_dir",    "workspace", "files",   "sandbox", "warnings",
+	"limits",         "usage",  "limits_hit", "message",   "fix",     "lang",    "interpreter",
+	"agentbox_exit",
 };
 
 int
@@ -38,7 +38,8 @@ main(void)
 	r.run_dir = xstrdup("/var/tmp/agentbox-1/run-aaaaaa");
 	result_warn(&r, "default %s limit not enforced", "memory");
 	result_protect(&r, "seccomp", true, "policy %s", "default");
-	r.limits[AB_LIM_MEMORY] = (struct ab_limit_result){ true, 1 << 30, "cgroup v1", true, NULL };
+	r.limits[AB_LIM_MEMORY] =
+		(struct ab_limit_result){ true, 1 << 30, "cgroup v1", true, NULL };
 
 	j = report_build(&r);
 	TAP_OK(j != NULL, "report builds");
@@ -64,9 +65,8 @@ main(void)
 	s = json_object_get(j, "stderr");
 	TAP_OK(json_is_true(json_object_get(s, "text_lossy")), "embedded NUL handled");
 	TAP_OK(json_array_size(json_object_get(j, "warnings")) == 1, "warnings listed");
-	TAP_OK(json_is_true(json_object_get(json_object_get(json_object_get(j, "sandbox"),
-							     "seccomp"),
-					    "enforced")),
+	TAP_OK(json_is_true(json_object_get(
+		       json_object_get(json_object_get(j, "sandbox"), "seccomp"), "enforced")),
 	       "protection recorded");
 	TAP_STREQ(json_string_value(json_object_get(
 			  json_object_get(json_object_get(j, "limits"), "memory"), "mechanism")),

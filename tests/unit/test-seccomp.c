@@ -36,11 +36,11 @@
 
 #include "config.h"
 #include "src/seccomp.h"
-#include "tests/tap.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/strv.h"
 #include "src/util/xalloc.h"
+#include "tests/tap.h"
 
 #define BLK_DEFAULT (1u << AB_SECCOMP_DEFAULT)
 #define BLK_STRICT  (1u << AB_SECCOMP_STRICT)
