@@ -26,18 +26,20 @@ struct etc_file {
 #define STR_(x) #x
 #define STR(x)  STR_(x)
 
+/* The sandbox user's passwd and group lines, e.g. "agent:x:1000:1000:sandbox user:/work:..." */
+#define PASSWD_AGENT                                                                               \
+	AB_SANDBOX_USER                                                                            \
+		":x:" STR(AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK \
+								  ":/usr/sbin/nologin\n"
+#define GROUP_AGENT AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\n"
+
 static const struct etc_file etc_files[] = {
-	{ "passwd", "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" AB_SANDBOX_USER ":x:" STR(
-			    AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK
-								    ":/usr/sbin/nologin\n"
-								    "nobody:x:65534:65534:"
-								    "nobody:/nonexistent:/usr/"
-								    "sbin/nologin\n" },
-	{ "group",
-	  "root:x:0:\n" AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\nnogroup:x:65534:\n" },
+	{ "passwd", "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" PASSWD_AGENT
+		    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
+	{ "group", "root:x:0:\n" GROUP_AGENT "nogroup:x:65534:\n" },
 	{ "hostname", AB_SANDBOX_HOSTNAME "\n" },
-	{ "hosts", "127.0.0.1\tlocalhost " AB_SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost "
-		   "ip6-loopback\n" },
+	{ "hosts", "127.0.0.1\tlocalhost " AB_SANDBOX_HOSTNAME "\n"
+		   "::1\tlocalhost ip6-localhost ip6-loopback\n" },
 	{ "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
 			   "networks: files\nprotocols: files\nservices: files\n" },
 };

@@ -560,6 +560,25 @@ interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usa
 		res->message = xasprintf("the interpreter '%s' could not be started in the "
 					 "sandbox: %s",
 					 c->plan.interp, strerror(oc->init_errno));
+	} else if (oc->script_done && WIFEXITED(ws) && WEXITSTATUS(ws) == 127 && res->err.buf &&
+		   memmem(res->err.buf, res->err.len, "error while loading shared libraries", 36)) {
+		/* the dynamic loader could not start the interpreter in the sandbox */
+		const char *p = memmem(res->err.buf, res->err.len, "libraries: ", 11);
+		size_t n = 0;
+
+		if (p) {
+			p += 11;
+			while (p + n < res->err.buf + res->err.len && p[n] != ':' && p[n] != '\n' &&
+			       n < 200)
+				n++;
+		}
+		res->status = AB_STATUS_EXEC_FAILED;
+		res->message =
+			xasprintf("the interpreter '%s' cannot start in the sandbox: it needs "
+				  "'%.*s', which is not visible there",
+				  c->plan.interp, (int) n, p ? p : "?");
+		res->fix = xstrdup("install the library under /usr, or mount its directory with "
+				   "--ro-bind");
 	} else if (oc->script_done && WIFSIGNALED(ws)) {
 		res->status = AB_STATUS_SIGNALED;
 	} else if (oc->script_done) {
