@@ -70,7 +70,7 @@ write_report(const struct ab_run_opts *o, const struct ab_result *res)
 }
 
 static int
-cmd_run(int argc, char **argv)
+cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 {
 	struct ab_run_opts o;
 	struct ab_result res;
@@ -88,6 +88,7 @@ cmd_run(int argc, char **argv)
 	if (r < 0) {
 		res.status = AB_STATUS_USAGE_ERROR;
 	} else {
+		run_maybe_reexec_in_scope(full_argc, full_argv, &o);
 		r = run_main(&o, &res, &err);
 		if (r < 0)
 			res.status = err.exit == AB_EXIT_USAGE ? AB_STATUS_USAGE_ERROR
@@ -128,7 +129,7 @@ main(int argc, char **argv)
 		return AB_EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "run") == 0)
-		return cmd_run(argc - 1, argv + 1);
+		return cmd_run(argc - 1, argv + 1, argc, argv);
 	if (strcmp(argv[1], "prepare") == 0)
 		return cmd_prepare(argc - 1, argv + 1);
 	if (strcmp(argv[1], "doctor") == 0)

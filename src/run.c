@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -600,6 +601,68 @@ interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usa
 			}
 		}
 	}
+}
+
+void
+run_maybe_reexec_in_scope(int argc, char **argv, const struct ab_run_opts *o)
+{
+	static const char *const candidates[] = { "/usr/bin/systemd-run", "/bin/systemd-run",
+						  NULL };
+	const char *runtime = getenv("XDG_RUNTIME_DIR");
+	const char *systemd_run = NULL;
+	struct ab_cg_host h;
+	struct statfs sf;
+	static char self_exe[PATH_MAX];
+	char **nargv;
+	int n = 0;
+
+	if (getenv("AGENTBOX_IN_SCOPE") || getenv("AGENTBOX_NO_SYSTEMD_SCOPE") || geteuid() == 0 ||
+	    o->without[AB_PROT_CGROUP] || o->dry_run)
+		return;
+	/* only on a pure cgroup v2 host whose user manager we can reach */
+	if (statfs("/sys/fs/cgroup", &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC || !runtime)
+		return;
+	{
+		cleanup_free char *bus = xasprintf("%s/bus", runtime);
+
+		if (access(bus, F_OK) != 0)
+			return;
+	}
+	for (const char *const *c = candidates; *c && !systemd_run; c++)
+		if (access(*c, X_OK) == 0)
+			systemd_run = *c;
+	if (!systemd_run || cg_probe(NULL, NULL, &h) < 0 || h.kind != AB_CG_NONE)
+		return;
+	/* systemd-run --scope moves this very process into a new delegated scope and execs
+	 * agentbox again there; cg_probe then finds its own cgroup writable. */
+	nargv = xcalloc((size_t) argc + 12, sizeof(char *));
+	nargv[n++] = (char *) "systemd-run";
+	nargv[n++] = (char *) "--user";
+	nargv[n++] = (char *) "--scope";
+	nargv[n++] = (char *) "--quiet";
+	nargv[n++] = (char *) "--collect";
+	nargv[n++] = (char *) "-p";
+	nargv[n++] = (char *) "Delegate=yes";
+	nargv[n++] = (char *) "--";
+	/* our own binary by absolute path: /proc/self/exe would be systemd-run by then */
+	{
+		ssize_t l = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+
+		if (l <= 0) {
+			free(nargv);
+			return;
+		}
+		self_exe[l] = '\0';
+	}
+	nargv[n++] = self_exe;
+	for (int i = 1; i < argc; i++)
+		nargv[n++] = argv[i];
+	nargv[n] = NULL;
+	if (setenv("AGENTBOX_IN_SCOPE", "1", 1) == 0)
+		execv(systemd_run, nargv);
+	/* could not: carry on without a cgroup (the limits report says what is missing) */
+	(void) unsetenv("AGENTBOX_IN_SCOPE");
+	free(nargv);
 }
 
 int
