@@ -27,10 +27,10 @@
 #include <linux/limits.h>
 #include <sys/stat.h>
 
-#include "util/fdutil.h"
-#include "util/macro.h"
-#include "util/xalloc.h"
-#include "walk.h"
+#include "src/util/fdutil.h"
+#include "src/util/macro.h"
+#include "src/util/xalloc.h"
+#include "src/walk.h"
 
 #define FUZZ_MAX_OPS      64
 #define FUZZ_MAX_DEPTH    24 /* levels of "cd" the script may go down */

@@ -29,11 +29,11 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "src/util/fdutil.h"
+#include "src/util/macro.h"
+#include "src/util/xalloc.h"
+#include "src/walk.h"
 #include "tests/tap.h"
-#include "util/fdutil.h"
-#include "util/macro.h"
-#include "util/xalloc.h"
-#include "walk.h"
 
 #define SHA_HELLO "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
 #define SHA_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
