@@ -27,10 +27,10 @@ struct etc_file {
 #define STR(x)  STR_(x)
 
 /* The sandbox user's passwd and group lines, e.g. "agent:x:1000:1000:sandbox user:/work:..." */
-#define PASSWD_AGENT                                                                               \
-	AB_SANDBOX_USER                                                                            \
-		":x:" STR(AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK \
-								  ":/usr/sbin/nologin\n"
+#define PASSWD_AGENT                                                                       \
+	AB_SANDBOX_USER                                                                    \
+	":x:" STR(AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK \
+							  ":/usr/sbin/nologin\n"
 #define GROUP_AGENT AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\n"
 
 static const struct etc_file etc_files[] = {

@@ -1110,7 +1110,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 
 	timing_mark("etc generated");
-	c.plan.cgroup_handshake = c.lp.use_cgroup;
+	/* v1: join the cgroup during bwrap's setup (--info-fd/--block-fd); v2: the child is
+	 * created in the cgroup (clone3 CLONE_INTO_CGROUP) */
+	c.plan.cgroup_handshake = c.lp.use_cgroup && c.host.cg.kind == AB_CG_V1;
 	bwargv_build(&av, &cmd, &c.plan);
 	if (cmd.n > 250) {
 		r = ab_err_usage(err, "too many script arguments (at most 240)");

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -78,8 +79,8 @@ child_pin_cpus(int n)
 
 /* Everything between fork and exec. Only async-signal-safe calls. */
 static _Noreturn void
-child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_fd, int status_w,
-	   int info_w, int block_r, int errpipe, pid_t parent)
+child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int err_w, int args_fd,
+	   int status_w, int info_w, int block_r, int errpipe, pid_t parent)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	char *argv[256];
@@ -91,7 +92,7 @@ child_exec(const struct ab_spawn *sp, int in_fd, int out_w, int err_w, int args_
 		(void) signal(s, SIG_DFL);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
 
-	if (sp->cg && !sp->cg_handshake && cg_attach_self(sp->cg) < 0)
+	if (sp->cg && !sp->cg_handshake && !in_cgroup && cg_attach_self(sp->cg) < 0)
 		child_fail(errpipe, "join the run's cgroup");
 	if (limits_apply_rlimits(sp->lp) < 0)
 		child_fail(errpipe, "setrlimit");
@@ -327,6 +328,31 @@ read_info(int *fd, char *buf, size_t size, size_t *len)
 	}
 }
 
+/* fork(), or on cgroup v2 clone3(CLONE_INTO_CGROUP): the child starts life in the run's
+ * cgroup, so no migration and no RCU grace period to wait for (Linux 5.7+; else fork and
+ * the child joins the cgroup itself). */
+static pid_t
+spawn_fork(const struct ab_spawn *sp, bool *ret_in_cgroup)
+{
+	*ret_in_cgroup = false;
+	if (sp->cg && sp->cg->kind == AB_CG_V2 && !sp->cg_handshake && sp->cg->dirfd[0] >= 0) {
+		struct clone_args ca = {
+			.flags = CLONE_INTO_CGROUP,
+			.exit_signal = SIGCHLD,
+			.cgroup = (uint64_t) sp->cg->dirfd[0],
+		};
+		long p = syscall(SYS_clone3, &ca, sizeof(ca));
+
+		if (p >= 0) {
+			*ret_in_cgroup = true;
+			return (pid_t) p;
+		}
+		if (errno != ENOSYS && errno != EINVAL && errno != E2BIG && errno != EPERM)
+			return -1;
+	}
+	return fork();
+}
+
 static int
 dup_high(int fd)
 {
@@ -349,7 +375,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	sigset_t mask, oldmask;
 	int64_t t0, deadline, kill_at = -1, next_tick;
 	pid_t pid, self = getpid();
-	bool killed = false, children = true;
+	bool killed = false, children = true, in_cgroup = false;
 	int r = 0;
 
 	memset(oc, 0, sizeof(*oc));
@@ -427,14 +453,14 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 	t0 = now_ms();
 	timing_mark("sandbox: fork");
-	pid = fork();
+	pid = spawn_fork(sp, &in_cgroup);
 	if (pid < 0) {
 		r = ab_err_set(err, -errno, "fork: %s", strerror(errno));
 		goto out_mask;
 	}
 	if (pid == 0)
-		child_exec(sp, in_fd, out_p[1], err_p[1], args_fd, st_p[1], info_p[1], block_p[0],
-			   ep[1], self);
+		child_exec(sp, in_cgroup, in_fd, out_p[1], err_p[1], args_fd, st_p[1], info_p[1],
+			   block_p[0], ep[1], self);
 
 	(void) close(out_p[1]);
 	(void) close(err_p[1]);

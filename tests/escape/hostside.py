@@ -11,9 +11,10 @@ Runs on the host, outside any sandbox, and records whether an attack reached it:
                                            gets ("sig N") and keeps sleeping; TOKEN is only
                                            there so that the process can be found by name
   hostside.py pty LOG SECS                a pseudo-terminal with no session: prints the slave
-                                           path on stdout, then logs (repr) everything that
-                                           shows up on either side of it: what TIOCSTI
-                                           injects and what is written to the terminal
+                                           path on stdout, then keeps LOG holding (repr) all
+                                           that showed up on each side of it so far: what
+                                           TIOCSTI injects ("slave") and what is written to
+                                           the terminal ("master")
   hostside.py nslisten LOG SECS PID NAME  enter the network namespace of PID (root: setns;
                                            a user: first the user namespace that owns it) and
                                            listen on the abstract socket NAME there, outside
@@ -84,12 +85,13 @@ def cmd_sleeper(logp, secs, _token):
 
 
 def cmd_pty(logp, secs):
-    log = log_to(logp)
     m, s = os.openpty()  # O_NOCTTY: this process never adopts it
     tty.setraw(s)
     print(os.ttyname(s), flush=True)
     os.set_blocking(m, False)
     os.set_blocking(s, False)
+    seen = {m: b"", s: b""}
+    open(logp, "w").close()
     end = time.monotonic() + secs
     while time.monotonic() < end:
         r, _, _ = select.select([m, s], [], [], 0.2)
@@ -99,7 +101,11 @@ def cmd_pty(logp, secs):
             except OSError:
                 continue
             if data:
-                log.write("%s %r\n" % ("master" if fd == m else "slave", data))
+                seen[fd] += data
+                # the whole of each side so far, one line each (reads split arbitrarily)
+                with open(logp + ".tmp", "w") as f:
+                    f.write("master %r\nslave %r\n" % (seen[m], seen[s]))
+                os.rename(logp + ".tmp", logp)
 
 
 def cmd_nslisten(logp, secs, pid, name):
