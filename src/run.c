@@ -67,19 +67,37 @@ struct run_ctx {
 
 /* ---- identity ---------------------------------------------------------------------- */
 
+/* Looks a user up in /etc/passwd itself (fgetpwent: no NSS modules to load; the sandbox
+ * user is a local system account). Returns true and fills uid/gid when found. */
+static bool
+passwd_lookup(const char *name, uid_t *ret_uid, gid_t *ret_gid)
+{
+	FILE *f = fopen("/etc/passwd", "re");
+	struct passwd *pw;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while ((pw = fgetpwent(f))) {
+		if (strcmp(pw->pw_name, name) == 0) {
+			*ret_uid = pw->pw_uid;
+			*ret_gid = pw->pw_gid;
+			found = true;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 int
 run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err *err)
 {
-	struct passwd *pw;
 	char *end;
 	unsigned long u, g;
 
 	if (!spec) {
-		pw = getpwnam("agentbox");
-		if (pw) {
-			*ret_uid = pw->pw_uid;
-			*ret_gid = pw->pw_gid;
-		} else {
+		if (!passwd_lookup("agentbox", ret_uid, ret_gid)) {
 			*ret_uid = AB_DEFAULT_SANDBOX_ID;
 			*ret_gid = AB_DEFAULT_SANDBOX_ID;
 		}
@@ -87,25 +105,17 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 		errno = 0;
 		u = strtoul(spec, &end, 10);
 		g = u;
-		if (*end == ':') {
+		if (*end == ':')
 			g = strtoul(end + 1, &end, 10);
-		}
 		if (errno || *end || u > 0x7fffffffUL || g > 0x7fffffffUL)
 			return ab_err_usage(err,
-					    "invalid --sandbox-user '%s': expected NAME or "
-					    "UID[:GID]",
+					    "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
 					    spec);
 		*ret_uid = (uid_t) u;
 		*ret_gid = (gid_t) g;
-	} else {
-		pw = getpwnam(spec);
-		if (!pw) {
-			ab_err_set(err, -ENOENT, "--sandbox-user '%s' does not exist", spec);
-			return ab_err_fix(err, "create it (useradd --system %s) or pass a UID",
-					  spec);
-		}
-		*ret_uid = pw->pw_uid;
-		*ret_gid = pw->pw_gid;
+	} else if (!passwd_lookup(spec, ret_uid, ret_gid)) {
+		ab_err_set(err, -ENOENT, "--sandbox-user '%s' is not in /etc/passwd", spec);
+		return ab_err_fix(err, "create it (useradd --system %s) or pass a UID", spec);
 	}
 	if (*ret_uid == 0 || *ret_gid == 0) {
 		ab_err_set(err, -EPERM, "the sandbox user must not be root (uid/gid 0)");
@@ -209,10 +219,11 @@ mount_etc(struct run_ctx *c, struct ab_err *err)
 	if (efd < 0)
 		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
 	c->plan.etc_src = xstrdup(dir);
-	/* agentbox-init from a build tree: copy it here, so its host path (which may carry a
-	 * user name) does not show in the sandbox's mountinfo either. Installed under /usr it
-	 * is bound as it is. */
-	if (strncmp(c->host.init_path, "/usr/", 5) != 0) {
+	/* agentbox-init from a build tree under a home directory: copy it here, so its host
+	 * path (which carries a user name) does not show in the sandbox's mountinfo either.
+	 * Anywhere else (/usr/libexec, /opt, /work/...) it is bound as it is: no copy. */
+	if (strncmp(c->host.init_path, "/home/", 6) == 0 ||
+	    strncmp(c->host.init_path, "/root/", 6) == 0) {
 		cleanup_fd int ifd = open(c->host.init_path, O_RDONLY | O_CLOEXEC);
 		int r = ifd < 0 ? -errno
 				: rundir_copy_file(ifd, efd, ".agentbox-init", c->owner_uid,

@@ -4,8 +4,9 @@
 Runs on the host, outside any sandbox, and records whether an attack reached it:
 
   hostside.py listen LOG SECS NAME...     listen on unix sockets (a path, or '@name' for an
-                                           abstract one); log "conn NAME" for every connection
-                                           and "bound NAME" / "bindfail NAME ERR" at start;
+                                           abstract one, bound both exact and NUL-padded);
+                                           log "conn NAME" for every connection and
+                                           "bound NAME" / "bindfail NAME ERR" at start;
                                            LOG.ready appears when all are bound
   hostside.py sleeper LOG SECS TOKEN      a long sleep that logs every catchable signal it
                                            gets ("sig N") and keeps sleeping; TOKEN is only
@@ -43,19 +44,30 @@ def sockaddr(name):
     return b"\0" + name[1:].encode() if name.startswith("@") else name
 
 
+def addresses(name):
+    """(label, address) to bind for NAME. An abstract name is bound twice: with its exact
+    length (how C, Python and X11 address it) and NUL-padded to the whole sun_path (how
+    Node's libuv addresses it): to the kernel those are different names, and an oracle that
+    listens on only one would let the other kind of client fail for the wrong reason."""
+    if not name.startswith("@"):
+        return [(name, name)]
+    exact = sockaddr(name)
+    return [(name, exact), (name + "+padded", exact + b"\0" * (108 - len(exact)))]
+
+
 def cmd_listen(logp, secs, names):
     log = log_to(logp)
     socks = {}
-    for n in names:
+    for label, addr in [a for n in names for a in addresses(n)]:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.bind(sockaddr(n))
+            s.bind(addr)
             s.listen(16)
             s.setblocking(False)
-            socks[s] = n
-            log.write("bound %s\n" % n)
+            socks[s] = label
+            log.write("bound %s\n" % label)
         except OSError as e:
-            log.write("bindfail %s %s\n" % (n, e.strerror))
+            log.write("bindfail %s %s\n" % (label, e.strerror))
             s.close()
     open(logp + ".ready", "w").close()
     end = time.monotonic() + secs
@@ -120,16 +132,19 @@ def cmd_nslisten(logp, secs, pid, name):
     if libc.setns(netfd, 0x40000000) != 0:
         log.write("setns-net-failed %s\n" % os.strerror(ctypes.get_errno()))
         return 3
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(sockaddr(name))
-    s.listen(4)
-    s.settimeout(secs)
+    socks = []
+    for _label, addr in addresses(name):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(addr)
+        s.listen(4)
+        socks.append(s)
     log.write("listening\n")
-    try:
-        c, _ = s.accept()
+    r, _, _ = select.select(socks, [], [], secs)
+    if r:
+        c, _ = r[0].accept()
         log.write("conn\n")
         c.close()
-    except socket.timeout:
+    else:
         log.write("noconn\n")
     return 0
 
