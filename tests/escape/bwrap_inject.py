@@ -25,6 +25,8 @@ for l in open("/proc/self/mountinfo"):
     mp = l.split()[4]
     if mp.startswith("/dev/") and mp.count("/") == 2 and mp not in ("/dev/shm", "/dev/pts"):
         continue  # the device nodes bwrap binds: null, zero, full, random, urandom, tty
+    if mp.startswith("/proc/") and l.split()[3] == "/null":
+        continue  # a /proc file masked with /dev/null (e.g. /proc/keys)
     out("CONTAINED" if mp in EXPECTED else "ESCAPED", "mount-" + mp,
         "expected" if mp in EXPECTED else "unexpected mount: " + l.split()[3])
 extra = sorted(k for k in os.environ if k not in {"PATH", "HOME", "TMPDIR", "LANG",

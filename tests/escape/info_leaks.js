@@ -22,7 +22,7 @@ for (const p of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
   } catch (e) { /* gone or closed */ }
 }
 const checks = [['runs-root', M.runs_root || []], ['test-dir', M.test_dir || []],
-                ['home', (M.home || []).filter((h) => h !== '/')], ['init-dir', M.init_dir || []]];
+                ['home', (M.home || []).filter((h) => h !== '/')]];
 const user = (M.user || [''])[0];
 for (const [where, text] of Object.entries(texts)) {
   for (const [label, paths] of checks) {
@@ -37,6 +37,8 @@ for (const [where, text] of Object.entries(texts)) {
         re.test(text) ? 'shows ' + user : 'clean');
   }
 }
+const initShown = (M.init_dir || []).filter((p) => hasPath(texts.mountinfo, p));
+out('NOTE', 'mountinfo-init-dir', initShown.length ? 'shows ' + initShown[0] : 'hidden');
 let sys = [];
 try { sys = fs.readdirSync('/sys'); } catch (e) { /* absent */ }
 out(sys.length ? 'ESCAPED' : 'CONTAINED', 'sys-hidden', sys.length ? `${sys.length} entries` : 'absent or empty');

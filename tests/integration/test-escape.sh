@@ -256,6 +256,23 @@ for lang in $LANGS; do
         absent_from "abesc-fdsecret-$TOKEN" "$WORK/out" "$WORK/err" "$(jr .workspace)"
 done
 
+# ---- T7: a host directory as --stdin ------------------------------------------------------
+mkdir "$WORK/stdindir"
+chmod 755 "$WORK/stdindir"
+for lang in $LANGS; do
+    escrun "$lang" stdin_dir --stdin "$WORK/stdindir" -- host-secret.txt
+    case $rc in
+    2 | 125) ok "stdin_dir.$lang: agentbox refuses a directory as --stdin (exit $rc)" ;;
+    *) not_ok "stdin_dir.$lang: agentbox refuses a directory as --stdin" \
+        "exit $rc: the sandbox got an open fd on a host directory as its stdin" ;;
+    esac
+    check "stdin_dir.$lang: no host file was read through it (the secret next to it is in nothing the sandbox produced)" \
+        absent_from "$SECRET2" "$WORK/out" "$WORK/err" "$WORK/r.json"
+    refute "stdin_dir.$lang: the host's root was not listed through it" \
+        grep -q '^ESCAPED list-host-root' "$WORK/out"
+    is "$(find "$WORK/stdindir" -mindepth 1 | wc -l)" 0 "stdin_dir.$lang: nothing was created in that directory"
+done
+
 # ---- T8: the session keyring -------------------------------------------------------------
 KEYID=
 KEYPAYLOAD=abesc-payload-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
@@ -546,11 +563,24 @@ for lang in $LANGS; do
     if [ "$lang" = py ]; then contained py info_leaks uname-nodename sandbox; else
         contained js info_leaks os-hostname sandbox
     fi
-    # the generated /etc and agentbox-init are bound from host paths: mountinfo shows them
     contained "$lang" info_leaks mountinfo-no-runs-root
-    contained "$lang" info_leaks mountinfo-no-init-dir
+    contained "$lang" info_leaks mountinfo-no-test-dir
     contained "$lang" info_leaks cmdline-1-no-runs-root
+    check "info_leaks.$lang: where agentbox-init lives is reported (NOTE)" \
+        grep -q '^NOTE mountinfo-init-dir ' "$WORK/out"
 done
+# agentbox-init installed under a directory named after the caller, outside /home and /root
+# (/srv/NAME, /data/NAME, /tmp/NAME...): its host path must not carry the name into mountinfo
+UDIR=$WORK/$(id -un)
+mkdir -p "$UDIR/m"
+chmod 755 "$UDIR" "$UDIR/m"
+cp "$AGENTBOX_INIT" "$UDIR/agentbox-init"
+printf 'user %s\n' "$(id -un)" >"$UDIR/m/markers.txt"
+E_ENV="AGENTBOX_INIT=$UDIR/agentbox-init"
+escrun py info_leaks --input "$UDIR/m/markers.txt"
+E_ENV=
+is "$rc" 0 "info_leaks (init under .../$(id -un)/): exit 0"
+contained py info_leaks mountinfo-no-user-name
 
 # ---- T27: setuid files left in the workspace ---------------------------------------------
 for lang in $LANGS; do
@@ -626,19 +656,19 @@ ll_run() {
         echo "$rc" >"$WORK/ll.rc") &
     l_bg=$!
     l_pid=
-    i=0
-    while [ -z "$l_pid" ] && [ $i -lt 200 ]; do
-        for p in /proc/[0-9]*; do
-            c=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
-            case $c in
-            *" $l_name "*)
-                [ "$(printf '%s\n' "$c" | cut -d' ' -f2)" = "/work/landlock_probe.$l_lang" ] &&
-                    l_pid=${p#/proc/} && break
-                ;;
-            esac
+    l_end=$(($(date +%s) + 15))
+    while [ -z "$l_pid" ] && [ "$(date +%s)" -lt "$l_end" ] && kill -0 "$l_bg" 2>/dev/null; do
+        # the interpreter's own process: "<interpreter> /work/landlock_probe.LANG NAME ..."
+        # shellcheck disable=SC2013 # /proc/N/cmdline paths have no spaces
+        for f in $(grep -lsF -e "$l_name" /proc/[0-9]*/cmdline 2>/dev/null); do
+            c=$( (tr '\0' ' ' <"$f") 2>/dev/null) || continue
+            if [ "$(printf '%s\n' "$c" | cut -d' ' -f2)" = "/work/landlock_probe.$l_lang" ]; then
+                l_pid=${f#/proc/}
+                l_pid=${l_pid%/cmdline}
+                break
+            fi
         done
         [ -n "$l_pid" ] || sleep 0.05
-        i=$((i + 1))
     done
     if [ -n "$l_pid" ]; then
         python3 "$ESC/hostside.py" nslisten "$LLLOG" 25 "$l_pid" "@$l_name" &
@@ -647,7 +677,7 @@ ll_run() {
     fi
     wait $l_bg
     rc=$(cat "$WORK/ll.rc")
-    [ -n "$l_pid" ] && stop_helper "$l_ns"
+    if [ -n "$l_pid" ]; then stop_helper "$l_ns"; fi
 }
 for lang in $LANGS; do
     ll_run "$lang" "abesc-ll-$TOKEN-$lang"

@@ -1,0 +1,447 @@
+#!/bin/sh
+# test-deps.sh -- dependencies (issue 6): `agentbox prepare` builds a Python venv from a wheel
+# made here (offline, --no-index --find-links) and a node_modules from the npm registry; the same
+# inputs again are a cache hit; `run --env-dir` (the path, or the requirements / package.json it
+# came from) imports them offline, read-only. Install scripts are untrusted code: they cannot
+# write outside the environment being built, see the caller's secrets or the host's files, or
+# smuggle a host path into later runs. --venv / --python VENV/bin/python with
+# --system-site-packages, interpreters outside /usr (pyenv, a copied node), and --ro-bind with
+# its never-mount list and --allow-bind.
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$AB_TESTDIR/integration/lib.sh"
+# Started as root, the sandbox user must be able to reach the run directory under $WORK
+# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
+chmod 711 "$WORK"
+
+PY=/usr/bin/python3
+CACHE=$WORK/cache
+# `run --env-dir FILE` has no --cache-dir: both phases find the cache through the environment
+AGENTBOX_CACHE_DIR=$CACHE
+export AGENTBOX_CACHE_DIR
+TOKEN=abdeps$$x$(date +%s)
+
+abb() {
+    _secs=$1
+    shift
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --rm "$@" \
+        >"$WORK/out" 2>"$WORK/err" || rc=$?
+}
+# prep ARGS...: agentbox prepare; $rc, stdout in $WORK/pout, stderr in $WORK/perr, ms in $pms
+prep() {
+    rc=0
+    _t0=$(date +%s%N)
+    bounded 300 "$AGENTBOX" prepare "$@" >"$WORK/pout" 2>"$WORK/perr" || rc=$?
+    pms=$((($(date +%s%N) - _t0) / 1000000))
+}
+# has LINE: the last run printed exactly LINE
+has() { grep -qxF -- "$1" "$WORK/out"; }
+# treesum DIR: names, types, modes, sizes and content hashes of a tree
+treesum() {
+    (cd "$1" && find . -printf '%p|%y|%m|%s|%l\n' | LC_ALL=C sort &&
+        find . -type f -exec sha256sum {} + | LC_ALL=C sort)
+}
+# refused LABEL ARGS...: a run with ARGS is refused before anything runs
+refused() {
+    _l=$1
+    shift
+    abb 60 "$@" "$WORK/hello.py"
+    is "$rc" 125 "$_l: refused with 125"
+    is "$(jr .status)" setup_error "$_l: status setup_error"
+    check "$_l: the message says it refuses to mount it" grep -q 'refus' "$WORK/r.json"
+    refute "$_l: the script did not run" grep -q HELLO "$WORK/out"
+}
+printf 'print("HELLO")\n' >"$WORK/hello.py"
+
+# ---- Python: a wheel built here, prepared offline -----------------------------------------
+mkdir "$WORK/wheels"
+"$PY" - "$WORK/wheels" <<'EOF'
+import base64, hashlib, sys, zipfile
+d, name, ver = sys.argv[1], 'abtestpkg', '1.0.0'
+info = '%s-%s.dist-info' % (name, ver)
+files = {
+    name + '/__init__.py': "VALUE = 'abtestpkg-ok'\n",
+    info + '/METADATA': 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' % (name, ver),
+    info + '/WHEEL': 'Wheel-Version: 1.0\nGenerator: agentbox-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
+}
+record = []
+for path, text in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=')
+    record.append('%s,sha256=%s,%d' % (path, digest.decode(), len(text.encode())))
+record.append(info + '/RECORD,,')
+with zipfile.ZipFile('%s/%s-%s-py3-none-any.whl' % (d, name, ver), 'w') as z:
+    for path, text in files.items():
+        z.writestr(path, text)
+    z.writestr(info + '/RECORD', '\n'.join(record) + '\n')
+EOF
+check "python: the test wheel was built" test -f "$WORK/wheels/abtestpkg-1.0.0-py3-none-any.whl"
+printf 'abtestpkg==1.0.0\n' >"$WORK/req.txt"
+
+prep --python "$WORK/req.txt" --no-index --find-links "$WORK/wheels" --cache-dir "$CACHE"
+is "$rc" 0 "prepare --python: exit 0"
+sed -n '1,20s/^/# prepare: /p' "$WORK/perr"
+PENV=$(tail -n1 "$WORK/pout")
+case $PENV in "$CACHE"/*) ok "prepare --python: prints an environment under --cache-dir" ;;
+*) not_ok "prepare --python: prints an environment under --cache-dir" "printed: '$PENV'" ;; esac
+check "prepare --python: the environment has a venv and a marker" \
+    test -x "$PENV/venv/bin/python" -a -f "$PENV/agentbox-env.json"
+check "prepare --python: the wheel is installed in it" \
+    test -f "$PENV/venv/lib/python3.11/site-packages/abtestpkg/__init__.py" -o \
+    -n "$(find "$PENV/venv/lib" -path '*/site-packages/abtestpkg/__init__.py' 2>/dev/null)"
+
+prep --python "$WORK/req.txt" --no-index --find-links "$WORK/wheels" --cache-dir "$CACHE"
+is "$rc" 0 "prepare --python again: exit 0"
+is "$(tail -n1 "$WORK/pout")" "$PENV" "prepare --python again: the same environment"
+check "prepare --python again: stderr says cache hit" grep -q 'cache hit' "$WORK/perr"
+if [ "$pms" -lt 2000 ]; then ok "prepare --python again: fast (${pms} ms)"; else
+    not_ok "prepare --python again: fast" "took ${pms} ms"
+fi
+
+cat >"$WORK/imp.py" <<'EOF'
+import sys, abtestpkg
+print('IMPORT', abtestpkg.VALUE)
+print('PREFIX', sys.prefix)
+print('FILE', abtestpkg.__file__)
+EOF
+abb 60 --env-dir "$PENV" "$WORK/imp.py"
+is "$rc" 0 "run --env-dir PATH (python): exit 0"
+check "run --env-dir PATH: the package imports offline" has 'IMPORT abtestpkg-ok'
+check "run --env-dir PATH: the venv is active (sys.prefix)" has "PREFIX $PENV/venv"
+is "$(jr .sandbox.network.enforced)" true "run --env-dir PATH: the run had no network (offline)"
+abb 60 --env-dir "$WORK/req.txt" "$WORK/imp.py"
+is "$rc" 0 "run --env-dir req.txt: exit 0"
+check "run --env-dir req.txt: finds the prepared environment by content" has 'IMPORT abtestpkg-ok'
+
+cat >"$WORK/wvenv.py" <<'EOF'
+import errno, os, sys
+import abtestpkg
+pkg = os.path.dirname(abtestpkg.__file__)
+def attempt(label, f):
+    try:
+        f()
+        print('W', label, 'OK')
+    except OSError as e:
+        print('W', label, errno.errorcode.get(e.errno, e.errno))
+attempt('modify', lambda: open(abtestpkg.__file__, 'a').write('EVIL = 1\n'))
+attempt('create', lambda: open(os.path.join(pkg, 'evil.py'), 'w').write('x'))
+attempt('remove', lambda: os.remove(abtestpkg.__file__))
+attempt('mkdir', lambda: os.mkdir(os.path.join(sys.prefix, 'evil')))
+EOF
+before=$(treesum "$PENV")
+abb 60 --env-dir "$PENV" "$WORK/wvenv.py"
+for w in modify create remove mkdir; do
+    got=$(sed -n "s/^W $w //p" "$WORK/out")
+    case $got in EROFS | EACCES | EPERM) ok "venv read-only: $w fails ($got)" ;;
+    *) not_ok "venv read-only: $w fails" "got: '$got'" ;; esac
+done
+is "$(treesum "$PENV")" "$before" "venv read-only: the environment on the host is unchanged"
+
+# ---- --venv and --python VENV/bin/python with Debian's packages ----------------------------
+mod=
+for m in yaml apt_pkg debian; do
+    f=$("$PY" -c "import $m; print($m.__file__)" 2>/dev/null) || continue
+    case $f in /usr/lib/python3/dist-packages/*)
+        mod=$m
+        break
+        ;;
+    esac
+done
+if [ -z "$mod" ]; then
+    for _i in 1 2 3 4 5 6; do
+        skip "--venv --system-site-packages check $_i" "no Debian python3-* module (yaml, apt_pkg, debian) in /usr/lib/python3/dist-packages"
+    done
+elif ! "$PY" -m venv --without-pip --system-site-packages "$WORK/sysvenv" 2>"$WORK/err"; then
+    for _i in 1 2 3 4 5 6; do
+        skip "--venv --system-site-packages check $_i" "python3 -m venv does not work here (python3-venv missing?)"
+    done
+else
+    printf 'import sys, %s\nprint("MOD", %s.__file__)\nprint("PREFIX", sys.prefix)\n' "$mod" "$mod" \
+        >"$WORK/sysmod.py"
+    abb 60 --venv "$WORK/sysvenv" "$WORK/sysmod.py"
+    is "$rc" 0 "--venv (system-site-packages): exit 0"
+    check "--venv: imports Debian's $mod from /usr/lib/python3/dist-packages" \
+        grep -q "^MOD /usr/lib/python3/dist-packages/$mod" "$WORK/out"
+    check "--venv: the venv is active (sys.prefix)" has "PREFIX $WORK/sysvenv"
+    abb 60 --python "$WORK/sysvenv/bin/python" "$WORK/sysmod.py"
+    is "$rc" 0 "--python VENV/bin/python: exit 0"
+    check "--python VENV/bin/python: imports $mod too" grep -q "^MOD /usr/lib/python3/dist-packages/$mod" "$WORK/out"
+    check "--python VENV/bin/python: the venv is active, like --venv" has "PREFIX $WORK/sysvenv"
+fi
+# the prepared venv is isolated: no Debian packages in it
+if [ -n "$mod" ]; then
+    abb 60 --env-dir "$PENV" "$WORK/sysmod.py"
+    check "an isolated prepared venv does not see Debian's $mod" grep -q 'ModuleNotFoundError' "$WORK/r.json"
+fi
+
+# ---- Node: is-number from the npm registry ------------------------------------------------
+mkdir "$WORK/np"
+cat >"$WORK/np/package.json" <<'EOF'
+{ "name": "abdeps-node", "version": "1.0.0", "private": true,
+  "dependencies": { "is-number": "7.0.0" } }
+EOF
+cat >"$WORK/t.js" <<'EOF'
+const isNumber = require('is-number');
+console.log('CJS', isNumber(5), isNumber('x'), require.resolve('is-number'));
+EOF
+cat >"$WORK/t.mjs" <<'EOF'
+import isNumber from 'is-number';
+console.log('ESM', isNumber(5), isNumber('x'));
+EOF
+cat >"$WORK/wnm.js" <<'EOF'
+const fs = require('fs');
+for (const [label, f] of [
+  ['modify', () => fs.appendFileSync('/node_modules/is-number/index.js', 'evil()\n')],
+  ['create', () => fs.writeFileSync('/node_modules/evil.js', 'x')],
+  ['remove', () => fs.unlinkSync('/node_modules/is-number/package.json')],
+  ['mkdir', () => fs.mkdirSync('/node_modules/evil')],
+]) {
+  try { f(); console.log('W', label, 'OK'); } catch (e) { console.log('W', label, e.code); }
+}
+EOF
+prep --node "$WORK/np/package.json" --cache-dir "$CACHE"
+NENV=$(tail -n1 "$WORK/pout")
+if [ "$rc" -ne 0 ] && grep -qE 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET' "$WORK/perr"; then
+    for _i in 1 2 3 4 5 6 7 8 9 10 11; do
+        skip "node prepare check $_i" "the npm registry is not reachable from here"
+    done
+else
+    is "$rc" 0 "prepare --node: exit 0"
+    sed -n '1,20s/^/# prepare: /p' "$WORK/perr"
+    check "prepare --node: is-number is in the environment's node_modules" \
+        test -f "$NENV/node_modules/is-number/package.json"
+    abb 60 --env-dir "$NENV" "$WORK/t.js"
+    is "$rc" 0 "run --env-dir (node, CommonJS): exit 0"
+    check "run --env-dir: require('is-number') works offline from /node_modules" \
+        has 'CJS true false /node_modules/is-number/index.js'
+    abb 60 --env-dir "$NENV" "$WORK/t.mjs"
+    is "$rc" 0 "run --env-dir (node, ESM .mjs): exit 0"
+    check "run --env-dir: import isNumber from 'is-number' works" has 'ESM true false'
+    abb 60 --env-dir "$WORK/np/package.json" "$WORK/t.js"
+    check "run --env-dir package.json: finds the prepared environment by content" \
+        grep -q '^CJS true false' "$WORK/out"
+    before=$(treesum "$NENV")
+    abb 60 --env-dir "$NENV" "$WORK/wnm.js"
+    for w in modify create remove mkdir; do
+        got=$(sed -n "s/^W $w //p" "$WORK/out")
+        case $got in EROFS | EACCES | EPERM) ok "/node_modules read-only: $w fails ($got)" ;;
+        *) not_ok "/node_modules read-only: $w fails" "got: '$got'" ;; esac
+    done
+    is "$(treesum "$NENV")" "$before" "/node_modules read-only: the environment on the host is unchanged"
+fi
+
+# ---- install scripts are untrusted code --------------------------------------------------
+# prepare copies only package.json (and its lock) into the install sandbox, so a `file:`
+# dependency cannot be resolved there; a tarball URL on the host's loopback can (the install
+# sandbox keeps the host network). The root package's preinstall and the dependency's
+# postinstall both try to reach the host; the postinstall writes what it saw into the
+# environment being built (the one place it may write).
+CANARY=$WORK/canary
+printf 'canary %s\n' "$TOKEN" >"$CANARY"
+chmod 666 "$CANARY"
+printf 'host secret %s\n' "$TOKEN" >"$WORK/hostsecret"
+chmod 644 "$WORK/hostsecret"
+HOSTHOME=${HOME:-/root}
+if as_user && [ -d "$HOSTHOME" ] && [ -w "$HOSTHOME" ]; then
+    # the throwaway user's home: a fake key to look for
+    mkdir -p "$HOSTHOME/.ssh"
+    printf 'ssh key %s\n' "$TOKEN" >"$HOSTHOME/.ssh/id_fake"
+fi
+mkdir -p "$WORK/evil/package" "$WORK/srv"
+cat >"$WORK/evil/package/package.json" <<'EOF'
+{ "name": "abevil", "version": "1.0.0", "scripts": { "postinstall": "node evil.js" } }
+EOF
+cat >"$WORK/evil/package/evil.js" <<EOF
+const fs = require('fs');
+const out = {};
+function w(label, p) { try { fs.writeFileSync(p, 'pwned\n'); out[label] = 'OK'; } catch (e) { out[label] = e.code || String(e); } }
+function r(label, p) { try { out[label] = 'OK ' + fs.readFileSync(p, 'utf8'); } catch (e) { out[label] = e.code || String(e); } }
+function l(label, p) { try { out[label] = 'OK ' + JSON.stringify(fs.readdirSync(p)); } catch (e) { out[label] = e.code || String(e); } }
+w('canary', '$CANARY');
+w('home', '$HOSTHOME/abevil-$TOKEN');
+w('tmp', '/tmp/abevil-$TOKEN');
+w('cwdup', '$WORK/abevil-$TOKEN');
+r('hostsecret', '$WORK/hostsecret');
+r('sshkey', '$HOSTHOME/.ssh/id_fake');
+l('ssh', '$HOSTHOME/.ssh');
+out.env = process.env;
+fs.writeFileSync(process.env.INIT_CWD + '/evil-report.json', JSON.stringify(out, null, 1));
+console.log('EVIL postinstall ran');
+EOF
+(cd "$WORK/evil" && tar czf "$WORK/srv/abevil-1.0.0.tgz" package)
+# a loopback HTTP server for the tarball; it prints its port into srv.port
+"$PY" - "$WORK/srv" <<'EOF' &
+import functools, http.server, os, sys, threading
+d = sys.argv[1]
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=d))
+with open(d + '.port.tmp', 'w') as f:
+    f.write('%d\n' % s.server_address[1])
+os.rename(d + '.port.tmp', d + '.port')
+threading.Timer(300, s.shutdown).start()
+s.serve_forever()
+EOF
+SRVPID=$!
+_i=0
+while [ ! -f "$WORK/srv.port" ] && [ $_i -lt 100 ]; do sleep 0.05; _i=$((_i + 1)); done
+PORT=$(cat "$WORK/srv.port" 2>/dev/null)
+mkdir "$WORK/np-evil"
+cat >"$WORK/np-evil/package.json" <<EOF
+{ "name": "abdeps-evil", "version": "1.0.0", "private": true,
+  "scripts": { "preinstall": "node -e \"const fs=require('fs'); let r; try { fs.writeFileSync('$CANARY', 'pwned'); r = 'OK'; } catch (e) { r = e.code; } fs.writeFileSync('root-preinstall.txt', r + ' ' + (process.env.AB_FAKE_SECRET || 'nosecret'));\"" },
+  "dependencies": { "abevil": "http://127.0.0.1:$PORT/abevil-1.0.0.tgz" } }
+EOF
+rc=0
+AB_FAKE_SECRET="secret-$TOKEN" NPM_TOKEN="npm-$TOKEN" bounded 300 "$AGENTBOX" prepare \
+    --node "$WORK/np-evil/package.json" --cache-dir "$CACHE" >"$WORK/pout" 2>"$WORK/perr" || rc=$?
+EENV=$(tail -n1 "$WORK/pout")
+is "$rc" 0 "evil install: prepare finishes (exit 0)"
+sed -n '1,20s/^/# prepare: /p' "$WORK/perr"
+check "evil install: the root package's preinstall ran (in the environment)" test -f "$EENV/root-preinstall.txt"
+check "evil install: the dependency's postinstall ran (in the environment)" test -f "$EENV/evil-report.json"
+is "$(cat "$CANARY")" "canary $TOKEN" "evil install: the host canary is untouched"
+# What the scripts saw inside (the writes may "succeed" into the sandbox's own /tmp tmpfs, in
+# which bwrap made the path to the environment's mount point): only the host side counts.
+echo "# root preinstall: $(cat "$EENV/root-preinstall.txt" 2>/dev/null)"
+if [ -f "$EENV/evil-report.json" ]; then
+    ej() { jq -r "$1" "$EENV/evil-report.json"; }
+    echo "# postinstall: $(jq -c 'del(.env)' "$EENV/evil-report.json")"
+    refute "evil install: nothing appeared in the host's home" test -e "$HOSTHOME/abevil-$TOKEN"
+    refute "evil install: nothing appeared in the host's /tmp (the sandbox has its own)" test -e "/tmp/abevil-$TOKEN"
+    refute "evil install: nothing appeared next to the canary" test -e "$WORK/abevil-$TOKEN"
+    is "$(ej .hostsecret | cut -c1-2)" EN "evil install: a world-readable host file is not visible ($(ej .hostsecret))"
+    is "$(ej .sshkey | cut -c1-2)" EN "evil install: ~/.ssh is not readable ($(ej .sshkey))"
+    refute "evil install: the caller's secret variables did not reach the install" \
+        grep -q "$TOKEN" "$EENV/evil-report.json" "$EENV/root-preinstall.txt"
+    is "$(ej '.env.HOME')" /work "evil install: HOME is the sandbox's /work"
+else
+    not_ok "evil install: the postinstall's report is in the environment"
+fi
+is "$(find "$WORK" -newer "$WORK/np-evil/package.json" -name "abevil-$TOKEN" | wc -l)" 0 \
+    "evil install: no file named by the postinstall appeared under \$WORK"
+
+# (b) the environment marker: prepare writes agentbox-env.json.tmp in a directory the install
+# scripts controlled. A planted symlink there must not be followed (as root: any host file).
+printf 'marker canary %s\n' "$TOKEN" >"$WORK/canary2"
+chmod 666 "$WORK/canary2"
+mkdir "$WORK/np-marker"
+cat >"$WORK/np-marker/package.json" <<EOF
+{ "name": "abdeps-marker", "version": "1.0.0", "private": true,
+  "scripts": { "postinstall": "node -e \"const fs=require('fs'); fs.mkdirSync('node_modules', {recursive: true}); fs.symlinkSync('$WORK/canary2', 'agentbox-env.json.tmp')\"" } }
+EOF
+prep --node "$WORK/np-marker/package.json" --cache-dir "$CACHE"
+# BUG (prepare.c write_marker): json_dump_file() fopen()s the .tmp name, following the symlink
+is "$(cat "$WORK/canary2")" "marker canary $TOKEN" \
+    "marker: a symlink planted at agentbox-env.json.tmp is not written through (host file intact)"
+if [ "$rc" -ne 0 ]; then
+    echo "# marker: prepare failed (exit $rc): $(tail -n1 "$WORK/perr")"
+fi
+
+# (c) node_modules swapped for a symlink to a host directory: a later run must not mount it
+mkdir "$WORK/private"
+printf 'private %s\n' "$TOKEN" >"$WORK/private/secret.txt"
+chmod 755 "$WORK/private"
+chmod 644 "$WORK/private/secret.txt"
+mkdir "$WORK/np-swap"
+cat >"$WORK/np-swap/package.json" <<EOF
+{ "name": "abdeps-swap", "version": "1.0.0", "private": true,
+  "scripts": { "postinstall": "node -e \"const fs=require('fs'); fs.mkdirSync('node_modules', {recursive: true}); fs.renameSync('node_modules', 'nm.real'); fs.symlinkSync('$WORK/private', 'node_modules')\"" } }
+EOF
+prep --node "$WORK/np-swap/package.json" --cache-dir "$CACHE"
+SENV=$(tail -n1 "$WORK/pout")
+cat >"$WORK/readnm.js" <<'EOF'
+const fs = require('fs');
+try { console.log('READ', fs.readFileSync('/node_modules/secret.txt', 'utf8').trim()); } catch (e) { console.log('READ', e.code); }
+EOF
+if [ "$rc" -ne 0 ]; then
+    ok "swap: prepare refused an environment whose node_modules is a symlink (exit $rc)"
+else
+    abb 60 --env-dir "$SENV" "$WORK/readnm.js"
+    # BUG (prepare.c read_env_marker + interp.c): node_modules is realpath()ed, so the
+    # install script chooses which host directory later runs get mounted at /node_modules
+    refute "swap: a run does not get the host directory the install script pointed node_modules at" \
+        grep -q "READ private $TOKEN" "$WORK/out"
+fi
+kill "$SRVPID" 2>/dev/null || true
+
+# ---- interpreters outside /usr ----------------------------------------------------------
+printf 'import sys\nprint("EXE", sys.executable)\nprint("VER", sys.version.split()[0])\n' >"$WORK/ver.py"
+PYENV=/root/.pyenv/versions/3.11.7/bin/python3
+if as_user; then
+    if [ -e /root/.pyenv/versions/3.11.7 ] 2>/dev/null; then
+        skip "pyenv python: runs from its prefix" "/root is readable by this user: not the setup this case checks"
+    else
+        abb 60 --python "$PYENV" "$WORK/ver.py"
+        is "$rc" 127 "pyenv python as a user: /root is not reachable: a clear 'not found' (127)"
+        check "pyenv python as a user: the message names the interpreter" grep -q "$PYENV" "$WORK/r.json"
+    fi
+elif [ -x "$PYENV" ]; then
+    abb 60 --python "$PYENV" "$WORK/ver.py"
+    is "$rc" 0 "pyenv python: exit 0"
+    check "pyenv python: sys.executable is under the pyenv prefix" \
+        grep -q '^EXE /root/.pyenv/versions/3.11.7/bin/python3' "$WORK/out"
+    check "pyenv python: version 3.11.7" has 'VER 3.11.7'
+else
+    skip "pyenv python: runs from its prefix" "no pyenv Python at $PYENV"
+fi
+
+mkdir -p "$WORK/opt/node/bin"
+if cp "$(command -v node)" "$WORK/opt/node/bin/node" 2>/dev/null; then
+    chmod 755 "$WORK/opt/node/bin/node"
+    printf 'console.log("EXE", process.execPath);\nconsole.log("VER", process.version);\n' >"$WORK/ver.js"
+    abb 60 --node "$WORK/opt/node/bin/node" "$WORK/ver.js"
+    is "$rc" 0 "node outside /usr: exit 0"
+    check "node outside /usr: process.execPath is the copy" has "EXE $WORK/opt/node/bin/node"
+    check "node outside /usr: its version" has "VER $(node --version)"
+    is "$(jr .interpreter)" "$WORK/opt/node/bin/node" "node outside /usr: the report names it"
+else
+    skip "node outside /usr" "cannot copy node"
+fi
+
+# ---- --ro-bind ----------------------------------------------------------------------------
+refused "--ro-bind \$HOME" --ro-bind "$HOSTHOME"
+mkdir -p "$WORK/proj/.ssh" "$WORK/data"
+printf 'key %s\n' "$TOKEN" >"$WORK/proj/.ssh/id"
+chmod 755 "$WORK/proj" "$WORK/proj/.ssh"
+chmod 777 "$WORK/data" # only the read-only mount may stop the writes below
+chmod 644 "$WORK/proj/.ssh/id"
+refused "--ro-bind a .ssh directory" --ro-bind "$WORK/proj/.ssh:/keys"
+refused "--ro-bind a directory holding .ssh" --ro-bind "$WORK/proj:/proj"
+refused "--ro-bind /etc" --ro-bind /etc
+refused "--ro-bind /run" --ro-bind /run
+"$PY" -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$WORK/host.sock"
+refused "--ro-bind a socket" --ro-bind "$WORK/host.sock:/host.sock"
+refused "--allow-bind of .ssh does not let its parent through" \
+    --ro-bind "$WORK/proj:/proj" --allow-bind "$WORK/proj/.ssh"
+printf 'import sys\nprint(open(sys.argv[1]).read().strip())\n' >"$WORK/cat.py"
+abb 60 --ro-bind "$WORK/proj/.ssh:/keys" --allow-bind "$WORK/proj/.ssh" "$WORK/cat.py" -- /keys/id
+is "$rc" 0 "--allow-bind lets exactly the named path through: exit 0"
+check "--allow-bind: the file is readable in the sandbox" has "key $TOKEN"
+
+printf 'data %s\n' "$TOKEN" >"$WORK/data/file.txt"
+chmod 666 "$WORK/data/file.txt"
+cat >"$WORK/data.py" <<'EOF'
+import errno
+print('READ', open('/data/file.txt').read().strip())
+for label, f in [('modify', lambda: open('/data/file.txt', 'a').write('evil\n')),
+                 ('create', lambda: open('/data/new.txt', 'w').write('evil\n'))]:
+    try:
+        f()
+        print('W', label, 'OK')
+    except OSError as e:
+        print('W', label, errno.errorcode.get(e.errno, e.errno))
+EOF
+before=$(treesum "$WORK/data")
+abb 60 --ro-bind "$WORK/data:/data" "$WORK/data.py"
+is "$rc" 0 "--ro-bind HOST:/data: exit 0"
+check "--ro-bind HOST:/data: readable at /data" has "READ data $TOKEN"
+for w in modify create; do
+    got=$(sed -n "s/^W $w //p" "$WORK/out")
+    is "$got" EROFS "--ro-bind HOST:/data: $w fails with EROFS (world-writable on the host)"
+done
+is "$(treesum "$WORK/data")" "$before" "--ro-bind HOST:/data: the host directory is unchanged"
+
+done_testing
