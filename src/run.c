@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -108,9 +109,9 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 		if (*end == ':')
 			g = strtoul(end + 1, &end, 10);
 		if (errno || *end || u > 0x7fffffffUL || g > 0x7fffffffUL)
-			return ab_err_usage(err,
-					    "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
-					    spec);
+			return ab_err_usage(
+				err, "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
+				spec);
 		*ret_uid = (uid_t) u;
 		*ret_gid = (gid_t) g;
 	} else if (!passwd_lookup(spec, ret_uid, ret_gid)) {
@@ -468,6 +469,48 @@ chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 	(void) ftw;
 	/* lchown: never through a link */
 	return lchown(path, chown_to_uid, chown_to_gid) < 0 ? -1 : 0;
+}
+
+/* --stdin FILE: the script gets a sealed in-memory copy, never the caller's fd: a directory fd
+ * would open the host filesystem through /proc/self/fd/0/.., a terminal could be taken as a
+ * controlling tty, and a file could be reopened for writing (T7, T29). */
+static int
+stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err)
+{
+	cleanup_fd int src = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	cleanup_fd int mfd = -1;
+	struct stat st;
+	char buf[65536];
+	uint64_t total = 0;
+	ssize_t n;
+
+	if (src < 0) {
+		ab_err_set(err, -errno, "--stdin '%s': %s", path, strerror(errno));
+		return ab_err_fix(err, "check the path");
+	}
+	if (fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ab_err_set(err, -EINVAL, "--stdin '%s' is not a regular file", path);
+		return ab_err_fix(err, "write the input to a file and pass that");
+	}
+	mfd = memfd_create("agentbox-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+	while ((n = read(src, buf, sizeof(buf))) > 0) {
+		total += (uint64_t) n;
+		if (total > cap) {
+			ab_err_set(err, -EFBIG, "--stdin '%s' is bigger than --disk", path);
+			return ab_err_fix(err, "raise --disk, or pass the data with --input");
+		}
+		if (write_all(mfd, buf, (size_t) n) < 0)
+			return ab_err_set(err, -errno, "copy --stdin: %s", strerror(errno));
+	}
+	if (n < 0)
+		return ab_err_set(err, -errno, "read --stdin '%s': %s", path, strerror(errno));
+	if (lseek(mfd, 0, SEEK_SET) < 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return ab_err_set(err, -errno, "seal --stdin: %s", strerror(errno));
+	*ret = steal_fd(&mfd);
+	return 0;
 }
 
 /* ---- the environment ------------------------------------------------------------------ */
@@ -1005,12 +1048,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		goto out;
 	}
 	if (o->stdin_path) {
-		c.stdin_fd = open(o->stdin_path, O_RDONLY | O_CLOEXEC);
-		if (c.stdin_fd < 0) {
-			r = ab_err_set(err, -errno, "--stdin '%s': %s", o->stdin_path,
-				       strerror(errno));
+		r = stdin_memfd(o->stdin_path, o->limits[AB_LIM_DISK].value, &c.stdin_fd, err);
+		if (r < 0)
 			goto out;
-		}
 	}
 
 	timing_mark("interpreter resolved");

@@ -15,8 +15,8 @@
  *    personality other than PER_LINUX or the 0xffffffff query) and Docker's additions
  *    (module, kexec, swap, clock, reboot, bpf, userfaultfd, process_vm_*, kcmp, ...).
  *  - EPERM: clone() with any CLONE_NEW* flag, by masked compare on the flags argument.
- *  - EPERM: ioctl TIOCSTI and TIOCLINUX, compared on the low 32 bits only (the kernel ignores
- *    the upper half of the command), so TIOCSTI | 1 << 32 is caught (CVE-2019-10063).
+ *  - EPERM: ioctl TIOCSTI, TIOCLINUX and TIOCSCTTY, compared on the low 32 bits only (the kernel
+ * ignores the upper half of the command), so TIOCSTI | 1 << 32 is caught (CVE-2019-10063).
  *  - ENOSYS: clone3, io_uring_* and the new mount API. ENOSYS, not EPERM, because it means
  *    "this kernel has no such call": glibc then falls back from clone3 to clone (pthreads,
  *    posix_spawn) and libuv (Node >= 20.3) from io_uring to its epoll/thread-pool paths,
@@ -172,6 +172,7 @@ static const struct ab_rule ab_rules[] = {
 	/* ioctl: the kernel uses the low 32 bits of the command, so compare only those. */
 	RIOCTL(TIOCSTI),   /* T10: keystroke injection (CVE-2017-5226, CVE-2019-10063) */
 	RIOCTL(TIOCLINUX), /* T10: console injection (CVE-2023-28100) */
+	RIOCTL(TIOCSCTTY), /* T10/T29: no taking a terminal as controlling tty */
 	/* clone() with a namespace flag. CLONE_NEWTIME (0x80) is absent on purpose: for clone()
 	 * that bit is part of the exit-signal byte (CSIGNAL), so the kernel only takes it from
 	 * clone3 (ENOSYS above) and unshare (EPERM above). */
@@ -353,13 +354,17 @@ program_size_ok(off_t size)
 	       size <= (off_t) (BPF_MAXINSNS * sizeof(struct sock_filter));
 }
 
-static char *
-cache_path(enum ab_seccomp_policy p, const char *cache_dir)
+/* Bump whenever the rule table changes: it is part of the cache key. */
+#define AB_SECCOMP_RULES_REV 2
+
+char *
+seccomp_cache_path(enum ab_seccomp_policy p, const char *cache_dir)
 {
 	const struct scmp_version *v = seccomp_version();
 
-	return xasprintf("%s/seccomp-%s-%u.%u.%u-%s.bpf", cache_dir, seccomp_policy_name(p),
-			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0, AB_VERSION);
+	return xasprintf("%s/seccomp-%s-r%d-%u.%u.%u-%s.bpf", cache_dir, seccomp_policy_name(p),
+			 AB_SECCOMP_RULES_REV, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
+			 AB_VERSION);
 }
 
 /* Returns an fd on a usable cache entry, or -errno when there is none (or it is not trusted:
@@ -456,7 +461,7 @@ seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_er
 	if ((unsigned) p >= AB_SECCOMP_COUNT)
 		return ab_err_set(err, -EINVAL, "seccomp: unknown policy %d", (int) p);
 	if (cache_dir) {
-		path = cache_path(p, cache_dir);
+		path = seccomp_cache_path(p, cache_dir);
 		fd = cache_open(path);
 		if (fd >= 0)
 			return fd; /* offset 0, read-only, owned by us */

@@ -23,3 +23,7 @@ const char *seccomp_policy_name(enum ab_seccomp_policy p);
  * entry that is not a regular file owned by the caller, or whose length is not a multiple of 8,
  * is ignored and rewritten. */
 int seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_err *err);
+
+/* The cache entry's path for policy p in cache_dir (malloc'd). The name carries the policy,
+ * the rule table's revision, libseccomp's version and agentbox's version. */
+char *seccomp_cache_path(enum ab_seccomp_policy p, const char *cache_dir);

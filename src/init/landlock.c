@@ -88,8 +88,7 @@ int
 landlock_apply(const char **writable_dirs, bool net, bool scope, const char **ret_what)
 {
 	static const char *const devices[] = { "/dev/null",   "/dev/zero",    "/dev/full",
-					       "/dev/random", "/dev/urandom", "/dev/tty",
-					       NULL };
+					       "/dev/random", "/dev/urandom", NULL };
 	struct ab_ruleset_attr attr = { 0 };
 	size_t attr_size = sizeof(uint64_t);
 	int abi = landlock_abi();

@@ -27,7 +27,10 @@ sub inject {
 sub all_ {
   my ($tag) = @_;
   my @fhs = (["0", \\*STDIN], ["1", \\*STDOUT]);
-  if (open(my $t, "+<", "/dev/tty")) { push @fhs, ["devtty", $t]; say_("NOTE devtty-open-$tag") }
+  if (open(my $t, "+<", "/dev/tty")) {
+    push @fhs, ["devtty", $t];
+    say_(($tag eq "before" ? "ESCAPED" : "NOTE") . " open-dev-tty-$tag opened");
+  }
   else { say_("CONTAINED open-dev-tty-$tag " . ($!+0)) }
   for my $f (@fhs) {
     for my $c (["tiocsti", 0x5412], ["tioclinux", 0x541C]) {

@@ -65,7 +65,8 @@ def all_injections(tag):
     fds = [(str(i), i) for i in (0, 1, 2)]
     try:
         fds.append(("devtty", os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)))
-        out("ESCAPED" if tag == "before" else "CONTAINED", "open-dev-tty-" + tag,
+        # before: a controlling terminal we never asked for; after: the one we just adopted
+        out("ESCAPED" if tag == "before" else "NOTE", "open-dev-tty-" + tag,
             "opened (a controlling terminal exists)")
     except OSError as e:
         out("CONTAINED", "open-dev-tty-" + tag, en(e.errno))

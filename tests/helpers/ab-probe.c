@@ -334,6 +334,8 @@ P(personality_rie, do_personality(0x0400000)) /* READ_IMPLIES_EXEC */
 P(personality_hi, do_personality(1UL << 32))
 P(ioctl_tiocsti, res(ioctl(-1, TIOCSTI, BAD_PTR)))
 P(ioctl_tiocsti64, res(syscall(SYS_ioctl, -1, (1UL << 32) | TIOCSTI, BAD_PTR)))
+P(ioctl_tiocsctty, res(ioctl(-1, TIOCSCTTY, 0)))
+P(ioctl_tiocsctty64, res(syscall(SYS_ioctl, -1, (1UL << 32) | TIOCSCTTY, 0)))
 P(ioctl_tioclinux, res(ioctl(-1, TIOCLINUX, BAD_PTR)))
 P(ioctl_tioclinux64, res(syscall(SYS_ioctl, -1, (0x123UL << 32) | TIOCLINUX, BAD_PTR)))
 P(clone_newuser, bad_clone(CLONE_NEWUSER))
@@ -466,6 +468,8 @@ static const struct probe probes[] = {
 	E(personality_hi),
 	E(ioctl_tiocsti),
 	E(ioctl_tiocsti64),
+	E(ioctl_tiocsctty),
+	E(ioctl_tiocsctty64),
 	E(ioctl_tioclinux),
 	E(ioctl_tioclinux64),
 	E(clone_newuser),

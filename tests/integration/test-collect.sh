@@ -497,7 +497,7 @@ if command -v script >/dev/null 2>&1; then
         /dev/null >"$WORK/tty.out" 2>"$WORK/tty.err" </dev/null || rc=$?
     is "$rc" 0 "T29: the run under a pseudo-terminal exits 0"
     check "T29: the output was relayed to the terminal" grep -q 'before' "$WORK/tty.out"
-    check "T29: stderr was relayed to the terminal" grep -q 'err' "$WORK/tty.out"
+    check "T29: stderr was relayed to the terminal" grep -q '^err' "$WORK/tty.out"
     refute "T29: no raw ESC byte reached the terminal" grep -q "$ESC" "$WORK/tty.out"
     refute "T29: no raw BEL byte reached the terminal" grep -q "$BEL" "$WORK/tty.out"
     od -c "$WORK/tty.out" | head -n 8 | sed 's/^/# /'

@@ -177,6 +177,8 @@ static const struct expect expects[] = {
 	BLOCKED("personality_hi", "EPERM"),
 	BLOCKED("ioctl_tiocsti", "EPERM"),
 	BLOCKED("ioctl_tiocsti64", "EPERM"),
+	BLOCKED("ioctl_tiocsctty", "EPERM"),
+	BLOCKED("ioctl_tiocsctty64", "EPERM"),
 	BLOCKED("ioctl_tioclinux", "EPERM"),
 	BLOCKED("ioctl_tioclinux64", "EPERM"),
 	BLOCKED("clone_newuser", "EPERM"),
@@ -577,10 +579,11 @@ test_cache(const char *ref, size_t ref_len, const char *ref_strict, size_t stric
 	TAP_OK(dir != NULL, "cache: temporary directory");
 	if (!dir)
 		return;
-	path = xasprintf("%s/seccomp-default-%u.%u.%u-%s.bpf", dir, v->major, v->minor, v->micro,
-			 AB_VERSION);
-	spath = xasprintf("%s/seccomp-strict-%u.%u.%u-%s.bpf", dir, v->major, v->minor, v->micro,
-			  AB_VERSION);
+	path = seccomp_cache_path(AB_SECCOMP_DEFAULT, dir);
+	spath = seccomp_cache_path(AB_SECCOMP_STRICT, dir);
+	TAP_OK(strstr(path, "seccomp-default-r") && v && strstr(path, AB_VERSION),
+	       "cache: the name carries policy, rule revision and versions (%s)",
+	       strrchr(path, '/') + 1);
 	other = xasprintf("%s/elsewhere.bpf", dir);
 
 	fd1 = seccomp_program_fd(AB_SECCOMP_DEFAULT, dir, &err);
