@@ -179,6 +179,37 @@ sibling_lock(const char *pkg)
 	return NULL;
 }
 
+/* The environment's content was written by untrusted install scripts: what agentbox mounts
+ * from it must be a real directory inside it, not a symlink pointing elsewhere on the host,
+ * and a venv's interpreter must still resolve to the interpreter it was prepared with. */
+static int
+check_env_tree(const char *real, bool python, const char *interp, struct ab_err *err)
+{
+	cleanup_free char *sub = xasprintf("%s/%s", real, python ? "venv" : "node_modules");
+	struct stat st;
+
+	if (lstat(sub, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		ab_err_set(err, -EPERM,
+			   "the environment '%s' is damaged: '%s' is not a directory "
+			   "(a symlink planted by an install script?)",
+			   real, sub);
+		return ab_err_fix(err, "remove it and run agentbox prepare again");
+	}
+	if (python) {
+		cleanup_free char *py = xasprintf("%s/bin/python3", sub);
+		char a[PATH_MAX], b[PATH_MAX];
+
+		if (!interp || !realpath(py, a) || !realpath(interp, b) || strcmp(a, b) != 0) {
+			ab_err_set(err, -EPERM,
+				   "the environment '%s' is damaged: its bin/python3 no "
+				   "longer resolves to the interpreter it was prepared with",
+				   real);
+			return ab_err_fix(err, "remove it and run agentbox prepare again");
+		}
+	}
+	return 0;
+}
+
 /* Reads DIR/agentbox-env.json (capped, never through a symlink). */
 static int
 read_env_marker(const char *dir, char **ret_venv, char **ret_nm, struct ab_err *err)
@@ -188,8 +219,9 @@ read_env_marker(const char *dir, char **ret_venv, char **ret_nm, struct ab_err *
 	cleanup_fd int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	json_t *j;
 	json_error_t je;
-	const char *kind, *p;
+	const char *kind;
 	char real[PATH_MAX];
+	int r;
 
 	if (fd < 0) {
 		ab_err_set(err, -errno, "'%s' is not a prepared environment (no %s)", dir,
@@ -203,21 +235,22 @@ read_env_marker(const char *dir, char **ret_venv, char **ret_nm, struct ab_err *
 		return ab_err_set(err, -EINVAL, "'%s' is not valid JSON: %s", path, je.text);
 	kind = json_string_value(json_object_get(j, "kind"));
 	if (!realpath(dir, real)) {
+		r = ab_err_set(err, -errno, "'%s': %s", dir, strerror(errno));
 		json_decref(j);
-		return ab_err_set(err, -errno, "'%s': %s", dir, strerror(errno));
+		return r;
 	}
-	if (kind && strcmp(kind, "python") == 0) {
-		p = json_string_value(json_object_get(j, "venv"));
-		*ret_venv = xasprintf("%s/venv", real);
-		(void) p;
-	} else if (kind && strcmp(kind, "node") == 0) {
-		*ret_nm = xasprintf("%s/node_modules", real);
-	} else {
+	if (!kind || (strcmp(kind, "python") != 0 && strcmp(kind, "node") != 0)) {
 		json_decref(j);
 		return ab_err_set(err, -EINVAL, "'%s' has an unknown kind", path);
 	}
+	r = check_env_tree(real, strcmp(kind, "python") == 0,
+			   json_string_value(json_object_get(j, "interpreter")), err);
+	if (r == 0 && strcmp(kind, "python") == 0)
+		*ret_venv = xasprintf("%s/venv", real);
+	else if (r == 0)
+		*ret_nm = xasprintf("%s/node_modules", real);
 	json_decref(j);
-	return 0;
+	return r;
 }
 
 static bool
@@ -290,23 +323,36 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 			  es.python ? "python" : "node", spec);
 }
 
+/* Written into a directory install scripts controlled: relative to an O_NOFOLLOW dirfd, the
+ * temp file created O_EXCL|O_NOFOLLOW (a planted symlink is never written through), then
+ * renamed over whatever is at the marker's name. */
 static int
 write_marker(const char *dir, const struct env_spec *s, const char *key, uid_t owner, gid_t group)
 {
-	cleanup_free char *path = xasprintf("%s/" AB_ENV_MARKER, dir);
-	cleanup_free char *tmp = xasprintf("%s.tmp", path);
-	json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s?, s:b, s:I}", "schema_version", 1,
-			      "kind", s->python ? "python" : "node", "key", key, "interpreter",
-			      s->interp, "requirements", s->reqs, "lock", s->lock, "system_site",
-			      s->system_site, "created_unix", (json_int_t) time(NULL));
-	int r = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS);
+	static const char tmp[] = AB_ENV_MARKER ".tmp";
+	cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_fd int fd = -1;
+	json_t *j;
+	int r;
 
+	if (dfd < 0)
+		return -errno;
+	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
+		return errno == EISDIR ? -EEXIST : -errno;
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s?, s:b, s:I}", "schema_version", 1, "kind",
+		      s->python ? "python" : "node", "key", key, "interpreter", s->interp,
+		      "requirements", s->reqs, "lock", s->lock, "system_site", s->system_site,
+		      "created_unix", (json_int_t) time(NULL));
+	r = json_dumpfd(j, fd, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(j);
 	if (r < 0)
 		return -EIO;
-	if (owner != (uid_t) -1 && lchown(tmp, owner, group) < 0)
+	if (owner != (uid_t) -1 && fchown(fd, owner, group) < 0)
 		return -errno;
-	if (rename(tmp, path) < 0)
+	if (renameat(dfd, tmp, dfd, AB_ENV_MARKER) < 0)
 		return -errno;
 	return 0;
 }
@@ -575,16 +621,9 @@ cmd_prepare(int argc, char **argv)
 	}
 	if (r < 0)
 		goto fail;
-	{
-		cleanup_free char *check =
-			xasprintf("%s/%s", dir, es.python ? "venv/bin/python" : "node_modules");
-
-		if (access(check, F_OK) != 0) {
-			r = ab_err_set(&err, -ENOENT, "the install finished but '%s' is missing",
-				       check);
-			goto fail;
-		}
-	}
+	r = check_env_tree(dir, es.python, es.interp, &err);
+	if (r < 0)
+		goto fail;
 	r = write_marker(dir, &es, key, owner, group);
 	if (r < 0) {
 		ab_err_set(&err, r, "write the environment marker");

@@ -59,6 +59,7 @@ struct run_ctx {
 	bool mntns;         /* we are in our private mount namespace */
 	bool tmpfs_mounted; /* run/mnt is the capped tmpfs */
 	bool etc_mounted;   /* run/etc is the /etc tmpfs */
+	bool ro_staged;     /* run/ro/N hold staged read-only binds (root callers) */
 	int work_fd;        /* the live workspace (tmpfs or --workspace DIR) */
 	int script_fd;
 	int seccomp_fd;
@@ -249,6 +250,7 @@ stage_ro_binds(struct run_ctx *c, struct ab_err *err)
 		return ab_err_set(err, -errno, "create %s/ro", c->rd.path);
 	if (fchownat(c->rd.fd, "ro", c->sb_uid, c->sb_gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return ab_err_set(err, -errno, "chown %s/ro", c->rd.path);
+	c->ro_staged = true;
 	for (size_t i = 0; i < c->plan.n_ro_binds; i++) {
 		char name[32];
 		char *staged;
@@ -883,8 +885,8 @@ collect_workspace(struct run_ctx *c, struct ab_err *err)
 	c->res->usage.workspace_bytes = (int64_t) m.total_bytes;
 	c->res->usage.workspace_entries = (int64_t) m.total_entries;
 	if (m.truncated)
-		result_warn(c->res, "the workspace listing was truncated at %llu entries",
-			    (unsigned long long) wo.max_entries);
+		result_warn(c->res, "the workspace listing is incomplete: %s stopped it",
+			    m.truncated_by ? m.truncated_by : "a cap");
 	manifest_done(&m);
 
 	if (c->o->collect_dir) {
@@ -922,6 +924,19 @@ collect_workspace(struct run_ctx *c, struct ab_err *err)
 static void
 cleanup_run(struct run_ctx *c)
 {
+	/* read-only binds staged for the sandbox user (root callers) */
+	for (size_t i = 0; c->ro_staged && i < c->plan.n_ro_binds; i++) {
+		char name[PATH_MAX];
+
+		snprintf(name, sizeof(name), "%s/ro/%zu", c->rd.path, i);
+		(void) umount2(name, MNT_DETACH);
+		snprintf(name, sizeof(name), "ro/%zu", i);
+		(void) unlinkat(c->rd.fd, name, AT_REMOVEDIR);
+	}
+	if (c->ro_staged) {
+		(void) unlinkat(c->rd.fd, "ro", AT_REMOVEDIR);
+		c->ro_staged = false;
+	}
 	if (c->etc_mounted) {
 		cleanup_free char *etc = xasprintf("%s/etc", c->rd.path);
 

@@ -43,8 +43,11 @@
 #define RM_MAX_KEPT \
 	4096 /* entries of one directory that may resist removal before it is given up */
 
-/* Special bits and group/other write never reach a copy. */
-#define WALK_COPY_MODE_MASK 0755
+/* Special bits and group/other write never reach a copy; the owner can always read (and
+ * enter) it, also when the script left it chmod 000. */
+#define WALK_COPY_MODE_MASK    0755
+#define WALK_COPY_FILE_MODE(m) (((m) &WALK_COPY_MODE_MASK) | 0600)
+#define WALK_COPY_DIR_MODE(m)  (((m) &WALK_COPY_MODE_MASK) | 0700)
 
 #define WALK_RESOLVE \
 	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
@@ -327,6 +330,15 @@ walk_entry_at(struct walk *w, size_t i)
 static const char reason_setid[] = "setuid/setgid/sticky bit (stripped on copy)";
 static const char reason_sparse[] = "sparse file (holes kept on copy)";
 
+/* Records that a cap stopped the walk or the listing; the first cap is the one named. */
+static void
+truncate_by(struct walk *w, const char *cap)
+{
+	w->m.truncated = true;
+	if (!w->m.truncated_by)
+		w->m.truncated_by = cap;
+}
+
 static void
 entry_mark(struct ab_entry *e, unsigned flag, const char *reason)
 {
@@ -372,7 +384,7 @@ walk_list(struct walk *w, struct walk_frame *f)
 				continue;
 			if (w->m.total_entries >= w->o.max_entries) {
 				w->listing_stopped = true;
-				w->m.truncated = true;
+				truncate_by(w, "the entry cap");
 				if (f->entry != SIZE_MAX)
 					entry_mark(walk_entry_at(w, f->entry), AB_FLAG_OVER_CAP,
 						   "entry cap reached (listing incomplete)");
@@ -559,9 +571,11 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	copy = f->has_dst && !(e->flags & ~(unsigned) (AB_FLAG_SPARSE | AB_FLAG_SETID));
 	if (copy && w->o.max_total_bytes && size > w->o.max_total_bytes - w->m.copied_bytes) {
 		entry_mark(e, AB_FLAG_OVER_CAP, "over the total size cap");
-		w->m.truncated = true;
+		truncate_by(w, "the total size cap");
 		copy = false;
 	}
+	if (w->o.dst_dirfd >= 0 && !f->has_dst && !e->reason)
+		e->reason = "inside a directory that was not copied";
 	hash = !(e->flags & AB_FLAG_HARDLINK) && size <= w->o.hash_max_bytes;
 	if (e->flags & AB_FLAG_SETID && !e->reason)
 		e->reason = reason_setid;
@@ -628,7 +642,7 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	if (hash)
 		sha256_hex(&ctx, e->sha256);
 	if (copy) {
-		if (fchmod(dfd, st->st_mode & WALK_COPY_MODE_MASK) < 0) {
+		if (fchmod(dfd, WALK_COPY_FILE_MODE(st->st_mode)) < 0) {
 			r = -errno;
 			(void) unlinkat(f->dst_fd, name, 0);
 			return ab_err_set(w->err, r, "chmod a copied file");
@@ -660,13 +674,13 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	if (f->depth + 1 >= w->o.max_depth) {
 		e->flags |= AB_FLAG_OVER_CAP;
 		e->reason = "depth cap reached (not entered)";
-		w->m.truncated = true;
+		truncate_by(w, "the depth cap");
 		return 0;
 	}
 	if (strlen(e->path) + 1 + NAME_MAX >= WALK_MAX_PATH) {
 		e->flags |= AB_FLAG_OVER_CAP;
 		e->reason = "path length cap reached (not entered)";
-		w->m.truncated = true;
+		truncate_by(w, "the path length cap");
 		return 0;
 	}
 
@@ -692,6 +706,8 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 		return 0;
 	}
 
+	if (w->o.dst_dirfd >= 0 && !f->has_dst && !e->reason)
+		e->reason = "inside a directory that was not copied";
 	if (f->has_dst) {
 		if (mkdirat(f->dst_fd, name, 0700) < 0) {
 			cleanup_free char *p = NULL;
@@ -712,7 +728,7 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 		nf.has_dst = true;
 		nf.dst_dev = fst.st_dev;
 		nf.dst_ino = fst.st_ino;
-		nf.dst_mode = st->st_mode & WALK_COPY_MODE_MASK;
+		nf.dst_mode = WALK_COPY_DIR_MODE(st->st_mode);
 		e->collected = true;
 	}
 push:
@@ -739,7 +755,7 @@ walk_one(struct walk *w, const char *name)
 	if (w->name_bytes + strlen(path) + 1 > WALK_MAX_NAME_BYTES) {
 		free(path);
 		w->stopped = true;
-		w->m.truncated = true;
+		truncate_by(w, "the name memory cap");
 		return 0;
 	}
 	w->name_bytes += strlen(path) + 1;

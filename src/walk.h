@@ -55,10 +55,11 @@ struct ab_entry {
 struct ab_manifest {
 	struct ab_entry *entries;
 	size_t n, cap;
-	uint64_t total_bytes;   /* apparent bytes of regular files seen */
-	uint64_t total_entries; /* every entry seen, including directories (not the root) */
-	uint64_t copied_bytes;  /* bytes written to the destination */
-	bool truncated;         /* a cap stopped the walk or the listing */
+	uint64_t total_bytes;     /* apparent bytes of regular files seen */
+	uint64_t total_entries;   /* every entry seen, including directories (not the root) */
+	uint64_t copied_bytes;    /* bytes written to the destination */
+	bool truncated;           /* a cap stopped the walk or the listing */
+	const char *truncated_by; /* static text: which cap ("the depth cap", ...), or NULL */
 };
 
 struct ab_walk_opts {
