@@ -77,6 +77,8 @@ bail() {
 is_root() { [ "$(id -u)" -eq 0 ]; }
 as_user() { [ "${AB_AS_USER:-0}" = 1 ] || ! is_root; }
 
+# rc is read by the tests that source this file
+# shellcheck disable=SC2034
 ab() {
     rc=0
     "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \

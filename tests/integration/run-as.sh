@@ -29,6 +29,7 @@ esac
 
 user="abtest$$"
 stage=$(mktemp -d /tmp/agentbox-stage.XXXXXX)
+# shellcheck disable=SC2317 # called from the trap
 cleanup() {
     # the test's own processes are gone (it ran in the foreground); remove what we made
     userdel "$user" >/dev/null 2>&1 || true
