@@ -198,7 +198,7 @@ static int
 pump(struct stream_state *st, uint64_t cap, bool relay)
 {
 	char buf[65536];
-	int over = 0;
+	int rounds = 0;
 
 	for (;;) {
 		ssize_t n = read(st->fd, buf, sizeof(buf));
@@ -208,13 +208,13 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
-				return over;
+				return 0;
 			n = 0; /* treat errors as EOF */
 		}
 		if (n == 0) {
 			(void) close(st->fd);
 			st->fd = -1;
-			return over;
+			return 0;
 		}
 		st->s->bytes += (uint64_t) n;
 		room = st->s->len < cap ? (size_t) (cap - st->s->len) : 0;
@@ -237,8 +237,10 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 		}
 		if (st->s->bytes > cap) {
 			st->s->truncated = true;
-			over = 1;
+			return 1; /* stop reading: the caller kills the run now */
 		}
+		if (++rounds >= 16)
+			return 0; /* back to poll: a fast writer must not starve the loop */
 	}
 }
 

@@ -23,6 +23,9 @@ _cleanup() {
 }
 trap _cleanup EXIT
 trap 'exit 1' INT TERM
+# Started as root, the sandbox user must be able to reach the run directories under $WORK
+# (mktemp made it 0700): see test-badinput.sh for what happens when it cannot.
+chmod 711 "$WORK"
 
 ok() {
     _n=$((_n + 1))
@@ -84,6 +87,23 @@ ab() {
     "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
         >"$WORK/out" 2>"$WORK/err" || rc=$?
 }
+# abb SECS ARGS...: ab under an outer timeout of SECS (the test's own safety net), after
+# removing the last report. Tests that need more (--rm, a note) redefine abb on top of abb_core.
+# shellcheck disable=SC2034
+abb_core() {
+    _secs=$1
+    shift
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
+        >"$WORK/out" 2>"$WORK/err" || rc=$?
+}
+abb() { abb_core "$@"; }
+# has LINE: the last run printed exactly LINE; hasre RE: a line matches RE
+has() { grep -qxF -- "$1" "$WORK/out"; }
+hasre() { grep -q -- "$1" "$WORK/out"; }
+# val KEY: the value of a KEY=VALUE line the last run printed
+val() { sed -n "s/^$1=//p" "$WORK/out" | head -n1; }
 jr() {
     jq -r "$1" "$WORK/r.json"
 }

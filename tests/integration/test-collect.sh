@@ -11,22 +11,11 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must be able to reach the run directory under $WORK
-# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
-chmod 711 "$WORK"
 
 PY=/usr/bin/python3
 ESC=$(printf '\033')
 BEL=$(printf '\007')
 
-abb() {
-    _secs=$1
-    shift
-    rm -f "$WORK/r.json"
-    rc=0
-    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
-        >"$WORK/out" 2>"$WORK/err" || rc=$?
-}
 # fj FILTER PATH: jq -r FILTER on the report's files[] entry whose (escaped) path is PATH
 fj() { jq -r --arg p "$2" ".files[] | select(.path == \$p) | $1" "$WORK/r.json"; }
 # cj FILTER PATH: the same on .collected.files[]

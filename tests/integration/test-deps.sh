@@ -10,9 +10,6 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must be able to reach the run directory under $WORK
-# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
-chmod 711 "$WORK"
 
 PY=/usr/bin/python3
 CACHE=$WORK/cache
@@ -24,12 +21,9 @@ export AGENTBOX_CACHE_DIR AGENTBOX_RUNS_DIR
 TOKEN=abdeps$$x$(date +%s)
 
 abb() {
-    _secs=$1
+    _s=$1
     shift
-    rm -f "$WORK/r.json"
-    rc=0
-    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --rm "$@" \
-        >"$WORK/out" 2>"$WORK/err" || rc=$?
+    abb_core "$_s" --rm "$@"
 }
 # prep ARGS...: agentbox prepare; $rc, stdout in $WORK/pout, stderr in $WORK/perr, ms in $pms
 prep() {
@@ -38,8 +32,6 @@ prep() {
     bounded 300 "$AGENTBOX" prepare "$@" >"$WORK/pout" 2>"$WORK/perr" || rc=$?
     pms=$((($(date +%s%N) - _t0) / 1000000))
 }
-# has LINE: the last run printed exactly LINE
-has() { grep -qxF -- "$1" "$WORK/out"; }
 # treesum DIR: names, types, modes, sizes and content hashes of a tree
 treesum() {
     (cd "$1" && find . -printf '%p|%y|%m|%s|%l\n' | LC_ALL=C sort &&

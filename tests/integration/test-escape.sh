@@ -15,8 +15,6 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must traverse $WORK to reach the run directory.
-chmod 711 "$WORK"
 
 ESC=$AB_TESTDIR/escape
 TOKEN=abesc$$x$(date +%s)

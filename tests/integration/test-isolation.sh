@@ -7,25 +7,9 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must be able to reach the run directory under $WORK
-# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
-chmod 711 "$WORK"
 
-abb() {
-    _secs=$1
-    shift
-    rm -f "$WORK/r.json"
-    rc=0
-    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
-        >"$WORK/out" 2>"$WORK/err" || rc=$?
-}
-# has LINE: the last run printed exactly LINE
-has() { grep -qxF -- "$1" "$WORK/out"; }
-# hasre RE: a line of the last run's output matches RE
-hasre() { grep -q -- "$1" "$WORK/out"; }
 # names DIR: the entries of DIR, one per line
 names() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort; }
-val() { sed -n "s/^$1=//p" "$WORK/out" | head -n1; }
 
 TOKEN=abiso$$x$(date +%s)
 HOSTHOME=${HOME:-/root}

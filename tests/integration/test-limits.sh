@@ -9,8 +9,6 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must be able to reach the run directory under $WORK.
-chmod 711 "$WORK"
 
 MiB=1048576
 CGV1=/sys/fs/cgroup/pids/agentbox
@@ -19,12 +17,7 @@ CG_LEFT=
 # abb SECS ARGS...: like ab, under an outer timeout, never reading a stale report. As root
 # with v1 cgroups, also notes any run cgroup left behind by the run (checked at the end).
 abb() {
-    _secs=$1
-    shift
-    rm -f "$WORK/r.json"
-    rc=0
-    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
-        >"$WORK/out" 2>"$WORK/err" || rc=$?
+    abb_core "$@"
     cg_note
 }
 # run_suffix: the random suffix of the last run's directory ("" when there was none)

@@ -5,19 +5,8 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must be able to reach the run directory under $WORK
-# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
-chmod 711 "$WORK"
 
 # abb SECS ARGS...: like ab, under an outer timeout, and never reading a stale report.
-abb() {
-    _secs=$1
-    shift
-    rm -f "$WORK/r.json"
-    rc=0
-    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
-        >"$WORK/out" 2>"$WORK/err" || rc=$?
-}
 # outtext: the last run's stdout on one line (newlines as |), for comparisons
 outtext() { tr '\n' '|' <"$WORK/out" | sed 's/|$//'; }
 # the number of run directories left in the runs root

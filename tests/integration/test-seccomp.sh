@@ -12,7 +12,6 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-chmod 711 "$WORK"
 mkdir -p "$RUNS"
 
 # bounded run of agentbox: abx [OPTIONS...] SCRIPT [ARGS...]

@@ -6,21 +6,7 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
-# Started as root, the sandbox user must be able to reach the run directory under $WORK
-# (mktemp made it 0700). See test-badinput.sh for what happens when it cannot.
-chmod 711 "$WORK"
 
-abb() {
-    _secs=$1
-    shift
-    rm -f "$WORK/r.json"
-    rc=0
-    bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
-        >"$WORK/out" 2>"$WORK/err" || rc=$?
-}
-has() { grep -qxF -- "$1" "$WORK/out"; }
-hasre() { grep -q -- "$1" "$WORK/out"; }
-val() { sed -n "s/^$1=//p" "$WORK/out" | head -n1; }
 
 # ---- environment --------------------------------------------------------------------------
 # The script searches for both canaries; it builds the needles at run time so that its own
