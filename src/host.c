@@ -219,13 +219,13 @@ host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid)
 		return -ENOENT;
 	r = probe_run(h->bwrap_path, full, drop, uid, gid, buf, sizeof(buf));
 	if (r == 0) {
-		h->bwrap_runs = h->has_disable_userns = h->has_size = h->proc_mountable = true;
+		h->bwrap_runs = h->has_disable_userns = h->proc_mountable = true;
 		return 0;
 	}
 	snprintf(h->bwrap_error, sizeof(h->bwrap_error), "%s", buf);
 	r = probe_run(h->bwrap_path, no_disable, drop, uid, gid, buf, sizeof(buf));
 	if (r == 0) {
-		h->bwrap_runs = h->has_size = h->proc_mountable = true;
+		h->bwrap_runs = h->proc_mountable = true;
 		return 0;
 	}
 	r = probe_run(h->bwrap_path, no_proc, drop, uid, gid, buf, sizeof(buf));
@@ -253,7 +253,7 @@ probe_key(const struct ab_host *h, uid_t uid, char *buf, size_t size)
 	(void) read_small_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", clone,
 				  sizeof(clone));
 	snprintf(buf, size,
-		 "v1 bwrap=%s:%llu:%llu:%lld:%lld boot=%s uid=%u maxns=%s clone=%s aa=%d",
+		 "v2 bwrap=%s:%llu:%llu:%lld:%lld boot=%s uid=%u maxns=%s clone=%s aa=%d",
 		 h->bwrap_path, (unsigned long long) st.st_dev, (unsigned long long) st.st_ino,
 		 (long long) st.st_size, (long long) st.st_mtime, boot, (unsigned) uid, maxns,
 		 clone, h->apparmor_restrict_userns);
@@ -265,7 +265,7 @@ host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, in
 	char key[PATH_MAX + 256], line[PATH_MAX + 400], name[64];
 	cleanup_fd int fd = -1;
 	ssize_t n;
-	int runs, dis, size, proc, r;
+	int runs, dis, proc, r;
 
 	if (cache_dirfd < 0 || !h->bwrap_path[0])
 		return host_probe_sandbox(h, drop, uid, gid);
@@ -277,12 +277,10 @@ host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, in
 
 		if (nl && (size_t) (nl - line) == strlen(key) &&
 		    strncmp(line, key, strlen(key)) == 0 &&
-		    sscanf(nl + 1, "runs=%d disable=%d size=%d proc=%d", &runs, &dis, &size,
-			   &proc) == 4 &&
+		    sscanf(nl + 1, "runs=%d disable=%d proc=%d", &runs, &dis, &proc) == 3 &&
 		    runs == 1) {
 			h->bwrap_runs = true;
 			h->has_disable_userns = dis;
-			h->has_size = size;
 			h->proc_mountable = proc;
 			h->probe_cached = true;
 			return 0;
@@ -291,8 +289,8 @@ host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, in
 	r = host_probe_sandbox(h, drop, uid, gid);
 	if (r < 0 || !h->bwrap_runs)
 		return r; /* failures are never cached: the next start probes again */
-	snprintf(line, sizeof(line), "%s\nruns=1 disable=%d size=%d proc=%d\n", key,
-		 h->has_disable_userns, h->has_size, h->proc_mountable);
+	snprintf(line, sizeof(line), "%s\nruns=1 disable=%d proc=%d\n", key, h->has_disable_userns,
+		 h->proc_mountable);
 	{
 		char tmp[80];
 
@@ -317,10 +315,4 @@ host_probe_forget(int cache_dirfd, uid_t uid)
 	snprintf(name, sizeof(name), "probe-%u", (unsigned) uid);
 	if (cache_dirfd >= 0)
 		(void) unlinkat(cache_dirfd, name, 0);
-}
-
-int
-host_probe(struct ab_host *h, struct ab_err *err)
-{
-	return host_probe_paths(h, err);
 }

@@ -13,12 +13,10 @@
 
 struct ab_host {
 	char bwrap_path[PATH_MAX]; /* absolute; "" when bwrap was not found */
-	char bwrap_version[32];
 	bool bwrap_setuid;
 	bool bwrap_runs;               /* a minimal sandbox started (user namespaces work) */
 	char bwrap_error[512];         /* why the minimal sandbox failed, when it did */
 	bool has_disable_userns;       /* `bwrap --disable-userns` worked */
-	bool has_size;                 /* `--size` accepted (tmpfs caps) */
 	bool proc_mountable;           /* --proc worked (false inside some containers) */
 	bool probe_cached;             /* the facts above came from the probe cache */
 	int landlock_abi;              /* 0 when Landlock is unavailable */
@@ -30,16 +28,13 @@ struct ab_host {
 	char init_path[PATH_MAX]; /* agentbox-init helper, absolute */
 };
 
-/* Finds bwrap: $AGENTBOX_BWRAP, else /usr/bin/bwrap, else bwrap on PATH. Then runs small
- * probe sandboxes (one bwrap start for the common case, more only when it fails).
- * Returns 0 (facts filled, failures recorded in the struct) or -errno for a failure to probe. */
-int host_probe(struct ab_host *ret, struct ab_err *err);
-
-/* Cheap subset used by --dry-run and unit tests: paths and flags without starting sandboxes. */
+/* Facts found without starting a sandbox: bwrap (AGENTBOX_BWRAP, /usr/bin/bwrap, PATH) and
+ * whether it is setuid, agentbox-init, Landlock's ABI, AppArmor's user-namespace sysctl,
+ * cgroups. Returns 0. */
 int host_probe_paths(struct ab_host *ret, struct ab_err *err);
 
 /* Starts probe sandboxes (as uid/gid when drop: root callers probe as the sandbox user, the
- * way the real run starts bwrap): fills bwrap_runs, has_disable_userns, has_size,
+ * way the real run starts bwrap): fills bwrap_runs, has_disable_userns,
  * proc_mountable and bwrap_error. Returns 0, or -ENOENT when there is no bwrap. */
 int host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid);
 
