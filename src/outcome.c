@@ -1,0 +1,215 @@
+/* outcome.c: what happened in a run, from agentbox-init's records, bwrap's wait status and
+ * the cgroup's counters: the report's status, exit code, usage and protections, and the exit
+ * status agentbox leaves with. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/resource.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+
+#include "run.h"
+#include "runctx.h"
+#include "seccomp.h"
+#include "util/xalloc.h"
+
+void
+outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u)
+{
+	struct ab_result *res = c->res;
+	int ws = oc->script_wstatus;
+
+	res->wall_ms = oc->wall_ms;
+	res->cpu_ms = (oc->ru.ru_utime.tv_sec + oc->ru.ru_stime.tv_sec) * 1000LL +
+		      (oc->ru.ru_utime.tv_usec + oc->ru.ru_stime.tv_usec) / 1000;
+	res->max_rss_kib = oc->ru.ru_maxrss;
+	if (oc->script_done) {
+		if (WIFEXITED(ws))
+			res->exit_code = WEXITSTATUS(ws);
+		else if (WIFSIGNALED(ws))
+			res->signal = WTERMSIG(ws);
+	} else if (oc->timed_out || oc->output_limited || oc->cpu_time_limited ||
+		   oc->interrupted_by) {
+		res->signal = SIGKILL;
+	}
+	if (u && u->valid) {
+		res->usage.memory_peak_bytes = (int64_t) u->memory_peak_bytes;
+		res->usage.oom_kills = (int64_t) u->oom_kills;
+		res->usage.pids_refused = (int64_t) u->pids_max_events;
+		res->usage.cpu_ms = (int64_t) (u->cpu_usec / 1000);
+		if (u->pids_peak) /* minus bwrap's monitor, which is outside the sandbox */
+			res->usage.tasks_peak = (int64_t) u->pids_peak - 1;
+	} else {
+		res->usage.cpu_ms = res->cpu_ms;
+	}
+
+	if (oc->interrupted_by) {
+		res->status = AB_STATUS_INTERRUPTED;
+		res->message = xasprintf("agentbox got %s and stopped the run",
+					 sigabbrev_np(oc->interrupted_by)
+						 ? sigabbrev_np(oc->interrupted_by)
+						 : "a signal");
+	} else if (oc->timed_out) {
+		res->status = AB_STATUS_TIMEOUT;
+		strv_push(&res->limits_hit, "timeout");
+		res->message = xasprintf("wall-clock limit of %llu ms reached; the run was killed",
+					 (unsigned long long) c->lp.timeout_ms);
+	} else if (oc->output_limited) {
+		res->status = AB_STATUS_OUTPUT_LIMIT;
+		strv_push(&res->limits_hit, "output-limit");
+		res->message = xasprintf("output passed --output-limit (%llu bytes per stream); "
+					 "the run was stopped",
+					 (unsigned long long) c->lp.output_bytes);
+	} else if (oc->cpu_time_limited ||
+		   (res->signal == SIGXCPU && c->lp.cpu_s != RLIM_INFINITY)) {
+		/* Without a cgroup only SIGXCPU is evidence: RLIMIT_CPU is per process, and the
+		 * run's summed CPU time says nothing about any one process. */
+		res->status = AB_STATUS_CPU_TIME_LIMIT;
+		strv_push(&res->limits_hit, "cpu-time");
+		res->message = xasprintf("CPU-time limit of %llu ms reached",
+					 (unsigned long long) c->lp.cpu_time_ms);
+	} else if (u && u->valid && u->oom_kills > 0) {
+		res->status = AB_STATUS_OOM;
+		strv_push(&res->limits_hit, "memory");
+		res->message = xasprintf("memory limit reached: %llu process(es) OOM-killed",
+					 (unsigned long long) u->oom_kills);
+	} else if (u && u->valid && u->pids_max_events > 0) {
+		res->status = AB_STATUS_PIDS_LIMIT;
+		strv_push(&res->limits_hit, "pids");
+		res->message = xasprintf("task limit reached: %llu fork(s) refused",
+					 (unsigned long long) u->pids_max_events);
+	} else if (res->signal == SIGXFSZ) {
+		res->status = AB_STATUS_FILE_SIZE_LIMIT;
+		strv_push(&res->limits_hit, "file-size");
+		res->message = xstrdup("a file write went past --file-size (SIGXFSZ)");
+	} else if (oc->init_exec_failed) {
+		res->status = AB_STATUS_EXEC_FAILED;
+		res->message = xasprintf("the interpreter '%s' could not be started in the "
+					 "sandbox: %s",
+					 c->plan.interp, strerror(oc->init_errno));
+	} else if (oc->script_done && WIFEXITED(ws) && WEXITSTATUS(ws) == 127 && res->err.buf &&
+		   memmem(res->err.buf, res->err.len, "error while loading shared libraries", 36)) {
+		/* the dynamic loader could not start the interpreter in the sandbox */
+		const char *p = memmem(res->err.buf, res->err.len, "libraries: ", 11);
+		size_t n = 0;
+
+		if (p) {
+			p += 11;
+			while (p + n < res->err.buf + res->err.len && p[n] != ':' && p[n] != '\n' &&
+			       n < 200)
+				n++;
+		}
+		res->status = AB_STATUS_EXEC_FAILED;
+		res->message =
+			xasprintf("the interpreter '%s' cannot start in the sandbox: it needs "
+				  "'%.*s', which is not visible there",
+				  c->plan.interp, (int) n, p ? p : "?");
+		res->fix = xstrdup("install the library under /usr, or mount its directory with "
+				   "--ro-bind");
+	} else if (oc->script_done && WIFSIGNALED(ws)) {
+		res->status = AB_STATUS_SIGNALED;
+	} else if (oc->script_done) {
+		res->status = AB_STATUS_EXITED;
+	} else {
+		res->status = AB_STATUS_SETUP_ERROR;
+	}
+	/* The workspace full is evidence even when the script coped with ENOSPC. */
+	if (c->tmpfs_mounted) {
+		struct statfs sf;
+
+		if (fstatfs(c->work_fd, &sf) == 0 && (sf.f_bfree == 0 || sf.f_ffree == 0)) {
+			strv_push(&res->limits_hit, sf.f_bfree == 0 ? "disk" : "inodes");
+			if (res->status == AB_STATUS_EXITED || res->status == AB_STATUS_SIGNALED) {
+				res->status = AB_STATUS_DISK_LIMIT;
+				free(res->message);
+				res->message = xasprintf("the workspace is full (%s limit reached)",
+							 sf.f_bfree == 0 ? "--disk" : "--inodes");
+			}
+		}
+	}
+}
+
+int
+run_exit_code(const struct ab_result *res)
+{
+	switch (res->status) {
+	case AB_STATUS_USAGE_ERROR:
+		return AB_EXIT_USAGE;
+	case AB_STATUS_SETUP_ERROR:
+	case AB_STATUS_DRY_RUN:
+		return res->status == AB_STATUS_DRY_RUN ? 0 : AB_EXIT_SETUP;
+	case AB_STATUS_TIMEOUT:
+		return AB_EXIT_TIMEOUT;
+	case AB_STATUS_INTERRUPTED:
+		return 130;
+	case AB_STATUS_EXEC_FAILED:
+		return res->exit_code == AB_EXIT_NOT_FOUND ? AB_EXIT_NOT_FOUND
+							   : AB_EXIT_CANNOT_EXEC;
+	case AB_STATUS_EXITED:
+	case AB_STATUS_SIGNALED:
+	case AB_STATUS_OOM:
+	case AB_STATUS_PIDS_LIMIT:
+	case AB_STATUS_CPU_TIME_LIMIT:
+	case AB_STATUS_DISK_LIMIT:
+	case AB_STATUS_FILE_SIZE_LIMIT:
+	case AB_STATUS_OUTPUT_LIMIT:
+	case AB_STATUS_COUNT:
+	default:
+		if (res->signal > 0)
+			return 128 + res->signal;
+		if (res->exit_code >= 0)
+			return res->exit_code;
+		return AB_EXIT_SETUP;
+	}
+}
+
+void
+outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
+{
+	struct ab_result *r = c->res;
+	const struct ab_plan *p = &c->plan;
+
+	result_protect(r, "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
+	if (p->share_net)
+		result_protect(r, "network", false, "host network kept (agentbox prepare)");
+	else
+		result_protect(r, "network", true, "own network namespace: loopback only");
+	result_protect(r, "readonly_base", true, "/usr and generated /etc read-only; / read-only");
+	result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
+		       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
+	result_protect(r, "new_session", true, "no controlling terminal (TIOCSTI)");
+	result_protect(r, "die_with_parent", true, NULL);
+	result_protect(r, "cap_drop_all", true, NULL);
+	result_protect(r, "clearenv", true, "%zu variables", p->env.n);
+	result_protect(r, "disable_userns", p->disable_userns,
+		       p->disable_userns ? NULL
+					 : (c->o->without[AB_PROT_DISABLE_USERNS]
+						    ? "opted out with --without disable-userns"
+						    : "bwrap lacks --disable-userns"));
+	result_protect(r, "seccomp", p->seccomp, "policy %s%s",
+		       seccomp_policy_name(c->o->seccomp_policy),
+		       p->seccomp ? "" : " (opted out with --without seccomp)");
+	if (p->landlock)
+		result_protect(r, "landlock", oc && oc->init_started && oc->landlock_abi > 0,
+			       "ABI %d%s%s", oc ? oc->landlock_abi : 0,
+			       p->landlock_net ? ", TCP bind/connect denied" : "",
+			       p->landlock_scope ? ", abstract sockets and signals scoped" : "");
+	else
+		result_protect(r, "landlock", false, "%s",
+			       c->o->without[AB_PROT_LANDLOCK] ? "opted out with --without landlock"
+							       : "kernel has no Landlock");
+	result_protect(r, "fresh_keyring", true, "new anonymous session keyring");
+	result_protect(r, "no_host_root", !c->host.is_root || c->drop,
+		       c->host.is_root ? "started as root: runs as uid %u" : "runs as uid %u",
+		       (unsigned) (c->drop ? c->sb_uid : geteuid()));
+	result_protect(r, "pid1_nondumpable", oc && oc->init_started, "agentbox-init is PID 1");
+	result_protect(r, "cgroup", c->cg_made, "%s",
+		       c->cg_made
+			       ? (c->host.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1")
+			       : (c->o->without[AB_PROT_CGROUP] ? "opted out with --without cgroup"
+								: c->host.cg.why));
+}

@@ -1,0 +1,59 @@
+/* runctx.h: the state of one `agentbox run`, shared by run.c (the order of things),
+ * workspace.c (host-side files and mounts) and outcome.c (what happened). Private to them. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "cli.h"
+#include "host.h"
+#include "limitplan.h"
+#include "plan.h"
+#include "result.h"
+#include "rundir.h"
+#include "supervise.h"
+#include "util/err.h"
+
+struct run_ctx {
+	struct ab_run_opts *o;
+	struct ab_result *res;
+	struct ab_host host;
+	struct ab_plan plan;
+	struct ab_rundir rd;
+	struct ab_limits_plan lp;
+	struct ab_cg cg;
+	bool cg_made;
+	bool drop; /* root caller: the sandbox runs as sb_uid */
+	uid_t sb_uid;
+	gid_t sb_gid;
+	uid_t owner_uid; /* owner for files we create for the sandbox, or -1 */
+	gid_t owner_gid;
+	bool mntns;         /* we are in our private mount namespace */
+	bool tmpfs_mounted; /* run/mnt is the capped tmpfs */
+	bool etc_mounted;   /* run/etc is the /etc tmpfs */
+	bool ro_staged;     /* run/ro/N hold staged read-only binds (root callers) */
+	int work_fd;        /* the live workspace (tmpfs or --workspace DIR) */
+	int script_fd;
+	int seccomp_fd;
+	int stdin_fd;
+	char *script_name; /* basename, or the path relative to --workspace */
+};
+
+/* workspace.c */
+int ws_enter_mntns(struct run_ctx *c, struct ab_err *err);
+int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
+int ws_mount_etc(struct run_ctx *c, struct ab_err *err);
+int ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err);
+int ws_open_script(struct run_ctx *c, struct ab_err *err);
+int ws_place_script(struct run_ctx *c, struct ab_err *err);
+int ws_copy_inputs(struct run_ctx *c, struct ab_err *err);
+int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err);
+int ws_give(const char *path, uid_t uid, gid_t gid, struct ab_err *err);
+int ws_collect(struct run_ctx *c, struct ab_err *err);
+void ws_cleanup(struct run_ctx *c);
+
+/* outcome.c */
+void outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u);
+void outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc);
