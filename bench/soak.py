@@ -3,7 +3,8 @@
 timed-out and limit-hitting scripts, then check that nothing leaked: processes, mounts,
 cgroups, run directories, temp files, and that agentbox's own RSS stayed flat.
 
-Usage: bench/soak.py [--runs N] [--parallel P] [--agentbox PATH]
+Usage: bench/soak.py [--runs N] [--parallel-runs M] [--parallel P] [--agentbox PATH]
+Defaults: 1,000 back-to-back runs, then 500 runs with 2 in parallel.
 Prints one "ok"/"FAIL" line per check and exits non-zero on any failure.
 """
 import argparse
@@ -72,7 +73,8 @@ def tmp_entries():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=1000, help="back-to-back runs")
+    ap.add_argument("--parallel-runs", type=int, default=500, help="runs done P at a time")
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--agentbox", default=os.path.join(ROOT, "build", "agentbox"))
     a = ap.parse_args()
@@ -103,12 +105,11 @@ def main():
 
     t0 = time.time()
     results = []
-    serial = a.runs if a.parallel <= 1 else a.runs // 2
+    serial = a.runs
     for i in range(serial):
         results.append(one(i))
-    if a.parallel > 1:
-        with ThreadPoolExecutor(max_workers=a.parallel) as ex:
-            results += list(ex.map(one, range(serial, a.runs)))
+    with ThreadPoolExecutor(max_workers=max(1, a.parallel)) as ex:
+        results += list(ex.map(one, range(serial, serial + a.parallel_runs)))
     dt = time.time() - t0
     time.sleep(0.5)
     fails = 0
@@ -120,7 +121,7 @@ def main():
             fails += 1
 
     bad = [(i, n, s) for i, n, s, w, _, _, _ in results if s not in w]
-    check(not bad, "%d runs (%d serial, %d with %d in parallel) in %.1f s; every status as "
+    check(not bad, "%d runs (%d back to back, %d with %d in parallel) in %.1f s; every status as "
           "expected%s" % (len(results), serial, len(results) - serial, a.parallel, dt,
                           "" if not bad else ": unexpected " + repr(bad[:5])))
     check(host_procs_with_token() == 0, "no process of any run is left on the host")
