@@ -23,7 +23,6 @@ plan_done(struct ab_plan *p)
 	strv_done(&p->script_args);
 	free(p->work_src);
 	free(p->etc_src);
-	free(p->init_src);
 	free(p->rw_bind);
 	for (size_t i = 0; i < p->n_ro_binds; i++) {
 		free(p->ro_binds[i].src);
@@ -117,7 +116,6 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push_n(av, 3, "--bind", p->work_src, AB_SANDBOX_WORK);
 	if (p->rw_bind)
 		strv_push_n(av, 3, "--bind", p->rw_bind, p->rw_bind);
-	strv_push_n(av, 3, "--ro-bind", p->init_src, AB_SANDBOX_INIT);
 	strv_push_n(av, 2, "--remount-ro", "/"); /* the root tmpfs itself: no stray writes */
 	strv_push_n(av, 2, "--chdir", AB_SANDBOX_WORK);
 	if (p->seccomp) {

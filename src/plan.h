@@ -16,11 +16,12 @@
 #define AB_FD_STATUS     5 /* agentbox-init writes its status records here */
 #define AB_FD_INFO       6 /* bwrap --info-fd: the sandbox's PID 1 as seen from the host */
 #define AB_FD_BLOCK      7 /* bwrap --block-fd: PID 1 waits here until it is in the cgroup */
-#define AB_FD_FIRST_FREE 8
+#define AB_FD_INIT       8 /* agentbox-init, exec'd through /proc/self/fd: no mount, no path */
+#define AB_FD_FIRST_FREE 9
 
 /* Paths inside the sandbox. */
 #define AB_SANDBOX_WORK     "/work"
-#define AB_SANDBOX_INIT     "/.agentbox/init"
+#define AB_SANDBOX_INIT     "/proc/self/fd/8" /* AB_FD_INIT */
 #define AB_SANDBOX_UID      1000
 #define AB_SANDBOX_GID      1000
 #define AB_SANDBOX_USER     "agent"
@@ -39,7 +40,6 @@ struct ab_plan {
 	struct strv script_args;  /* after the script path */
 	char *work_src;           /* host path bound read-write at /work */
 	char *etc_src;            /* generated /etc (host path) */
-	char *init_src;           /* agentbox-init on the host */
 	struct ab_bind *ro_binds; /* extra read-only binds (interpreter prefix, venv...) */
 	size_t n_ro_binds;
 	struct strv env;      /* NAME=VALUE, the sandbox's whole environment */

@@ -427,7 +427,6 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	STRV_FOREACH (a, &o->script_args)
 		strv_push(&c.plan.script_args, *a);
 
-	c.plan.init_src = xstrdup(c.host.init_path);
 	r = ws_mount_etc(&c, err);
 	if (r < 0)
 		goto out;
@@ -504,6 +503,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.args_len = args_len,
 			.cmd = strv_array(&cmd),
 			.seccomp_fd = c.seccomp_fd,
+			.init_path = c.host.init_path,
 			.stdin_fd = c.stdin_fd,
 			.cg = c.cg_made ? &c.cg : NULL,
 			.cg_handshake = c.plan.cgroup_handshake,

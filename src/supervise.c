@@ -80,7 +80,7 @@ child_pin_cpus(int n)
 /* Everything between fork and exec. Only async-signal-safe calls. */
 static _Noreturn void
 child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int err_w, int args_fd,
-	   int status_w, int info_w, int block_r, int errpipe, pid_t parent)
+	   int status_w, int info_w, int block_r, int init_fd, int errpipe, pid_t parent)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	char *argv[256];
@@ -128,6 +128,7 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	fds[AB_FD_STATUS] = status_w;
 	fds[AB_FD_INFO] = info_w;
 	fds[AB_FD_BLOCK] = block_r;
+	fds[AB_FD_INIT] = init_fd;
 	for (int i = 0; i < AB_FD_FIRST_FREE; i++) {
 		if (fds[i] < 0) {
 			/* an unused slot must not keep whatever the caller had there (T7) */
@@ -369,7 +370,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	    info_p[2] = { -1, -1 }, block_p[2] = { -1, -1 };
 	char info_buf[512];
 	size_t info_len = 0;
-	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1;
+	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
 	struct stream_state so = { -1, sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
 				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
 				   &res->out };
@@ -404,6 +405,18 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		(void) close(nul);
 	}
 	seccomp_hi = dup_high(sp->seccomp_fd);
+	{
+		/* agentbox-init is exec'd through /proc/self/fd/AB_FD_INIT: nothing is mounted
+		 * for it and its host path shows nowhere in the sandbox (T35) */
+		int ifd = open(sp->init_path, O_RDONLY | O_CLOEXEC);
+
+		init_fd = dup_high(ifd);
+		if (ifd >= 0)
+			(void) close(ifd);
+		if (init_fd < 0)
+			return ab_err_set(err, -errno, "open agentbox-init '%s': %s", sp->init_path,
+					  strerror(errno));
+	}
 	if (args_fd < 0 || in_fd < 0 || (sp->seccomp_fd >= 0 && seccomp_hi < 0))
 		return ab_err_set(err, -errno, "prepare fds: %s", strerror(errno));
 	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
@@ -462,7 +475,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	}
 	if (pid == 0)
 		child_exec(sp, in_cgroup, in_fd, out_p[1], err_p[1], args_fd, st_p[1], info_p[1],
-			   block_p[0], ep[1], self);
+			   block_p[0], init_fd, ep[1], self);
 
 	(void) close(out_p[1]);
 	(void) close(err_p[1]);

@@ -25,12 +25,13 @@ struct ab_spawn {
 	const char *bwrap_path;
 	const char *args_buf; /* NUL-separated bwrap argv for --args */
 	size_t args_len;
-	char **cmd;        /* "--" and the command, on bwrap's real argv */
-	int seccomp_fd;    /* -1: none */
-	int stdin_fd;      /* -1: /dev/null */
-	struct ab_cg *cg;  /* NULL: no cgroup */
-	bool cg_handshake; /* bwrap has --info-fd/--block-fd: join the cgroup during setup */
-	bool drop;         /* root caller: become drop_uid/drop_gid before bwrap */
+	char **cmd;            /* "--" and the command, on bwrap's real argv */
+	int seccomp_fd;        /* -1: none */
+	const char *init_path; /* agentbox-init on the host, passed as AB_FD_INIT */
+	int stdin_fd;          /* -1: /dev/null */
+	struct ab_cg *cg;      /* NULL: no cgroup */
+	bool cg_handshake;     /* bwrap has --info-fd/--block-fd: join the cgroup during setup */
+	bool drop;             /* root caller: become drop_uid/drop_gid before bwrap */
 	uid_t drop_uid;
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;

@@ -116,20 +116,6 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	if (efd < 0)
 		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
 	c->plan.etc_src = xstrdup(dir);
-	/* agentbox-init from a build tree: copy it here (~0.2 ms), so its host path (which may
-	 * carry a user or project name) does not show in the sandbox's mountinfo either (T35).
-	 * Installed under /usr it is bound as it is. */
-	if (strncmp(c->host.init_path, "/usr/", 5) != 0) {
-		cleanup_fd int ifd = open(c->host.init_path, O_RDONLY | O_CLOEXEC);
-		int r = ifd < 0 ? -errno
-				: rundir_copy_file(ifd, efd, ".agentbox-init", c->owner_uid,
-						   c->owner_gid);
-
-		if (r < 0)
-			return ab_err_set(err, r, "copy agentbox-init: %s", strerror(-r));
-		free(c->plan.init_src);
-		c->plan.init_src = xasprintf("%s/.agentbox-init", dir);
-	}
 	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, &c->plan.host_etc,
 			   err);
 }

@@ -19,6 +19,7 @@
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "landlock.h"
@@ -85,6 +86,13 @@ main(int argc, char **argv)
 		setup_failed(EINVAL, "agentbox-init: no command");
 	if (status_fd >= 0 && fcntl(status_fd, F_SETFD, FD_CLOEXEC) < 0)
 		setup_failed(errno, "agentbox-init: status fd");
+	/* Our own binary arrived as an fd (bwrap exec'd /proc/self/fd/N); nothing but 0-2 and
+	 * the status fd may reach the script. */
+	for (int fd = 3; fd < 64; fd++)
+		if (fd != status_fd)
+			(void) close(fd);
+	if (syscall(SYS_close_range, 64U, ~0U, 0) < 0 && errno != ENOSYS)
+		setup_failed(errno, "agentbox-init: close_range");
 
 	/* T6/T12: not dumpable, so /proc/1/{environ,mem,fd} are closed to the script. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)

@@ -119,8 +119,8 @@ for w in --unshare-all --disable-userns --new-session --die-with-parent --cap-dr
 done
 is "$(head -n1 "$WORK/out" | sed 's|.*/||')" bwrap "--dry-run: the first line is the bwrap path"
 # shellcheck disable=SC2016 # awk's own $0
-check "--dry-run: a '--' comes right before agentbox-init" \
-    awk 'p == "--" && /init$/ { f = 1 } { p = $0 } END { exit !f }' "$WORK/out"
+check "--dry-run: a '--' comes right before agentbox-init (exec'd as /proc/self/fd/8)" \
+    awk 'p == "--" && $0 == "/proc/self/fd/8" { f = 1 } { p = $0 } END { exit !f }' "$WORK/out"
 is "$(tail -n1 "$WORK/out")" /work/dry.py "--dry-run: the script is the last word, after the interpreter"
 refute "--dry-run: the script did not run" grep -q DRY-RAN "$WORK/out"
 is "$(nruns)" "$before" "--dry-run: no run dir left in the runs root"

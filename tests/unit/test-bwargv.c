@@ -38,7 +38,6 @@ base_plan(struct ab_plan *p)
 	p->script_sandbox = xstrdup("/work/agent_script.py");
 	p->work_src = xstrdup("/var/tmp/agentbox-1000/run-AbCdEf/mnt");
 	p->etc_src = xstrdup("/var/tmp/agentbox-1000/run-AbCdEf/etc");
-	p->init_src = xstrdup("/usr/libexec/agentbox/agentbox-init");
 	strv_push(&p->env, "PATH=/usr/local/bin:/usr/bin:/bin");
 	strv_push(&p->env, "HOME=/work");
 	strv_push(&p->env, "TMPDIR=/tmp");
