@@ -116,6 +116,7 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 	if (res.status != AB_STATUS_DRY_RUN)
 		write_report(&o, &res);
 	code = res.agentbox_exit;
+	timing_mark("report written");
 	result_done(&res);
 	run_opts_done(&o);
 	return code;
