@@ -356,6 +356,19 @@ spawn_fork(const struct ab_spawn *sp, bool *ret_in_cgroup)
 	return fork();
 }
 
+/* Closes whichever of the supervisor's pipe ends and streams are still open. */
+static void
+close_all(int *out_p, int *err_p, int *st_p, int *ep, int *info_p, int *block_p, int *so, int *se)
+{
+	int *all[] = { &out_p[0],   &out_p[1],   &err_p[0], &err_p[1],  &st_p[0],
+		       &st_p[1],    &ep[0],      &ep[1],    &info_p[0], &info_p[1],
+		       &block_p[0], &block_p[1], so,        se };
+
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+		if (*all[i] >= 0)
+			(void) close(*all[i]);
+}
+
 static int
 dup_high(int fd)
 {
@@ -375,7 +388,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
 				   &res->out };
 	struct stream_state se = { -1, STDERR_FILENO, sp->sanitize_err, &res->err };
-	sigset_t mask, oldmask;
+	sigset_t mask;
 	int64_t t0, deadline, kill_at = -1, next_tick;
 	pid_t pid, self = getpid();
 	bool killed = false, children = true, in_cgroup = false;
@@ -452,7 +465,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
-	if (sigprocmask(SIG_BLOCK, &mask, &oldmask) < 0) {
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
 		r = ab_err_set(err, -errno, "sigprocmask");
 		goto out_close;
 	}
@@ -675,15 +688,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 out_mask:
 	/* The signals stay blocked: an interrupt from now on must not cut the report or the
 	 * cleanup short. main() leaves through exit() anyway. */
-	(void) oldmask;
-out_close : {
-	int *all[] = { &out_p[0],   &out_p[1],   &err_p[0], &err_p[1],  &st_p[0],
-		       &st_p[1],    &ep[0],      &ep[1],    &info_p[0], &info_p[1],
-		       &block_p[0], &block_p[1], &so.fd,    &se.fd };
-
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-		if (*all[i] >= 0)
-			(void) close(*all[i]);
-}
+out_close:
+	close_all(out_p, err_p, st_p, ep, info_p, block_p, &so.fd, &se.fd);
 	return r;
 }
