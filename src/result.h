@@ -33,7 +33,7 @@ const char *result_status_name(enum ab_status s);
 struct ab_stream {
 	char *buf;      /* captured bytes (up to the cap), not NUL-terminated */
 	size_t len;     /* captured length */
-	uint64_t bytes; /* everything the script wrote to the stream */
+	uint64_t bytes; /* everything read from the stream (reading stops past the cap) */
 	bool truncated;
 };
 

@@ -245,6 +245,24 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 	}
 }
 
+/* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
+ * of flooding on while the kill lands) and kill the run. */
+static void
+over_cap(struct stream_state *st, struct ab_outcome *oc, pid_t pid, const struct ab_spawn *sp,
+	 bool *killed, int64_t *kill_at)
+{
+	(void) close(st->fd);
+	st->fd = -1;
+	if (*killed)
+		return;
+	oc->output_limited = true;
+	(void) kill(pid, SIGKILL);
+	if (sp->cg)
+		(void) cg_kill(sp->cg);
+	*killed = true;
+	*kill_at = now_ms();
+}
+
 static void
 add_rusage(struct rusage *acc, const struct rusage *ru)
 {
@@ -592,23 +610,11 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			break;
 		}
 		if (so.fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&so, sp->lp->output_bytes, sp->relay) && !killed) {
-			oc->output_limited = true;
-			(void) kill(pid, SIGKILL);
-			if (sp->cg)
-				(void) cg_kill(sp->cg);
-			killed = true;
-			kill_at = now_ms();
-		}
+		    pump(&so, sp->lp->output_bytes, sp->relay))
+			over_cap(&so, oc, pid, sp, &killed, &kill_at);
 		if (se.fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&se, sp->lp->output_bytes, sp->relay) && !killed) {
-			oc->output_limited = true;
-			(void) kill(pid, SIGKILL);
-			if (sp->cg)
-				(void) cg_kill(sp->cg);
-			killed = true;
-			kill_at = now_ms();
-		}
+		    pump(&se, sp->lp->output_bytes, sp->relay))
+			over_cap(&se, oc, pid, sp, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_status(&st_p[0], oc);
 		if (info_p[0] >= 0 && (pfd[4].revents & (POLLIN | POLLHUP | POLLERR))) {
