@@ -82,16 +82,10 @@ void
 result_warn(struct ab_result *r, const char *fmt, ...)
 {
 	va_list ap;
-	char *s = NULL;
 
 	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
+	strv_vpushf(&r->warnings, fmt, ap);
 	va_end(ap);
-	if (!s)
-		return;
-	strv_push(&r->warnings, s);
-	free(s);
 }
 
 void

@@ -31,18 +31,23 @@ strv_push(struct strv *sv, const char *s)
 }
 
 void
+strv_vpushf(struct strv *sv, const char *fmt, va_list ap)
+{
+	char *s = NULL;
+
+	if (vasprintf(&s, fmt, ap) < 0 || !s)
+		abort(); /* out of memory, as the x-allocators */
+	strv_take(sv, s);
+}
+
+void
 strv_pushf(struct strv *sv, const char *fmt, ...)
 {
 	va_list ap;
-	char *s = NULL;
 
 	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
+	strv_vpushf(sv, fmt, ap);
 	va_end(ap);
-	if (!s)
-		abort();
-	strv_take(sv, s);
 }
 
 void

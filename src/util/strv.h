@@ -1,6 +1,7 @@
 /* strv.h: a growable, always NULL-terminated vector of owned strings. */
 #pragma once
 
+#include <stdarg.h>
 #include <stddef.h>
 
 struct strv {
@@ -10,6 +11,8 @@ struct strv {
 
 void strv_push(struct strv *sv, const char *s); /* copies s */
 void strv_pushf(struct strv *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strv_vpushf(struct strv *sv, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 void strv_push_n(struct strv *sv, size_t count, ...); /* count copies, each a const char * */
 void strv_done(struct strv *sv);                      /* frees contents; sv is empty afterwards */
 char *strv_join(const struct strv *sv, const char *sep);
