@@ -571,8 +571,10 @@ out:
 		outcome_record_protections(&c, NULL);
 	ws_cleanup(&c);
 	if (o->rm && c.rd.path && c.rd.root_fd >= 0) {
+		timing_mark("removing the run directory");
 		if (walk_remove_tree(c.rd.root_fd, strrchr(c.rd.path, '/') + 1, NULL) == 0)
 			res->run_dir_kept = false;
+		timing_mark("run directory removed");
 	}
 	if (c.rd.path && res->run_dir_kept && o->workspace == NULL && !res->workspace)
 		res->workspace = xasprintf("%s/work", c.rd.path);
