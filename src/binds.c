@@ -91,6 +91,18 @@ binds_refusal(const char *real, const char *home)
 }
 
 const char *
+binds_refused(const char *real, const struct strv *allowed)
+{
+	STRV_FOREACH (a, allowed) {
+		char areal[PATH_MAX];
+
+		if (realpath(*a, areal) && strcmp(areal, real) == 0)
+			return NULL;
+	}
+	return binds_refusal(real, getenv("HOME"));
+}
+
+const char *
 binds_bad_dest(const char *dest)
 {
 	static const char *const reserved[] = { "/work", "/usr", "/etc",       "/proc",
@@ -119,7 +131,6 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, 
 	char *colon = strchr(host, ':');
 	char real[PATH_MAX];
 	const char *dest, *why;
-	bool exempt = false;
 
 	if (colon)
 		*colon = '\0';
@@ -130,13 +141,7 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, 
 		ab_err_set(err, -errno, "--ro-bind '%s': %s", host, strerror(errno));
 		return ab_err_fix(err, "check the path");
 	}
-	STRV_FOREACH (a, allowed) {
-		char areal[PATH_MAX];
-
-		if (realpath(*a, areal) && strcmp(areal, real) == 0)
-			exempt = true;
-	}
-	why = exempt ? NULL : binds_refusal(real, getenv("HOME"));
+	why = binds_refused(real, allowed);
 	if (why) {
 		ab_err_set(err, -EPERM, "refusing to mount '%s' in the sandbox: %s", real, why);
 		return ab_err_fix(err,

@@ -17,6 +17,10 @@
  * for the lstat of real and of its credential children. */
 const char *binds_refusal(const char *real, const char *home);
 
+/* binds_refusal() for the caller's $HOME, unless real is one of the --allow-bind paths
+ * (compared after realpath): NULL when it may be mounted. */
+const char *binds_refused(const char *real, const struct strv *allowed);
+
 /* Adds `--ro-bind HOST[:SANDBOX]` to the plan after the checks: HOST must exist and is
  * resolved with realpath; SANDBOX (default: the same path) must be absolute, normalized,
  * and not /, /work or below, /usr, /etc, /proc, /dev, /tmp, /.agentbox or below.

@@ -16,42 +16,12 @@
 #include <sys/wait.h>
 
 #include "config.h"
+#include "init/landlock.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/path.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
-
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
-
-int
-host_landlock_abi(void)
-{
-	long v = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-
-	return v < 0 ? 0 : (int) v;
-}
-
-static bool
-find_in_path(const char *name, char *out, size_t size)
-{
-	const char *path = getenv("PATH");
-	char *copy, *save = NULL;
-	bool found = false;
-
-	if (!path)
-		return false;
-	copy = xstrdup(path);
-	for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
-		if (d[0] != '/')
-			continue;
-		snprintf(out, size, "%s/%s", d, name);
-		found = access(out, X_OK) == 0;
-	}
-	free(copy);
-	return found;
-}
 
 static void
 find_init(struct ab_host *h)
@@ -99,14 +69,17 @@ host_probe_paths(struct ab_host *h, struct ab_err *err)
 		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "%s", env);
 	else if (access("/usr/bin/bwrap", X_OK) == 0)
 		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "/usr/bin/bwrap");
-	else if (!find_in_path("bwrap", h->bwrap_path, sizeof(h->bwrap_path)))
-		h->bwrap_path[0] = '\0';
+	else {
+		cleanup_free char *found = path_search("bwrap");
+
+		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "%s", found ? found : "");
+	}
 	if (h->bwrap_path[0] && stat(h->bwrap_path, &st) == 0)
 		h->bwrap_setuid = (st.st_mode & S_ISUID) != 0;
 	else
 		h->bwrap_path[0] = '\0';
 	find_init(h);
-	h->landlock_abi = host_landlock_abi();
+	h->landlock_abi = landlock_abi();
 	if (read_small_file_at(AT_FDCWD, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
 			       buf, sizeof(buf)) > 0)
 		h->apparmor_restrict_userns = buf[0] == '1';

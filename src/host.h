@@ -43,6 +43,3 @@ int host_probe_sandbox(struct ab_host *h, bool drop, uid_t uid, gid_t gid);
  * fails in bwrap's setup calls host_probe_forget(). */
 int host_probe_sandbox_cached(struct ab_host *h, bool drop, uid_t uid, gid_t gid, int cache_dirfd);
 void host_probe_forget(int cache_dirfd, uid_t uid);
-
-/* Landlock ABI version via landlock_create_ruleset(NULL, 0, VERSION); 0 when unavailable. */
-int host_landlock_abi(void);

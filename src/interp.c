@@ -13,6 +13,7 @@
 #include "binds.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/path.h"
 #include "util/xalloc.h"
 
 const char *
@@ -79,32 +80,6 @@ interp_detect_lang(const char *name, int fd, enum ab_lang forced, enum ab_lang *
 	return ab_err_fix(err, "pass --lang python or --lang node");
 }
 
-/* Looks `name` up in the caller's PATH; returns a malloc'd path or NULL. */
-static char *
-search_path(const char *name)
-{
-	const char *path = getenv("PATH");
-	char *copy, *save = NULL;
-
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	copy = xstrdup(path);
-	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-		char *cand;
-
-		if (dir[0] != '/')
-			continue; /* never a relative PATH entry */
-		cand = xasprintf("%s/%s", dir, name);
-		if (access(cand, X_OK) == 0) {
-			free(copy);
-			return cand;
-		}
-		free(cand);
-	}
-	free(copy);
-	return NULL;
-}
-
 /* Is `path` visible in the sandbox: under /usr (the merged-usr links lead there) or under
  * a read-only bind already in the plan? */
 static bool
@@ -130,14 +105,8 @@ static int
 add_checked_bind(const struct ab_run_opts *o, struct ab_plan *plan, const char *src,
 		 const char *dest, const char *what, struct ab_err *err)
 {
-	const char *why = binds_refusal(src, getenv("HOME"));
+	const char *why = binds_refused(src, &o->allow_binds);
 
-	STRV_FOREACH (a, &o->allow_binds) {
-		char areal[PATH_MAX];
-
-		if (realpath(*a, areal) && strcmp(areal, src) == 0)
-			why = NULL;
-	}
 	if (why) {
 		ab_err_set(err, -EPERM, "%s needs '%s' mounted, which agentbox refuses: %s", what,
 			   src, why);
@@ -328,7 +297,7 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 	if (!given && lang == AB_LANG_PYTHON)
 		given = "/usr/bin/python3";
 	if (!given) {
-		found = search_path("node");
+		found = path_search("node");
 		if (!found) {
 			ab_err_set(err, -ENOENT, "node was not found on PATH");
 			err->exit = AB_EXIT_NOT_FOUND;

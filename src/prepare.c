@@ -21,6 +21,7 @@
 #include "rundir.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/path.h"
 #include "util/xalloc.h"
 #include "walk.h"
 
@@ -146,23 +147,16 @@ env_key(const struct env_spec *s, char ret[65], struct ab_err *err)
 	return 0;
 }
 
+/* A sibling package-lock.json of package.json, if there is one. */
+/* node on PATH, as `run` finds it; /usr/bin/node when there is none. */
 static char *
 default_node(void)
 {
-	const char *path = getenv("PATH");
-	cleanup_free char *copy = xstrdup(path ? path : "/usr/bin:/bin");
-	char *save = NULL;
+	char *n = path_search("node");
 
-	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		cleanup_free char *c = xasprintf("%s/node", d);
-
-		if (d[0] == '/' && access(c, X_OK) == 0)
-			return steal_ptr(&c);
-	}
-	return xstrdup("/usr/bin/node");
+	return n ? n : xstrdup("/usr/bin/node");
 }
 
-/* A sibling package-lock.json of package.json, if there is one. */
 static char *
 sibling_lock(const char *pkg)
 {
