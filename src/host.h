@@ -22,8 +22,6 @@ struct ab_host {
 	int landlock_abi;              /* 0 when Landlock is unavailable */
 	bool apparmor_restrict_userns; /* kernel.apparmor_restrict_unprivileged_userns = 1 */
 	bool is_root;                  /* started with euid 0 */
-	uid_t uid;
-	gid_t gid;
 	struct ab_cg_host cg;
 	char init_path[PATH_MAX]; /* agentbox-init helper, absolute */
 };

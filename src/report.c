@@ -65,7 +65,6 @@ result_done(struct ab_result *r)
 	free(r->workspace);
 	free(r->script);
 	free(r->interpreter);
-	free(r->collect_dir);
 	json_decref(r->files);
 	json_decref(r->collected);
 	json_decref(r->inputs);

@@ -81,7 +81,6 @@ struct ab_result {
 	char *script;
 	enum ab_lang lang;
 	char *interpreter;
-	char *collect_dir;
 	json_t *files;     /* manifest (owned) or NULL */
 	json_t *collected; /* --collect summary (owned) or NULL */
 	json_t *inputs;    /* copy-in report (owned) or NULL */

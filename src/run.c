@@ -441,11 +441,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.plan.libx32 = lstat("/libx32", &st) == 0 && S_ISLNK(st.st_mode);
 	}
 	build_env(&c);
-	if (c.mntns) {
-		r = ws_stage_ro_binds(&c, err);
-		if (r < 0)
-			goto out;
-	}
+	r = ws_stage_ro_binds(&c, err);
+	if (r < 0)
+		goto out;
 
 	timing_mark("etc generated");
 	/* v1: join the cgroup during bwrap's setup (--info-fd/--block-fd); v2: the child is

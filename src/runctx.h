@@ -30,7 +30,6 @@ struct run_ctx {
 	gid_t sb_gid;
 	uid_t owner_uid; /* owner for files we create for the sandbox, or -1 */
 	gid_t owner_gid;
-	bool mntns;         /* we are in our private mount namespace */
 	bool tmpfs_mounted; /* run/mnt is the capped tmpfs */
 	bool etc_mounted;   /* run/etc is the /etc tmpfs */
 	bool ro_staged;     /* run/ro/N hold staged read-only binds (root callers) */

@@ -71,7 +71,6 @@ ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 	/* Never propagate our mounts back to the host (systemd makes / shared). */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return ab_err_set(err, -errno, "make mounts private: %s", strerror(errno));
-	c->mntns = true;
 	return 0;
 }
 
