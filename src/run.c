@@ -25,6 +25,7 @@
 #include "bwargv.h"
 #include "cgroup.h"
 #include "config.h"
+#include "cpuclaim.h"
 #include "etcgen.h"
 #include "host.h"
 #include "interp.h"
@@ -247,6 +248,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	};
 	struct ab_outcome oc = { 0 };
 	struct ab_cg_usage usage = { 0 };
+	struct ab_cpu_claim cpus = { .nlocks = 0 };
+	bool pin = false;
 	struct strv av = { 0 }, cmd = { 0 };
 	cleanup_free char *args = NULL;
 	cleanup_free char *root_path = NULL;
@@ -494,6 +497,14 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 
 	timing_mark("cgroup created");
+	if (c.lp.cpu_affinity > 0) {
+		r = cpu_claim(c.lp.cpu_affinity, cache_fd, &cpus);
+		if (r < 0) {
+			r = ab_err_set(err, r, "choose cores for --cpus: %s", strerror(-r));
+			goto out;
+		}
+		pin = r > 0;
+	}
 	{
 		struct ab_spawn sp = {
 			.bwrap_path = c.host.bwrap_path,
@@ -509,6 +520,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.drop_uid = c.sb_uid,
 			.drop_gid = c.sb_gid,
 			.lp = &c.lp,
+			.cpus = pin ? &cpus.set : NULL,
 			.relay = !o->quiet,
 			.relay_to_stderr = o->relay_to_stderr,
 			.sanitize_out = isatty(STDOUT_FILENO),
@@ -516,6 +528,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		};
 
 		r = supervise_run(&sp, res, &oc, err);
+		cpu_claim_release(&cpus); /* every process of the run is gone */
 		if (r < 0)
 			goto out;
 	}
@@ -565,6 +578,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 
 	timing_mark("collected");
 out:
+	cpu_claim_release(&cpus);
 	if (r < 0 && res->n_prot == 0 && c.plan.interp)
 		outcome_record_protections(&c, NULL);
 	ws_cleanup(&c);

@@ -45,38 +45,6 @@ child_fail(int errpipe, const char *what)
 	_exit(127);
 }
 
-static void
-child_pin_cpus(int n)
-{
-	cpu_set_t allowed, set;
-	int want = n, cpu, count, start;
-
-	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
-		return;
-	count = CPU_COUNT(&allowed);
-	if (want >= count)
-		return;
-	/* Spread concurrent runs: start at a cpu derived from our pid. */
-	start = (int) (getpid() % count);
-	CPU_ZERO(&set);
-	for (int seen = 0, i = 0; i < CPU_SETSIZE && want > 0; i++) {
-		cpu = i;
-		if (!CPU_ISSET(cpu, &allowed))
-			continue;
-		if (seen++ < start)
-			continue;
-		CPU_SET(cpu, &set);
-		want--;
-	}
-	for (int i = 0; i < CPU_SETSIZE && want > 0; i++) {
-		if (CPU_ISSET(i, &allowed) && !CPU_ISSET(i, &set)) {
-			CPU_SET(i, &set);
-			want--;
-		}
-	}
-	(void) sched_setaffinity(0, sizeof(set), &set);
-}
-
 /* Everything between fork and exec. Only async-signal-safe calls. */
 static _Noreturn void
 child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int err_w, int args_fd,
@@ -96,8 +64,6 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 		child_fail(errpipe, "join the run's cgroup");
 	if (limits_apply_rlimits(sp->lp) < 0)
 		child_fail(errpipe, "setrlimit");
-	if (sp->lp->cpu_affinity > 0)
-		child_pin_cpus(sp->lp->cpu_affinity);
 	/* T8: a fresh, empty session keyring; the caller's keys stay out of reach. */
 	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS)
 		child_fail(errpipe, "join a new session keyring");
@@ -407,6 +373,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 				   &res->out };
 	struct stream_state se = { -1, STDERR_FILENO, sp->sanitize_err, &res->err };
 	sigset_t mask;
+	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
 	pid_t pid, self = getpid();
 	bool killed = false, children = true, in_cgroup = false;
@@ -499,7 +466,16 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 	t0 = now_ms();
 	timing_mark("sandbox: fork");
+	/* Pinned runs: pin ourselves on the way to fork, so the child starts on its core
+	 * (no migration), and let go again in the parent. */
+	if (sp->cpus && (sched_getaffinity(0, sizeof(mine), &mine) < 0 ||
+			 sched_setaffinity(0, sizeof(*sp->cpus), sp->cpus) < 0)) {
+		r = ab_err_set(err, -errno, "sched_setaffinity: %s", strerror(errno));
+		goto out_mask;
+	}
 	pid = spawn_fork(sp, &in_cgroup);
+	if (sp->cpus && pid != 0)
+		(void) sched_setaffinity(0, sizeof(mine), &mine);
 	if (pid < 0) {
 		r = ab_err_set(err, -errno, "fork: %s", strerror(errno));
 		goto out_mask;

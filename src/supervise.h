@@ -9,6 +9,7 @@
  * first, so waitpid() returning ECHILD proves no process of the run is left. */
 #pragma once
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -35,9 +36,10 @@ struct ab_spawn {
 	uid_t drop_uid;
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;
-	bool relay;           /* copy the script's output to our stdout/stderr live */
-	bool relay_to_stderr; /* ... both to our stderr */
-	bool sanitize_out;    /* our stdout is a terminal: neutralise control sequences */
+	const cpu_set_t *cpus; /* NULL: leave CPU placement alone */
+	bool relay;            /* copy the script's output to our stdout/stderr live */
+	bool relay_to_stderr;  /* ... both to our stderr */
+	bool sanitize_out;     /* our stdout is a terminal: neutralise control sequences */
 	bool sanitize_err;
 };
 

@@ -512,6 +512,35 @@ else
     is "$(tr ' ' '\n' <"$WORK/out" | grep -c '^widen=1$')" 2 \
         "cpu hog, strict policy: both sched_setaffinity calls got EPERM"
     ratio_le "$(jr .usage.cpu_ms)" "$(jr .wall_ms)" 1.15 "cpu hog, strict policy: cpu_ms/wall_ms <= 1.15"
+    # Concurrent runs claim different cores (a lock per core in RUNS/.cache), so two of
+    # them never share one core while another idles.
+    if [ "$(nproc)" -ge 2 ]; then
+        cat >"$WORK/aff.py" <<'EOF'
+import os, time
+print('cpus=' + ','.join(map(str, sorted(os.sched_getaffinity(0)))), flush=True)
+time.sleep(1.5)
+EOF
+        for i in 1 2; do
+            bounded 30 "$AGENTBOX" run --runs-dir "$RUNS" --rm "$WORK/aff.py" \
+                >"$WORK/aff$i.out" 2>/dev/null &
+        done
+        wait
+        a1=$(sed -n 's/^cpus=//p' "$WORK/aff1.out")
+        a2=$(sed -n 's/^cpus=//p' "$WORK/aff2.out")
+        case "$a1" in
+        *,* | "") not_ok "concurrent runs: each pinned to one core" "got '$a1' and '$a2'" ;;
+        *) ok "concurrent runs: each pinned to one core" ;;
+        esac
+        if [ -n "$a1" ] && [ "$a1" != "$a2" ]; then
+            ok "concurrent runs: pinned to different cores ($a1, $a2)"
+        else
+            not_ok "concurrent runs: pinned to different cores" "got '$a1' and '$a2'"
+        fi
+        check "core claims are lock files in the runs cache" \
+            test -f "$RUNS/.cache/cpu-$a1.lock"
+    else
+        skip "concurrent runs: pinned to different cores" "one core"
+    fi
 fi
 
 # ---- T23: output floods ------------------------------------------------------------------
