@@ -122,16 +122,6 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		strv_push(av, "--seccomp");
 		strv_pushf(av, "%d", AB_FD_SECCOMP);
 	}
-	if (p->cgroup_handshake) {
-		/* agentbox moves bwrap and the sandbox's PID 1 into the run's cgroup while bwrap
-		 * sets up, and only then lets PID 1 start the command: the migration's RCU
-		 * grace period overlaps bwrap's setup instead of adding to it. */
-		strv_push(av, "--info-fd");
-		strv_pushf(av, "%d", AB_FD_INFO);
-		strv_push(av, "--block-fd");
-		strv_pushf(av, "%d", AB_FD_BLOCK);
-	}
-
 	/* The command always follows "--" (T37). */
 	strv_push(cmd, "--");
 	strv_push(cmd, AB_SANDBOX_INIT);

@@ -440,7 +440,8 @@ cg_count_procs(struct ab_cg *cg)
 	return best;
 }
 
-/* Writes `text` (a pid, "0" = the caller) to every cgroup.procs. write(2) only. */
+/* Writes `text` (a pid, "0" = the caller) to every run cgroup's join file (v2 cgroup.procs,
+ * v1 tasks). write(2) only. */
 static int
 cg_write_procs(const struct ab_cg *cg, const char *text, size_t len)
 {
@@ -681,11 +682,11 @@ cg_write_opt(int dirfd, const char *file, const char *val, const char *where, st
 	return cg_write(dirfd, file, val, where, err);
 }
 
-/* mkdirat parent/name, then opens it and its cgroup.procs. On success *ret_dirfd and
- * *ret_procs are set (the caller's cleanup removes the directory from then on). */
+/* mkdirat parent/name, then opens it and its `procs` file for joining. On success *ret_dirfd
+ * and *ret_procs are set (the caller's cleanup removes the directory from then on). */
 static int
-make_run_dir(int parent, const char *name, const char *where, int *ret_dirfd, int *ret_procs,
-	     struct ab_err *err)
+make_run_dir(int parent, const char *name, const char *procs, const char *where, int *ret_dirfd,
+	     int *ret_procs, struct ab_err *err)
 {
 	int r, fd;
 
@@ -703,10 +704,10 @@ make_run_dir(int parent, const char *name, const char *where, int *ret_dirfd, in
 		return ab_err_set(err, r, "open run cgroup %s: %s", where, strerror(-r));
 	}
 	*ret_dirfd = fd;
-	*ret_procs = openat(fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	*ret_procs = openat(fd, procs, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (*ret_procs < 0) {
 		r = -errno;
-		return ab_err_set(err, r, "open %s/cgroup.procs: %s", where, strerror(-r));
+		return ab_err_set(err, r, "open %s/%s: %s", where, procs, strerror(-r));
 	}
 	return 0;
 }
@@ -724,7 +725,8 @@ create_v2(const struct ab_cg_host *h, int rootfd, const struct ab_cg_limits *l, 
 	if (parent < 0)
 		return ab_err_set(err, -errno, "open cgroup %s/%s: %s", h->root, h->v2_parent,
 				  strerror(errno));
-	r = make_run_dir(parent, cg->name, where, &cg->dirfd[0], &cg->procs_fd[0], err);
+	r = make_run_dir(parent, cg->name, "cgroup.procs", where, &cg->dirfd[0], &cg->procs_fd[0],
+			 err);
 	if (r < 0)
 		return r;
 	d = cg->dirfd[0];
@@ -786,7 +788,12 @@ create_v1(const struct ab_cg_host *h, int rootfd, const struct ab_cg_limits *l, 
 				continue;
 			}
 		}
-		r = make_run_dir(parent, cg->name, where[i], &cg->dirfd[i], &cg->procs_fd[i], err);
+		/* v1 joins through `tasks`: writing "0" there moves only the calling thread,
+		 * which the kernel does without write-locking the global threadgroup rwsem,
+		 * i.e. without waiting for an RCU grace period (cgroup.procs: ~8 ms here). The
+		 * joiner is a freshly forked, single-threaded child, so thread = process. */
+		r = make_run_dir(parent, cg->name, "tasks", where[i], &cg->dirfd[i],
+				 &cg->procs_fd[i], err);
 		if (r < 0)
 			return r;
 	}

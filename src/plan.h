@@ -14,14 +14,12 @@
 #define AB_FD_ARGS       3 /* bwrap --args: the NUL-separated argv below */
 #define AB_FD_SECCOMP    4 /* bwrap --seccomp */
 #define AB_FD_STATUS     5 /* agentbox-init writes its status records here */
-#define AB_FD_INFO       6 /* bwrap --info-fd: the sandbox's PID 1 as seen from the host */
-#define AB_FD_BLOCK      7 /* bwrap --block-fd: PID 1 waits here until it is in the cgroup */
-#define AB_FD_INIT       8 /* agentbox-init, exec'd through /proc/self/fd: no mount, no path */
-#define AB_FD_FIRST_FREE 9
+#define AB_FD_INIT       6 /* agentbox-init, exec'd through /proc/self/fd: no mount, no path */
+#define AB_FD_FIRST_FREE 7
 
 /* Paths inside the sandbox. */
 #define AB_SANDBOX_WORK     "/work"
-#define AB_SANDBOX_INIT     "/proc/self/fd/8" /* AB_FD_INIT */
+#define AB_SANDBOX_INIT     "/proc/self/fd/6" /* AB_FD_INIT */
 #define AB_SANDBOX_UID      1000
 #define AB_SANDBOX_GID      1000
 #define AB_SANDBOX_USER     "agent"
@@ -48,13 +46,12 @@ struct ab_plan {
 	bool lib32, libx32;   /* /lib32, /libx32 exist as usr/ symlinks */
 	bool disable_userns;
 	bool seccomp;
-	bool landlock;         /* agentbox-init applies Landlock */
-	bool landlock_net;     /* ... with TCP bind/connect denied (ABI >= 4) */
-	bool landlock_scope;   /* ... with abstract-socket and signal scoping (ABI >= 6) */
-	uint64_t tmp_size;     /* /tmp and /dev/shm tmpfs size, bytes */
-	bool share_net;        /* `agentbox prepare` only: the host network */
-	bool cgroup_handshake; /* --info-fd/--block-fd: join the cgroup during bwrap's setup */
-	char *rw_bind;         /* `agentbox prepare` only: the environment being built */
+	bool landlock;       /* agentbox-init applies Landlock */
+	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
+	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
+	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
+	bool share_net;      /* `agentbox prepare` only: the host network */
+	char *rw_bind;       /* `agentbox prepare` only: the environment being built */
 };
 
 void plan_done(struct ab_plan *p);

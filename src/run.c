@@ -355,7 +355,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = rundir_open_root(root_path, c.host.is_root, &c.rd, err);
 	if (r < 0)
 		goto out;
-	r = rundir_create(&c.rd, c.owner_uid, c.owner_gid, err);
+	r = rundir_create(&c.rd, c.owner_uid, c.owner_gid, !o->rm, err);
 	if (r < 0)
 		goto out;
 	res->run_dir = xstrdup(c.rd.path);
@@ -422,7 +422,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_copy_inputs(&c, err);
 		if (r < 0)
 			goto out;
-		c.plan.work_src = xasprintf("%s/mnt", c.rd.path);
+		c.plan.work_src = xstrdup(c.rd.mnt_work);
 		res->workspace = xasprintf("%s/work", c.rd.path);
 	}
 	timing_mark("workspace ready");
@@ -449,9 +449,6 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		goto out;
 
 	timing_mark("etc generated");
-	/* v1: join the cgroup during bwrap's setup (--info-fd/--block-fd); v2: the child is
-	 * created in the cgroup (clone3 CLONE_INTO_CGROUP) */
-	c.plan.cgroup_handshake = c.lp.use_cgroup && c.host.cg.kind == AB_CG_V1;
 	bwargv_build(&av, &cmd, &c.plan);
 	if (cmd.n > 250) {
 		r = ab_err_usage(err, "too many script arguments (at most 240)");
@@ -515,7 +512,6 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.init_path = c.host.init_path,
 			.stdin_fd = c.stdin_fd,
 			.cg = c.cg_made ? &c.cg : NULL,
-			.cg_handshake = c.plan.cgroup_handshake,
 			.drop = c.drop,
 			.drop_uid = c.sb_uid,
 			.drop_gid = c.sb_gid,

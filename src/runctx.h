@@ -30,8 +30,8 @@ struct run_ctx {
 	gid_t sb_gid;
 	uid_t owner_uid; /* owner for files we create for the sandbox, or -1 */
 	gid_t owner_gid;
-	bool tmpfs_mounted; /* run/mnt is the capped tmpfs */
-	bool etc_mounted;   /* run/etc is the /etc tmpfs */
+	bool tmpfs_mounted; /* RUNS/.mnt/work is the capped tmpfs */
+	bool etc_mounted;   /* RUNS/.mnt/etc is the /etc tmpfs */
 	bool ro_staged;     /* run/ro/N hold staged read-only binds (root callers) */
 	int work_fd;        /* the live workspace (tmpfs or --workspace DIR) */
 	int script_fd;

@@ -28,6 +28,8 @@ rundir_done(struct ab_rundir *rd)
 {
 	free(rd->root);
 	free(rd->path);
+	free(rd->mnt_work);
+	free(rd->mnt_etc);
 	if (rd->root_fd >= 0)
 		(void) close(rd->root_fd);
 	if (rd->fd >= 0)
@@ -137,8 +139,47 @@ opened:
 	return 0;
 }
 
+/* RUNS/.mnt/{work,etc}: where agentbox mounts a run's tmpfs in its own mount namespace.
+ * Shared by every run of this root (each sees only its own mounts there), so a run creates
+ * and removes no mountpoint directories on the host filesystem. */
+static int
+open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
+{
+	static const struct {
+		const char *name;
+		mode_t mode;
+	} mp[] = { { "work", 0700 }, { "etc", 0755 } };
+	cleanup_free char *where = xasprintf("%s/.mnt", rd->root);
+	cleanup_fd int fd = -1;
+	int r;
+
+	if (mkdirat(rd->root_fd, ".mnt", 0711) < 0 && errno != EEXIST)
+		return ab_err_set(err, -errno, "create '%s': %s", where, strerror(errno));
+	fd = openat(rd->root_fd, ".mnt", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ab_err_set(err, -errno, "open '%s': %s", where, strerror(errno));
+	r = check_private_dir(fd, where, "the mountpoint directory", err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < sizeof(mp) / sizeof(mp[0]); i++) {
+		int d;
+
+		if (mkdirat(fd, mp[i].name, mp[i].mode) < 0 && errno != EEXIST)
+			return ab_err_set(err, -errno, "create '%s/%s': %s", where, mp[i].name,
+					  strerror(errno));
+		d = openat(fd, mp[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (d < 0)
+			return ab_err_set(err, -errno, "'%s/%s' is not a directory: %s", where,
+					  mp[i].name, strerror(errno));
+		(void) close(d);
+	}
+	rd->mnt_work = xasprintf("%s/work", where);
+	rd->mnt_etc = xasprintf("%s/etc", where);
+	return 0;
+}
+
 int
-rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err)
+rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool keep_work, struct ab_err *err)
 {
 	cleanup_free char *tmpl = xasprintf("%s/" AB_RUN_PREFIX "XXXXXX", rd->root);
 	cleanup_fd int fd = -1;
@@ -146,6 +187,9 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err
 	uint64_t start = 0;
 	int mfd, r;
 
+	r = open_mountpoints(rd, err);
+	if (r < 0)
+		return r;
 	if (!mkdtemp(tmpl))
 		return ab_err_set(err, -errno, "create a run directory in '%s': %s", rd->root,
 				  strerror(errno));
@@ -166,13 +210,10 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err
 	(void) close(mfd);
 	if (r < 0)
 		return ab_err_set(err, r, "write the run marker in '%s'", tmpl);
-	if (mkdirat(fd, "work", 0700) < 0 || mkdirat(fd, "mnt", 0700) < 0 ||
-	    mkdirat(fd, "etc", 0755) < 0)
+	if (keep_work && mkdirat(fd, "work", 0700) < 0)
 		return ab_err_set(err, -errno, "create the workspace in '%s'", tmpl);
 	if (owner != (uid_t) -1) {
-		if (fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    fchownat(fd, "etc", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    fchownat(fd, "mnt", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
+		if ((keep_work && fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0) ||
 		    fchown(fd, owner, group) < 0)
 			return ab_err_set(err, -errno, "give the run directory to uid %u",
 					  (unsigned) owner);

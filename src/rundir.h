@@ -1,10 +1,11 @@
 /* rundir.h: the runs root, per-run directories, the --workspace checks and copy-in.
  * Layout of a run directory (mode 0700, owned by the sandbox user):
  *   RUNS/run-XXXXXX/.agentbox-run   marker: this is a run directory agentbox created
- *   RUNS/run-XXXXXX/work/           the workspace as collected after the run
- *   RUNS/run-XXXXXX/mnt/            during the run: the size- and inode-capped tmpfs
- *   RUNS/run-XXXXXX/etc/            the sandbox's generated /etc
- *   RUNS/run-XXXXXX/report.json     a copy of the report */
+ *   RUNS/run-XXXXXX/work/           the workspace as collected after the run (not with --rm)
+ *   RUNS/run-XXXXXX/report.json     a copy of the report
+ * and, shared by all runs (each agentbox mounts there in its own mount namespace only):
+ *   RUNS/.mnt/work/                 during a run: the size- and inode-capped tmpfs
+ *   RUNS/.mnt/etc/                  during a run: the sandbox's generated /etc (tmpfs) */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +23,8 @@ struct ab_rundir {
 	char *path;     /* run directory path */
 	int fd;         /* O_DIRECTORY fd on it */
 	char suffix[8]; /* the random part of the name */
+	char *mnt_work; /* RUNS/.mnt/work and RUNS/.mnt/etc: mountpoints, see above */
+	char *mnt_etc;
 };
 
 void rundir_init(struct ab_rundir *rd);
@@ -38,8 +41,10 @@ int rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundi
 		     struct ab_err *err);
 
 /* Creates a fresh run directory with mkdtemp under the root (never reused), writes the marker,
- * creates work/ and mnt/, and gives it to owner:group when they are not -1. */
-int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, struct ab_err *err);
+ * creates work/ when keep_work, and gives it to owner:group when they are not -1. Makes sure
+ * the shared mountpoints exist and sets rd->mnt_work and rd->mnt_etc. */
+int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool keep_work,
+		  struct ab_err *err);
 
 /* Is `name` in root_fd a run directory agentbox created (pattern, marker, owner)? */
 bool rundir_is_run(int root_fd, const char *name);

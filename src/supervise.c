@@ -48,7 +48,7 @@ child_fail(int errpipe, const char *what)
 /* Everything between fork and exec. Only async-signal-safe calls. */
 static _Noreturn void
 child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int err_w, int args_fd,
-	   int status_w, int info_w, int block_r, int init_fd, int errpipe, pid_t parent)
+	   int status_w, int init_fd, int errpipe, pid_t parent)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	char *argv[256];
@@ -60,7 +60,9 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 		(void) signal(s, SIG_DFL);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
 
-	if (sp->cg && !sp->cg_handshake && !in_cgroup && cg_attach_self(sp->cg) < 0)
+	/* cgroup v1 (and v2 without clone3): join now, before bwrap forks anything. On v1
+	 * this moves one thread (thread = process here) and costs no RCU grace period. */
+	if (sp->cg && !in_cgroup && cg_attach_self(sp->cg) < 0)
 		child_fail(errpipe, "join the run's cgroup");
 	if (limits_apply_rlimits(sp->lp) < 0)
 		child_fail(errpipe, "setrlimit");
@@ -92,8 +94,6 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	fds[AB_FD_ARGS] = args_fd;
 	fds[AB_FD_SECCOMP] = sp->seccomp_fd;
 	fds[AB_FD_STATUS] = status_w;
-	fds[AB_FD_INFO] = info_w;
-	fds[AB_FD_BLOCK] = block_r;
 	fds[AB_FD_INIT] = init_fd;
 	for (int i = 0; i < AB_FD_FIRST_FREE; i++) {
 		if (fds[i] < 0) {
@@ -284,37 +284,6 @@ read_status(int *fd, struct ab_outcome *oc)
 	}
 }
 
-/* Accumulates bwrap's --info-fd JSON; returns the sandbox PID 1's host pid once the object
- * is complete, 0 while incomplete, -1 on EOF or garbage (the pipe is then closed). */
-static pid_t
-read_info(int *fd, char *buf, size_t size, size_t *len)
-{
-	for (;;) {
-		ssize_t n = read(*fd, buf + *len, size - 1 - *len);
-		json_error_t je;
-		json_t *j;
-		json_int_t pid;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0 || *len + (size_t) n >= size - 1) {
-			(void) close(*fd);
-			*fd = -1;
-			return -1;
-		}
-		*len += (size_t) n;
-		buf[*len] = '\0';
-		j = json_loadb(buf, *len, JSON_DISABLE_EOF_CHECK, &je);
-		if (!j)
-			continue;
-		pid = json_integer_value(json_object_get(j, "child-pid"));
-		json_decref(j);
-		return pid > 0 ? (pid_t) pid : -1;
-	}
-}
-
 /* fork(), or on cgroup v2 clone3(CLONE_INTO_CGROUP): the child starts life in the run's
  * cgroup, so no migration and no RCU grace period to wait for (Linux 5.7+; else fork and
  * the child joins the cgroup itself). */
@@ -322,7 +291,7 @@ static pid_t
 spawn_fork(const struct ab_spawn *sp, bool *ret_in_cgroup)
 {
 	*ret_in_cgroup = false;
-	if (sp->cg && sp->cg->kind == AB_CG_V2 && !sp->cg_handshake && sp->cg->dirfd[0] >= 0) {
+	if (sp->cg && sp->cg->kind == AB_CG_V2 && sp->cg->dirfd[0] >= 0) {
 		struct clone_args ca = {
 			.flags = CLONE_INTO_CGROUP,
 			.exit_signal = SIGCHLD,
@@ -342,11 +311,10 @@ spawn_fork(const struct ab_spawn *sp, bool *ret_in_cgroup)
 
 /* Closes whichever of the supervisor's pipe ends and streams are still open. */
 static void
-close_all(int *out_p, int *err_p, int *st_p, int *ep, int *info_p, int *block_p, int *so, int *se)
+close_all(int *out_p, int *err_p, int *st_p, int *ep, int *so, int *se)
 {
-	int *all[] = { &out_p[0],   &out_p[1],   &err_p[0], &err_p[1],  &st_p[0],
-		       &st_p[1],    &ep[0],      &ep[1],    &info_p[0], &info_p[1],
-		       &block_p[0], &block_p[1], so,        se };
+	int *all[] = { &out_p[0], &out_p[1], &err_p[0], &err_p[1], &st_p[0],
+		       &st_p[1],  &ep[0],    &ep[1],    so,        se };
 
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
 		if (*all[i] >= 0)
@@ -363,10 +331,7 @@ int
 supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	      struct ab_err *err)
 {
-	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 },
-	    info_p[2] = { -1, -1 }, block_p[2] = { -1, -1 };
-	char info_buf[512];
-	size_t info_len = 0;
+	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
 	struct stream_state so = { -1, sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
 				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
@@ -418,15 +383,15 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	if (args_fd < 0 || in_fd < 0 || (sp->seccomp_fd >= 0 && seccomp_hi < 0))
 		return ab_err_set(err, -errno, "prepare fds: %s", strerror(errno));
 	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-	    pipe2(st_p, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
-	    (sp->cg_handshake && (pipe2(info_p, O_CLOEXEC) < 0 || pipe2(block_p, O_CLOEXEC) < 0))) {
+	    pipe2(st_p, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
 		r = ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
 		goto out_close;
 	}
 	{
-		int *all[] = { &out_p[0],  &out_p[1],  &err_p[0],   &err_p[1],
-			       &st_p[0],   &st_p[1],   &ep[0],      &ep[1],
-			       &info_p[0], &info_p[1], &block_p[0], &block_p[1] };
+		int *all[] = {
+			&out_p[0], &out_p[1], &err_p[0], &err_p[1],
+			&st_p[0],  &st_p[1],  &ep[0],    &ep[1],
+		};
 
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
 			int hi;
@@ -481,20 +446,14 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		goto out_mask;
 	}
 	if (pid == 0)
-		child_exec(sp, in_cgroup, in_fd, out_p[1], err_p[1], args_fd, st_p[1], info_p[1],
-			   block_p[0], init_fd, ep[1], self);
+		child_exec(sp, in_cgroup, in_fd, out_p[1], err_p[1], args_fd, st_p[1], init_fd,
+			   ep[1], self);
 
 	(void) close(out_p[1]);
 	(void) close(err_p[1]);
 	(void) close(st_p[1]);
 	(void) close(ep[1]);
 	out_p[1] = err_p[1] = st_p[1] = ep[1] = -1;
-	if (info_p[1] >= 0) {
-		(void) close(info_p[1]);
-		(void) close(block_p[0]);
-		info_p[1] = block_p[0] = -1;
-		(void) fd_set_nonblock(info_p[0], 1);
-	}
 	so.fd = out_p[0];
 	se.fd = err_p[0];
 	out_p[0] = err_p[0] = -1;
@@ -569,7 +528,6 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		pfd[nfd++] = (struct pollfd){ .fd = so.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = se.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = st_p[0], .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = info_p[0], .events = POLLIN };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -593,34 +551,6 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			over_cap(&se, oc, pid, sp, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_status(&st_p[0], oc);
-		if (info_p[0] >= 0 && (pfd[4].revents & (POLLIN | POLLHUP | POLLERR))) {
-			pid_t pid1 = read_info(&info_p[0], info_buf, sizeof(info_buf), &info_len);
-
-			if (pid1 > 0) {
-				/* bwrap and PID 1 join the cgroup, then PID 1 may start */
-				int a = cg_attach_pid(sp->cg, pid);
-
-				if (a == 0)
-					a = cg_attach_pid(sp->cg, pid1);
-				timing_mark("sandbox: bwrap and PID 1 in the cgroup");
-				if (a < 0) {
-					r = ab_err_set(err, a,
-						       "move the sandbox into its cgroup: %s",
-						       strerror(-a));
-					(void) kill(pid, SIGKILL);
-					killed = true;
-					kill_at = now_ms();
-				} else if (write(block_p[1], "x", 1) != 1) {
-					(void) kill(pid, SIGKILL);
-					killed = true;
-					kill_at = now_ms();
-				}
-				(void) close(block_p[1]);
-				block_p[1] = -1;
-				(void) close(info_p[0]);
-				info_p[0] = -1;
-			}
-		}
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -671,6 +601,6 @@ out_mask:
 	/* The signals stay blocked: an interrupt from now on must not cut the report or the
 	 * cleanup short. main() leaves through exit() anyway. */
 out_close:
-	close_all(out_p, err_p, st_p, ep, info_p, block_p, &so.fd, &se.fd);
+	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
 	return r;
 }

@@ -31,7 +31,6 @@ struct ab_spawn {
 	const char *init_path; /* agentbox-init on the host, passed as AB_FD_INIT */
 	int stdin_fd;          /* -1: /dev/null */
 	struct ab_cg *cg;      /* NULL: no cgroup */
-	bool cg_handshake;     /* bwrap has --info-fd/--block-fd: join the cgroup during setup */
 	bool drop;             /* root caller: become drop_uid/drop_gid before bwrap */
 	uid_t drop_uid;
 	gid_t drop_gid;

@@ -90,6 +90,13 @@ abb 60 "$WORK/hello.py"
 check "without --rm: the run dir is kept" test -d "$(jr .run_dir)"
 check "without --rm: the workspace copy holds the script's file" \
     test "$(cat "$(jr .workspace)/hello.txt")" = hi
+is "$(find "$(jr .run_dir)" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" ".agentbox-run report.json work " \
+    "a kept run dir holds the marker, the report and the workspace copy, nothing else"
+# The workspace and /etc tmpfs were mounted on RUNS/.mnt/* in agentbox's own mount
+# namespace: on the host those stay empty directories, and nothing is mounted there.
+is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "etc work " "the runs root has the two shared mountpoints"
+is "$(find "$RUNS/.mnt" -mindepth 2 | wc -l)" 0 "the shared mountpoints are empty on the host"
+is "$(grep -c " $RUNS/" /proc/self/mountinfo)" 0 "nothing is mounted under the runs root on the host"
 
 # ---- --workspace DIR ------------------------------------------------------------------------
 mkdir -m 0700 "$WORK/ws" "$WORK/ws/sub"
@@ -119,8 +126,8 @@ for w in --unshare-all --disable-userns --new-session --die-with-parent --cap-dr
 done
 is "$(head -n1 "$WORK/out" | sed 's|.*/||')" bwrap "--dry-run: the first line is the bwrap path"
 # shellcheck disable=SC2016 # awk's own $0
-check "--dry-run: a '--' comes right before agentbox-init (exec'd as /proc/self/fd/8)" \
-    awk 'p == "--" && $0 == "/proc/self/fd/8" { f = 1 } { p = $0 } END { exit !f }' "$WORK/out"
+check "--dry-run: a '--' comes right before agentbox-init (exec'd as /proc/self/fd/6)" \
+    awk 'p == "--" && $0 == "/proc/self/fd/6" { f = 1 } { p = $0 } END { exit !f }' "$WORK/out"
 is "$(tail -n1 "$WORK/out")" /work/dry.py "--dry-run: the script is the last word, after the interpreter"
 refute "--dry-run: the script did not run" grep -q DRY-RAN "$WORK/out"
 is "$(nruns)" "$before" "--dry-run: no run dir left in the runs root"

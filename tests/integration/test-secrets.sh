@@ -140,7 +140,7 @@ for fd in plan:
 os.execv(sys.argv[2], sys.argv[2:])
 EOF
 # The caller leaks fds 3..12: every slot agentbox uses for bwrap (--args, --seccomp, status,
-# --info-fd, --block-fd) and beyond. Some slots are used only in some setups (seccomp off, no
+# agentbox-init) and beyond. Some slots are used only in some setups (seccomp off, no
 # cgroup), so also with --without seccomp.
 for variant in default without-seccomp; do
     if [ $variant = default ]; then opt=; else opt="--without seccomp"; fi
