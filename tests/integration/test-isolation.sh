@@ -107,10 +107,10 @@ for lang in py js; do
     stray=$(find /tmp "$HOSTHOME" "$WORK" /usr /etc -xdev -maxdepth 4 -name "*$TOKEN*" \
         ! -path "$RUNS/run-*/work/ok-$TOKEN" 2>/dev/null | head -n5 | tr '\n' ' ')
     is "$stray" "" "$lang writes: no file named after the token on the host outside the workspace"
-    new=$(names "$RUNS" | grep -vxF -e .cache | grep -vxF -f "$WORK/before.lst" | tr '\n' ' ')
+    new=$(names "$RUNS" | grep -vxF -e .cache -e .mnt | grep -vxF -f "$WORK/before.lst" | tr '\n' ' ')
     new=${new% }
     is "$new" "$(basename "$rd")" "$lang writes: the only new entry in the runs root is the run dir"
-    is "$(names "$rd" | grep -v -x -e .agentbox-run -e etc -e report.json -e work -e ro | tr '\n' ' ')" "" \
+    is "$(names "$rd" | grep -v -x -e .agentbox-run -e report.json -e work -e ro | tr '\n' ' ')" "" \
         "$lang writes: the run dir holds only what agentbox made"
     # $WORK itself: canary, stamp, the scripts, our outputs, the runs root; nothing else
     extra=$(names "$WORK" | grep -v -x -e canary.txt -e stamp -e runs -e out -e err -e r.json \
