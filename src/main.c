@@ -48,8 +48,12 @@ print_error(const struct ab_err *err)
 static void
 write_report(const struct ab_run_opts *o, const struct ab_result *res)
 {
-	json_t *rep = report_build(res);
+	json_t *rep;
 	int r;
+
+	if (!o->report_path && !(res->run_dir && res->run_dir_kept))
+		return; /* nobody would read it: do not build it */
+	rep = report_build(res);
 
 	if (o->report_path) {
 		r = report_write(o->report_path, rep);

@@ -358,8 +358,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = rundir_create(&c.rd, c.owner_uid, c.owner_gid, !o->rm, err);
 	if (r < 0)
 		goto out;
-	res->run_dir = xstrdup(c.rd.path);
-	res->run_dir_kept = true;
+	res->run_dir = c.rd.path ? xstrdup(c.rd.path) : NULL;
+	res->run_dir_kept = c.rd.path != NULL;
 
 	timing_mark("run dir created");
 	/* Probe the sandbox as the sandbox user; the result is cached per bwrap and boot. */
@@ -423,7 +423,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 		c.plan.work_src = xstrdup(c.rd.mnt_work);
-		res->workspace = xasprintf("%s/work", c.rd.path);
+		if (c.rd.path)
+			res->workspace = xasprintf("%s/work", c.rd.path);
 	}
 	timing_mark("workspace ready");
 	c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
@@ -471,7 +472,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		fflush(stdout);
 		res->status = AB_STATUS_DRY_RUN;
 		ws_cleanup(&c);
-		(void) walk_remove_tree(c.rd.root_fd, strrchr(c.rd.path, '/') + 1, NULL);
+		if (c.rd.path)
+			(void) walk_remove_tree(c.rd.root_fd, strrchr(c.rd.path, '/') + 1, NULL);
 		res->run_dir_kept = false;
 		r = 0;
 		goto out;

@@ -32,7 +32,6 @@ struct run_ctx {
 	gid_t owner_gid;
 	bool tmpfs_mounted; /* RUNS/.mnt/work is the capped tmpfs */
 	bool etc_mounted;   /* RUNS/.mnt/etc is the /etc tmpfs */
-	bool ro_staged;     /* run/ro/N hold staged read-only binds (root callers) */
 	int work_fd;        /* the live workspace (tmpfs or --workspace DIR) */
 	int script_fd;
 	int seccomp_fd;

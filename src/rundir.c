@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 
@@ -30,6 +32,7 @@ rundir_done(struct ab_rundir *rd)
 	free(rd->path);
 	free(rd->mnt_work);
 	free(rd->mnt_etc);
+	free(rd->mnt_ro);
 	if (rd->root_fd >= 0)
 		(void) close(rd->root_fd);
 	if (rd->fd >= 0)
@@ -148,7 +151,7 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	static const struct {
 		const char *name;
 		mode_t mode;
-	} mp[] = { { "work", 0700 }, { "etc", 0755 } };
+	} mp[] = { { "work", 0700 }, { "etc", 0755 }, { "ro", 0711 } };
 	cleanup_free char *where = xasprintf("%s/.mnt", rd->root);
 	cleanup_fd int fd = -1;
 	int r;
@@ -175,11 +178,31 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	}
 	rd->mnt_work = xasprintf("%s/work", where);
 	rd->mnt_etc = xasprintf("%s/etc", where);
+	rd->mnt_ro = xasprintf("%s/ro", where);
 	return 0;
 }
 
+/* A run without a directory (--rm) still needs a name for its cgroup: 6 random characters
+ * from mkdtemp's alphabet. */
+static void
+random_suffix(char *buf, size_t size)
+{
+	static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	unsigned char rnd[6] = { 0 };
+	size_t n = size - 1 < sizeof(rnd) ? size - 1 : sizeof(rnd);
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd)) {
+		uint64_t x = (uint64_t) getpid() * 0x9E3779B97F4A7C15ULL ^ (uint64_t) time(NULL);
+
+		memcpy(rnd, &x, sizeof(rnd));
+	}
+	for (size_t i = 0; i < n; i++)
+		buf[i] = abc[rnd[i] % (sizeof(abc) - 1)];
+	buf[n] = '\0';
+}
+
 int
-rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool keep_work, struct ab_err *err)
+rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool on_disk, struct ab_err *err)
 {
 	cleanup_free char *tmpl = xasprintf("%s/" AB_RUN_PREFIX "XXXXXX", rd->root);
 	cleanup_fd int fd = -1;
@@ -190,6 +213,10 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool keep_work, st
 	r = open_mountpoints(rd, err);
 	if (r < 0)
 		return r;
+	if (!on_disk) {
+		random_suffix(rd->suffix, sizeof(rd->suffix));
+		return 0;
+	}
 	if (!mkdtemp(tmpl))
 		return ab_err_set(err, -errno, "create a run directory in '%s': %s", rd->root,
 				  strerror(errno));
@@ -210,10 +237,10 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool keep_work, st
 	(void) close(mfd);
 	if (r < 0)
 		return ab_err_set(err, r, "write the run marker in '%s'", tmpl);
-	if (keep_work && mkdirat(fd, "work", 0700) < 0)
+	if (mkdirat(fd, "work", 0700) < 0)
 		return ab_err_set(err, -errno, "create the workspace in '%s'", tmpl);
 	if (owner != (uid_t) -1) {
-		if ((keep_work && fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0) ||
+		if (fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    fchown(fd, owner, group) < 0)
 			return ab_err_set(err, -errno, "give the run directory to uid %u",
 					  (unsigned) owner);

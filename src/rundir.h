@@ -5,7 +5,9 @@
  *   RUNS/run-XXXXXX/report.json     a copy of the report
  * and, shared by all runs (each agentbox mounts there in its own mount namespace only):
  *   RUNS/.mnt/work/                 during a run: the size- and inode-capped tmpfs
- *   RUNS/.mnt/etc/                  during a run: the sandbox's generated /etc (tmpfs) */
+ *   RUNS/.mnt/etc/                  during a run: the sandbox's generated /etc (tmpfs)
+ *   RUNS/.mnt/ro/N/                 during a run: --ro-bind sources staged for root callers
+ * A --rm run has no run directory at all: nothing of it is ever written to disk. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,6 +27,7 @@ struct ab_rundir {
 	char suffix[8]; /* the random part of the name */
 	char *mnt_work; /* RUNS/.mnt/work and RUNS/.mnt/etc: mountpoints, see above */
 	char *mnt_etc;
+	char *mnt_ro; /* RUNS/.mnt/ro: parent of the staged read-only binds (root callers) */
 };
 
 void rundir_init(struct ab_rundir *rd);
@@ -40,11 +43,11 @@ char *rundir_default_root(uid_t uid);
 int rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundir *rd,
 		     struct ab_err *err);
 
-/* Creates a fresh run directory with mkdtemp under the root (never reused), writes the marker,
- * creates work/ when keep_work, and gives it to owner:group when they are not -1. Makes sure
- * the shared mountpoints exist and sets rd->mnt_work and rd->mnt_etc. */
-int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool keep_work,
-		  struct ab_err *err);
+/* Makes sure the shared mountpoints exist (rd->mnt_*). When on_disk, creates a fresh run
+ * directory with mkdtemp under the root (never reused), writes the marker, creates work/ and
+ * gives it to owner:group when they are not -1; else (--rm) only picks rd->suffix and leaves
+ * rd->path NULL. */
+int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool on_disk, struct ab_err *err);
 
 /* Is `name` in root_fd a run directory agentbox created (pattern, marker, owner)? */
 bool rundir_is_run(int root_fd, const char *name);

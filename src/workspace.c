@@ -120,25 +120,22 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 }
 
 /* Root callers: bind host paths the sandbox user may not be able to reach (an interpreter
- * under /root) onto run/ro/N, which it can. */
+ * under /root) onto RUNS/.mnt/ro/N (in our own mount namespace), which it can. */
 int
 ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err)
 {
 	if (!c->drop || c->plan.n_ro_binds == 0)
 		return 0;
-	if (mkdirat(c->rd.fd, "ro", 0755) < 0 && errno != EEXIST)
-		return ab_err_set(err, -errno, "create %s/ro", c->rd.path);
-	if (fchownat(c->rd.fd, "ro", c->sb_uid, c->sb_gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return ab_err_set(err, -errno, "chown %s/ro", c->rd.path);
-	c->ro_staged = true;
 	for (size_t i = 0; i < c->plan.n_ro_binds; i++) {
-		char name[32];
-		char *staged;
+		char *staged = xasprintf("%s/%zu", c->rd.mnt_ro, i);
 
-		snprintf(name, sizeof(name), "ro/%zu", i);
-		if (mkdirat(c->rd.fd, name, 0755) < 0)
-			return ab_err_set(err, -errno, "create %s/%s", c->rd.path, name);
-		staged = xasprintf("%s/%s", c->rd.path, name);
+		if (mkdir(staged, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+
+			free(staged);
+			return ab_err_set(err, -e, "create %s/%zu: %s", c->rd.mnt_ro, i,
+					  strerror(e));
+		}
 		if (mount(c->plan.ro_binds[i].src, staged, NULL, MS_BIND | MS_REC, NULL) < 0) {
 			int e = errno;
 
@@ -467,22 +464,10 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 void
 ws_cleanup(struct run_ctx *c)
 {
-	/* read-only binds staged for the sandbox user (root callers) */
-	for (size_t i = 0; c->ro_staged && i < c->plan.n_ro_binds; i++) {
-		char name[PATH_MAX];
-
-		snprintf(name, sizeof(name), "%s/ro/%zu", c->rd.path, i);
-		(void) umount2(name, MNT_DETACH);
-		snprintf(name, sizeof(name), "ro/%zu", i);
-		(void) unlinkat(c->rd.fd, name, AT_REMOVEDIR);
-	}
-	if (c->ro_staged) {
-		(void) unlinkat(c->rd.fd, "ro", AT_REMOVEDIR);
-		c->ro_staged = false;
-	}
-	/* The workspace and /etc tmpfs stay mounted on RUNS/.mnt in our own mount namespace
-	 * until we exit: the namespace goes with us, and one teardown (one RCU grace period)
-	 * is cheaper than an umount(2) each. Nothing outside this process ever sees them. */
+	/* The workspace and /etc tmpfs (and staged --ro-bind sources) stay mounted on RUNS/.mnt
+	 * in our own mount namespace until we exit: the namespace goes with us, and one
+	 * teardown (one RCU grace period) is cheaper than an umount(2) each. Nothing outside
+	 * this process ever sees them. */
 	if (c->work_fd >= 0) {
 		(void) close(c->work_fd);
 		c->work_fd = -1;

@@ -82,8 +82,7 @@ before=$(nruns)
 abb 60 --rm "$WORK/hello.py"
 is "$rc" 0 "--rm: exit 0"
 is "$(jr .run_dir_kept)" false "--rm: report says the run dir was not kept"
-rd=$(jr .run_dir)
-refute "--rm: the run dir is gone" test -e "$rd"
+is "$(jr .run_dir)" null "--rm: no run dir was ever made (nothing of the run touches the disk)"
 is "$(nruns)" "$before" "--rm: no run dir left in the runs root"
 is "$(jr '.files[] | select(.path == "hello.txt") | .size')" 3 "--rm: files[] still lists what the script wrote"
 abb 60 "$WORK/hello.py"
@@ -94,7 +93,7 @@ is "$(find "$(jr .run_dir)" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '
     "a kept run dir holds the marker, the report and the workspace copy, nothing else"
 # The workspace and /etc tmpfs were mounted on RUNS/.mnt/* in agentbox's own mount
 # namespace: on the host those stay empty directories, and nothing is mounted there.
-is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "etc work " "the runs root has the two shared mountpoints"
+is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "etc ro work " "the runs root has the three shared mountpoint dirs"
 is "$(find "$RUNS/.mnt" -mindepth 2 | wc -l)" 0 "the shared mountpoints are empty on the host"
 is "$(grep -c " $RUNS/" /proc/self/mountinfo)" 0 "nothing is mounted under the runs root on the host"
 
