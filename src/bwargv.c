@@ -30,7 +30,6 @@ plan_done(struct ab_plan *p)
 	}
 	free(p->ro_binds);
 	strv_done(&p->env);
-	strv_done(&p->host_etc);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -91,8 +90,6 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	if (p->libx32)
 		strv_push_n(av, 3, "--symlink", "usr/libx32", "/libx32");
 	strv_push_n(av, 3, "--ro-bind", p->etc_src, "/etc");
-	STRV_FOREACH (path, &p->host_etc)
-		strv_push_n(av, 3, "--ro-bind", *path, *path);
 
 	/* Fresh /proc with /proc/sys read-only (T30), minimal /dev, size-capped tmpfs (T18). */
 	strv_push_n(av, 2, "--proc", "/proc");

@@ -40,10 +40,9 @@ struct ab_plan {
 	char *etc_src;            /* generated /etc (host path) */
 	struct ab_bind *ro_binds; /* extra read-only binds (interpreter prefix, venv...) */
 	size_t n_ro_binds;
-	struct strv env;      /* NAME=VALUE, the sandbox's whole environment */
-	struct strv host_etc; /* host /etc entries bound read-only at the same path */
-	bool usr_links[4];    /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
-	bool lib32, libx32;   /* /lib32, /libx32 exist as usr/ symlinks */
+	struct strv env;    /* NAME=VALUE, the sandbox's whole environment */
+	bool usr_links[4];  /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
+	bool lib32, libx32; /* /lib32, /libx32 exist as usr/ symlinks */
 	bool disable_userns;
 	bool seccomp;
 	bool landlock;       /* agentbox-init applies Landlock */

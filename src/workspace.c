@@ -115,8 +115,7 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	if (efd < 0)
 		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
 	c->plan.etc_src = xstrdup(dir);
-	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, &c->plan.host_etc,
-			   err);
+	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, err);
 }
 
 /* Root callers: bind host paths the sandbox user may not be able to reach (an interpreter

@@ -43,8 +43,6 @@ base_plan(struct ab_plan *p)
 	strv_push(&p->env, "TMPDIR=/tmp");
 	strv_push(&p->env, "LANG=C.UTF-8");
 	strv_push(&p->env, "PYTHONDONTWRITEBYTECODE=1");
-	strv_push(&p->host_etc, "/etc/alternatives");
-	strv_push(&p->host_etc, "/etc/ld.so.cache");
 	p->usr_links[0] = p->usr_links[1] = p->usr_links[2] = p->usr_links[3] = true;
 	p->disable_userns = true;
 	p->seccomp = true;
