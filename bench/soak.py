@@ -100,8 +100,9 @@ def main():
                            timeout=60)
         r = json.load(open(rep))
         os.unlink(rep)
-        suffixes.append((r.get("run_dir") or "run-?")[-6:])
-        return i, name, r["status"], want, r.get("agentbox_max_rss_kib"), keep, p.returncode
+        suffixes.append(r.get("run_id") or "?")
+        return (i, name, r["status"], want, r.get("agentbox_max_rss_kib"), keep, p.returncode,
+                r.get("agentbox_fds_left"))
 
     t0 = time.time()
     results = []
@@ -120,7 +121,7 @@ def main():
         if not ok:
             fails += 1
 
-    bad = [(i, n, s) for i, n, s, w, _, _, _ in results if s not in w]
+    bad = [(i, n, s) for i, n, s, w, *_ in results if s not in w]
     check(not bad, "%d runs (%d back to back, %d with %d in parallel) in %.1f s; every status as "
           "expected%s" % (len(results), serial, len(results) - serial, a.parallel, dt,
                           "" if not bad else ": unexpected " + repr(bad[:5])))
@@ -133,6 +134,9 @@ def main():
     left = glob.glob(os.path.join(runs, "run-*"))
     check(len(left) == kept, "run directories: %d kept as asked, %d on disk" % (kept, len(left)))
     check(tmp_entries() == before["tmp"], "no temp files left in /tmp")
+    fds = [(r[0], r[7]) for r in results if r[7] != 0]
+    check(not fds, "no fd leaked: every report says agentbox_fds_left 0%s"
+          % (": " + repr(fds[:5]) if fds else ""))
     rss = [r[4] for r in results if r[4]]
     head = statistics.median(rss[:20])
     tail = statistics.median(rss[-20:])

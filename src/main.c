@@ -51,8 +51,6 @@ write_report(const struct ab_run_opts *o, const struct ab_result *res)
 	json_t *rep;
 	int r;
 
-	if (!o->report_path && !(res->run_dir && res->run_dir_kept))
-		return; /* nobody would read it: do not build it */
 	rep = report_build(res);
 
 	if (o->report_path) {
@@ -79,7 +77,7 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 	struct ab_run_opts o;
 	struct ab_result res;
 	struct ab_err err = { 0 };
-	int r, code;
+	int r, code, fds_before = -1;
 
 	run_opts_init(&o);
 	result_init(&res, &o);
@@ -93,6 +91,9 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 		res.status = AB_STATUS_USAGE_ERROR;
 	} else {
 		run_maybe_reexec_in_scope(full_argc, full_argv, &o);
+		/* what our caller left open is not ours: count it, to tell our own leaks */
+		if (o.report_path || !o.rm)
+			fds_before = fds_count_from(3);
 		r = run_main(&o, &res, &err);
 		if (r < 0)
 			res.status = err.exit == AB_EXIT_USAGE ? AB_STATUS_USAGE_ERROR
@@ -105,20 +106,25 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 	} else {
 		res.agentbox_exit = run_exit_code(&res);
 	}
-	/* VmHWM, not getrusage: ru_maxrss also counts the image our parent had before exec */
-	{
-		char buf[4096];
-		const char *p;
-
-		if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) > 0 &&
-		    (p = strstr(buf, "VmHWM:")))
-			res.supervisor_max_rss_kib = strtoll(p + 6, NULL, 10);
-	}
 	/* a refused run printed its one line; its warnings stay in the report */
 	for (size_t i = 0; r >= 0 && i < res.warnings.n; i++)
 		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);
-	if (res.status != AB_STATUS_DRY_RUN)
+	/* The report is built only when someone will read it: --report, or a kept run. */
+	if (res.status != AB_STATUS_DRY_RUN &&
+	    (o.report_path || (res.run_dir && res.run_dir_kept))) {
+		char buf[4096];
+		const char *p;
+
+		/* VmHWM, not getrusage: ru_maxrss also counts the image our parent had before
+		 * exec. Every fd of the run is closed by now: one more than we started with is a
+		 * leak. */
+		if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) > 0 &&
+		    (p = strstr(buf, "VmHWM:")))
+			res.supervisor_max_rss_kib = strtoll(p + 6, NULL, 10);
+		if (fds_before >= 0)
+			res.supervisor_fds_left = fds_count_from(3) - fds_before;
 		write_report(&o, &res);
+	}
 	code = res.agentbox_exit;
 	timing_mark("report written");
 	result_done(&res);

@@ -49,6 +49,7 @@ result_init(struct ab_result *r, struct ab_run_opts *opts)
 	r->max_rss_kib = -1;
 	r->kill_to_reaped_ms = -1;
 	r->supervisor_max_rss_kib = -1;
+	r->supervisor_fds_left = -1;
 	r->opts = opts;
 	r->usage = (struct ab_usage){ -1, -1, -1, -1, -1, -1, -1 };
 	r->sandbox_host_uid = (uid_t) -1;
@@ -62,6 +63,7 @@ result_done(struct ab_result *r)
 	free(r->message);
 	free(r->fix);
 	free(r->run_dir);
+	free(r->run_id);
 	free(r->workspace);
 	free(r->script);
 	free(r->interpreter);
@@ -247,6 +249,8 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "max_rss_kib", int_or_null(r->max_rss_kib));
 	json_object_set_new(o, "kill_to_reaped_ms", int_or_null(r->kill_to_reaped_ms));
 	json_object_set_new(o, "agentbox_max_rss_kib", int_or_null(r->supervisor_max_rss_kib));
+	json_object_set_new(o, "agentbox_fds_left", int_or_null(r->supervisor_fds_left));
+	json_object_set_new(o, "run_id", str_or_null(r->run_id));
 	json_object_set_new(o, "script", str_or_null(r->script));
 	json_object_set_new(o, "lang",
 			    r->lang == AB_LANG_AUTO ? json_null()

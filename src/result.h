@@ -72,6 +72,8 @@ struct ab_result {
 	int64_t started_unix_ms;
 	int64_t kill_to_reaped_ms; /* when agentbox killed the run: until all was reaped; -1 */
 	int64_t supervisor_max_rss_kib;
+	int64_t supervisor_fds_left; /* fds agentbox opened and still had open after the run */
+	char *run_id; /* the run's random suffix: run dir and cgroup names end in it */
 	struct ab_stream out, err;
 	char *message; /* human text for setup errors and limit hits */
 	char *fix;

@@ -358,6 +358,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = rundir_create(&c.rd, c.owner_uid, c.owner_gid, !o->rm, err);
 	if (r < 0)
 		goto out;
+	res->run_id = xstrdup(c.rd.suffix);
 	res->run_dir = c.rd.path ? xstrdup(c.rd.path) : NULL;
 	res->run_dir_kept = c.rd.path != NULL;
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,12 +114,15 @@ write_small_file_at(int dirfd, const char *path, const char *s)
 
 /* fallback: close_range() needs Linux 5.9 */
 static int
-fds_close_from_proc(int first)
+proc_fds_walk(int first, bool close_them)
 {
 	int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char buf[4096];
+	int count = 0;
 
 	if (dfd < 0) {
+		if (!close_them)
+			return -errno;
 		for (int fd = first; fd < 65536; fd++)
 			(void) close(fd);
 		return 0;
@@ -134,12 +138,21 @@ fds_close_from_proc(int first)
 			long fd = strtol(d->d_name, &end, 10);
 
 			off += d->d_reclen;
-			if (*end == '\0' && end != d->d_name && fd >= first && fd != dfd)
+			if (*end != '\0' || end == d->d_name || fd < first || fd == dfd)
+				continue;
+			count++;
+			if (close_them)
 				(void) close((int) fd);
 		}
 	}
 	(void) close(dfd);
-	return 0;
+	return close_them ? 0 : count;
+}
+
+int
+fds_count_from(int first)
+{
+	return proc_fds_walk(first, false);
 }
 
 int
@@ -147,7 +160,7 @@ fds_close_from(int first)
 {
 	if (syscall(SYS_close_range, (unsigned) first, ~0U, 0) == 0)
 		return 0;
-	return fds_close_from_proc(first);
+	return proc_fds_walk(first, true);
 }
 
 int64_t

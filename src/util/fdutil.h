@@ -25,6 +25,9 @@ int write_small_file_at(int dirfd, const char *path, const char *s);
  * Async-signal-safe enough for a forked child: no allocation. Returns 0 or -errno. */
 int fds_close_from(int first);
 
+/* How many fds >= first are open (from /proc/self/fd), or -errno. */
+int fds_count_from(int first);
+
 /* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
 int64_t now_ms(void);
 int64_t now_ns(void);

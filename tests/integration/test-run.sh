@@ -83,10 +83,17 @@ abb 60 --rm "$WORK/hello.py"
 is "$rc" 0 "--rm: exit 0"
 is "$(jr .run_dir_kept)" false "--rm: report says the run dir was not kept"
 is "$(jr .run_dir)" null "--rm: no run dir was ever made (nothing of the run touches the disk)"
+case "$(jr .run_id)" in
+[A-Za-z0-9][A-Za-z0-9][A-Za-z0-9][A-Za-z0-9][A-Za-z0-9][A-Za-z0-9]) ok "--rm: the report still has a 6-character run_id" ;;
+*) not_ok "--rm: the report still has a 6-character run_id" "got '$(jr .run_id)'" ;;
+esac
+is "$(jr .agentbox_fds_left)" 0 "--rm: agentbox closed every fd it opened"
 is "$(nruns)" "$before" "--rm: no run dir left in the runs root"
 is "$(jr '.files[] | select(.path == "hello.txt") | .size')" 3 "--rm: files[] still lists what the script wrote"
 abb 60 "$WORK/hello.py"
 check "without --rm: the run dir is kept" test -d "$(jr .run_dir)"
+is "$(jr .run_dir)" "$RUNS/run-$(jr .run_id)" "without --rm: the run dir is named after run_id"
+is "$(jr .agentbox_fds_left)" 0 "without --rm: agentbox closed every fd it opened"
 check "without --rm: the workspace copy holds the script's file" \
     test "$(cat "$(jr .workspace)/hello.txt")" = hi
 is "$(find "$(jr .run_dir)" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" ".agentbox-run report.json work " \
