@@ -6,7 +6,8 @@ Usage: bench/run [--rounds N] [--quick] [--agentbox PATH]
 Latency: each round runs every configuration once, in a shuffled order, for a trivial and a
 moderately heavy script in Python and in Node; we report median and min-max wall ms and the
 ratio of medians against the bare interpreter. Then: throughput of 200 back-to-back trivial
-runs with 1 and 2 workers (agentbox vs the raw bwrap line), agentbox's own peak RSS, and
+runs with 1 and 2 workers (agentbox vs the raw bwrap line, alternating batches of 20 runs so
+that drift hits both alike), agentbox's own peak RSS, and
 the time from the deadline to every process dead.
 """
 import argparse
@@ -136,14 +137,29 @@ def throughput(agentbox, n, tmp):
     cmds = {"raw bwrap": raw_bwrap("python", work),
             "agentbox (defaults)": [agentbox, "run", "--quiet", "--rm", "--runs-dir", runs, script]}
     res = []
+    # Interleaved like the latency rounds: batches of 20 runs per configuration, alternating,
+    # so a drift of the machine over the minutes this takes hits both sides alike.
+    batch = min(20, n)
     for workers in (1, 2):
-        for name, argv in cmds.items():
-            t = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=workers) as ex:
-                rcs = list(ex.map(lambda _: run_once(argv, work)[1], range(n)))
-            dt = time.perf_counter() - t
+        spent = {name: 0.0 for name in cmds}
+        done = {name: 0 for name in cmds}
+        fails = {name: 0 for name in cmds}
+        while any(done[name] < n for name in cmds):
+            order = list(cmds.items())
+            random.shuffle(order)
+            for name, argv in order:
+                k = min(batch, n - done[name])
+                if k <= 0:
+                    continue
+                t = time.perf_counter()
+                with ThreadPoolExecutor(max_workers=workers) as ex:
+                    rcs = list(ex.map(lambda _: run_once(argv, work)[1], range(k)))
+                spent[name] += time.perf_counter() - t
+                done[name] += k
+                fails[name] += sum(1 for r in rcs if r)
+        for name in cmds:
             res.append({"config": name, "workers": workers, "runs": n,
-                        "runs_per_s": round(n / dt, 1), "failures": sum(1 for r in rcs if r)})
+                        "runs_per_s": round(n / spent[name], 1), "failures": fails[name]})
     for workers in (1, 2):
         raw = next(r for r in res if r["workers"] == workers and r["config"] == "raw bwrap")
         ab = next(r for r in res if r["workers"] == workers and r["config"] != "raw bwrap")
