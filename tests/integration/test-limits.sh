@@ -518,7 +518,7 @@ else
         cat >"$WORK/aff.py" <<'EOF'
 import os, time
 print('cpus=' + ','.join(map(str, sorted(os.sched_getaffinity(0)))), flush=True)
-time.sleep(1.5)
+time.sleep(3)
 EOF
         for i in 1 2; do
             bounded 30 "$AGENTBOX" run --runs-dir "$RUNS" --rm "$WORK/aff.py" \
