@@ -29,12 +29,16 @@
 #include <sys/wait.h>
 
 #include "src/cgroup.h"
+#include "src/cli.h"
+#include "src/limitplan.h"
+#include "src/result.h"
+#include "src/supervise.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "tests/tap.h"
 
 #define MiB           (1024ull * 1024ull)
-#define REAL_GROUPS   6 /* TAP lines printed as skips when the real part cannot run */
+#define REAL_GROUPS   7 /* TAP lines printed as skips when the real part cannot run */
 #define REAL_CG_ROOT  "/sys/fs/cgroup"
 #define REAL_UNIFIED  REAL_CG_ROOT "/unified"
 #define PY_MEMORY_HOG "b = b'\\x01' * (200 << 20)"
@@ -1168,6 +1172,92 @@ real_v2_kill(void)
 	(void) rmdir(REAL_UNIFIED "/agentbox"); /* ours, unless another run uses it now */
 }
 
+/* supervise.c's spawn on cgroup v2, for real: clone3(CLONE_INTO_CGROUP) creates the child
+ * (bwrap in a run; here a script that prints /proc/self/cgroup) inside the run's cgroup, so
+ * it never migrates. This host's only cgroup2 mount has no controllers, which is enough. */
+static void
+real_v2_spawn(void)
+{
+	struct ab_cg_host h = { .kind = AB_CG_V2, .cpuacct = true, .kill_file = true };
+	struct ab_cg cg;
+	struct ab_err err = { 0 };
+	struct ab_limits_plan lp;
+	struct ab_run_opts o;
+	struct ab_result res;
+	struct ab_outcome oc = { 0 };
+	struct statfs sf;
+	static char *no_cmd[] = { NULL };
+	static const char script[] = "#!/bin/sh\ncat /proc/self/cgroup\n";
+	char name[64], want[160], fake[300], dir[] = "/tmp/ab-v2spawn-XXXXXX";
+	int fd;
+	int r;
+
+	if (statfs(REAL_UNIFIED, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC ||
+	    access(REAL_UNIFIED "/cgroup.procs", W_OK) < 0) {
+		tap_n++;
+		printf("ok %d # SKIP no writable cgroup2 mount at %s\n", tap_n, REAL_UNIFIED);
+		return;
+	}
+	(void) mkdir(REAL_UNIFIED "/agentbox", 0755);
+	snprintf(h.root, sizeof(h.root), REAL_UNIFIED);
+	snprintf(h.v2_parent, sizeof(h.v2_parent), "agentbox");
+	cg_run_name("v2spawn", name, sizeof(name));
+	if (cg_create(&h, name, NULL, &cg, &err) < 0) {
+		TAP_OK(0, "real v2 spawn: cg_create: %s", err.msg);
+		return;
+	}
+	if (!mkdtemp(dir)) {
+		TAP_OK(0, "real v2 spawn: mkdtemp: %s", strerror(errno));
+		(void) cg_destroy(&cg);
+		return;
+	}
+	snprintf(fake, sizeof(fake), "%s/fake-bwrap", dir);
+	/* not put(): that refuses anything outside the fake trees */
+	fd = open(fake, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	if (fd < 0 || write_all(fd, script, strlen(script)) < 0 || close(fd) < 0) {
+		TAP_OK(0, "real v2 spawn: write %s: %s", fake, strerror(errno));
+		(void) cg_destroy(&cg);
+		(void) rmdir(dir);
+		return;
+	}
+	memset(&lp, 0, sizeof(lp));
+	lp.fsize = lp.nofile = lp.cpu_s = lp.nproc = RLIM_INFINITY;
+	lp.cpu_affinity = -1;
+	lp.timeout_ms = 20000;
+	lp.output_bytes = 1 << 20;
+	run_opts_init(&o);
+	result_init(&res, &o);
+	/* no way in but clone3: the fork fallback would join through this fd */
+	(void) close(cg.procs_fd[0]);
+	cg.procs_fd[0] = -1;
+	{
+		struct ab_spawn sp = {
+			.bwrap_path = fake,
+			.args_buf = "",
+			.args_len = 0,
+			.cmd = no_cmd,
+			.seccomp_fd = -1,
+			.init_path = fake,
+			.stdin_fd = -1,
+			.cg = &cg,
+			.lp = &lp,
+		};
+
+		r = supervise_run(&sp, &res, &oc, &err);
+	}
+	snprintf(want, sizeof(want), "0::/agentbox/%s\n", name);
+	TAP_OK(r == 0 && oc.started && res.out.buf &&
+		       memmem(res.out.buf, res.out.len, want, strlen(want)),
+	       "real v2 spawn: clone3(CLONE_INTO_CGROUP) started the child in 0::/agentbox/%s",
+	       name);
+	result_done(&res);
+	run_opts_done(&o);
+	(void) cg_destroy(&cg);
+	(void) unlink(fake);
+	(void) rmdir(dir);
+	(void) rmdir(REAL_UNIFIED "/agentbox"); /* ours, unless another run uses it now */
+}
+
 static void
 real_tests(void)
 {
@@ -1210,6 +1300,7 @@ real_tests(void)
 	real_cpu(&h);
 	real_sweep(&h);
 	real_v2_kill();
+	real_v2_spawn();
 	alarm(0);
 }
 
