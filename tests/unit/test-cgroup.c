@@ -1109,32 +1109,43 @@ real_sweep(const struct ab_cg_host *h)
 	       "real sweep: destroy after sweep is fine");
 }
 
-/* cgroup.kill for real, on a hybrid host's controller-less cgroup2 mount. */
-static void
-real_v2_kill(void)
+/* A run cgroup on this host's cgroup2 mount (controller-less on a hybrid host) for the real
+ * v2 tests: 1 and *cg set; 0 after printing a skip (no writable cgroup2); -1 after a failure. */
+static int
+real_v2_cgroup(const char *what, const char *tag, char *name, size_t size, struct ab_cg *cg)
 {
 	struct ab_cg_host h = { .kind = AB_CG_V2, .cpuacct = true, .kill_file = true };
-	struct ab_cg cg;
 	struct ab_err err = { 0 };
 	struct statfs sf;
-	char name[64];
-	int p[2], status = 0, ok = 0, count;
-	pid_t pid;
 
 	if (statfs(REAL_UNIFIED, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC ||
 	    access(REAL_UNIFIED "/cgroup.procs", W_OK) < 0) {
 		tap_n++;
 		printf("ok %d # SKIP no writable cgroup2 mount at %s\n", tap_n, REAL_UNIFIED);
-		return;
+		return 0;
 	}
 	(void) mkdir(REAL_UNIFIED "/agentbox", 0755);
 	snprintf(h.root, sizeof(h.root), REAL_UNIFIED);
 	snprintf(h.v2_parent, sizeof(h.v2_parent), "agentbox");
-	cg_run_name("v2kill", name, sizeof(name));
-	if (cg_create(&h, name, NULL, &cg, &err) < 0) {
-		TAP_OK(0, "real v2 kill: cg_create: %s", err.msg);
-		return;
+	cg_run_name(tag, name, size);
+	if (cg_create(&h, name, NULL, cg, &err) < 0) {
+		TAP_OK(0, "%s: cg_create: %s", what, err.msg);
+		return -1;
 	}
+	return 1;
+}
+
+/* cgroup.kill for real, on a hybrid host's controller-less cgroup2 mount. */
+static void
+real_v2_kill(void)
+{
+	struct ab_cg cg;
+	char name[64];
+	int p[2], status = 0, ok = 0, count;
+	pid_t pid;
+
+	if (real_v2_cgroup("real v2 kill", "v2kill", name, sizeof(name), &cg) <= 0)
+		return;
 	if (faccessat(cg.dirfd[0], "cgroup.kill", W_OK, 0) < 0) {
 		tap_n++;
 		printf("ok %d # SKIP no cgroup.kill (Linux < 5.14)\n", tap_n);
@@ -1178,34 +1189,20 @@ real_v2_kill(void)
 static void
 real_v2_spawn(void)
 {
-	struct ab_cg_host h = { .kind = AB_CG_V2, .cpuacct = true, .kill_file = true };
 	struct ab_cg cg;
 	struct ab_err err = { 0 };
 	struct ab_limits_plan lp;
 	struct ab_run_opts o;
 	struct ab_result res;
 	struct ab_outcome oc = { 0 };
-	struct statfs sf;
 	static char *no_cmd[] = { NULL };
 	static const char script[] = "#!/bin/sh\ncat /proc/self/cgroup\n";
 	char name[64], want[160], fake[300], dir[] = "/tmp/ab-v2spawn-XXXXXX";
 	int fd;
 	int r;
 
-	if (statfs(REAL_UNIFIED, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC ||
-	    access(REAL_UNIFIED "/cgroup.procs", W_OK) < 0) {
-		tap_n++;
-		printf("ok %d # SKIP no writable cgroup2 mount at %s\n", tap_n, REAL_UNIFIED);
+	if (real_v2_cgroup("real v2 spawn", "v2spawn", name, sizeof(name), &cg) <= 0)
 		return;
-	}
-	(void) mkdir(REAL_UNIFIED "/agentbox", 0755);
-	snprintf(h.root, sizeof(h.root), REAL_UNIFIED);
-	snprintf(h.v2_parent, sizeof(h.v2_parent), "agentbox");
-	cg_run_name("v2spawn", name, sizeof(name));
-	if (cg_create(&h, name, NULL, &cg, &err) < 0) {
-		TAP_OK(0, "real v2 spawn: cg_create: %s", err.msg);
-		return;
-	}
 	if (!mkdtemp(dir)) {
 		TAP_OK(0, "real v2 spawn: mkdtemp: %s", strerror(errno));
 		(void) cg_destroy(&cg);
