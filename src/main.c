@@ -48,10 +48,8 @@ print_error(const struct ab_err *err)
 static void
 write_report(const struct ab_run_opts *o, const struct ab_result *res)
 {
-	json_t *rep;
+	json_t *rep = report_build(res);
 	int r;
-
-	rep = report_build(res);
 
 	if (o->report_path) {
 		r = report_write(o->report_path, rep);
