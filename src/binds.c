@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include "hostfs.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -91,18 +92,6 @@ binds_refusal(const char *real, const char *home)
 }
 
 const char *
-binds_refused(const char *real, const struct strv *allowed)
-{
-	STRV_FOREACH (a, allowed) {
-		char areal[PATH_MAX];
-
-		if (realpath(*a, areal) && strcmp(areal, real) == 0)
-			return NULL;
-	}
-	return binds_refusal(real, getenv("HOME"));
-}
-
-const char *
 binds_bad_dest(const char *dest)
 {
 	static const char *const reserved[] = { "/work", "/usr", "/etc",       "/proc",
@@ -125,35 +114,48 @@ binds_bad_dest(const char *dest)
 }
 
 int
+binds_add_checked(struct ab_plan *p, const char *host, const char *dest, const struct strv *allowed,
+		  const char *what, struct ab_err *err)
+{
+	cleanup_fd int fd = hostfs_open(host, HOSTFS_ANY_LINK, what, err);
+	cleanup_free char *real = NULL;
+	const char *why;
+
+	if (fd < 0)
+		return fd;
+	real = hostfs_fd_path(fd);
+	why = hostfs_refusal(fd, real, HOSTFS_USE_INPUT, -1, allowed);
+	if (why) {
+		ab_err_set(err, -EPERM, "refusing to mount '%s' (%s) in the sandbox: %s", host,
+			   real ? real : "?", why);
+		return ab_err_fix(err,
+				  "mount a narrower path, or if you really mean it, add "
+				  "--allow-bind '%s'",
+				  real ? real : host);
+	}
+	plan_add_ro_bind_fd(p, steal_fd(&fd), real, dest ? dest : real);
+	return 0;
+}
+
+int
 binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, struct ab_err *err)
 {
 	cleanup_free char *host = xstrdup(spec);
 	char *colon = strchr(host, ':');
-	char real[PATH_MAX];
-	const char *dest, *why;
+
+	const char *why;
+	int r;
 
 	if (colon)
 		*colon = '\0';
-	dest = colon ? colon + 1 : NULL;
 	if (!host[0])
 		return ab_err_usage(err, "invalid --ro-bind '%s': expected HOST[:SANDBOX]", spec);
-	if (!realpath(host, real)) {
-		ab_err_set(err, -errno, "--ro-bind '%s': %s", host, strerror(errno));
-		return ab_err_fix(err, "check the path");
-	}
-	why = binds_refused(real, allowed);
-	if (why) {
-		ab_err_set(err, -EPERM, "refusing to mount '%s' in the sandbox: %s", real, why);
-		return ab_err_fix(err,
-				  "mount a narrower path, or if you really mean it, add "
-				  "--allow-bind '%s'",
-				  real);
-	}
-	if (!dest)
-		dest = real;
-	why = binds_bad_dest(dest);
+	r = binds_add_checked(p, host, colon ? colon + 1 : NULL, allowed, "--ro-bind", err);
+	if (r < 0)
+		return r;
+	why = binds_bad_dest(p->ro_binds[p->n_ro_binds - 1].dest);
 	if (why)
-		return ab_err_usage(err, "invalid --ro-bind destination '%s': it %s", dest, why);
-	plan_add_ro_bind(p, real, dest);
+		return ab_err_usage(err, "invalid --ro-bind destination '%s': it %s",
+				    p->ro_binds[p->n_ro_binds - 1].dest, why);
 	return 0;
 }

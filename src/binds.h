@@ -17,15 +17,16 @@
  * for the lstat of real and of its credential children. */
 const char *binds_refusal(const char *real, const char *home);
 
-/* binds_refusal() for the caller's $HOME, unless real is one of the --allow-bind paths
- * (compared after realpath): NULL when it may be mounted. */
-const char *binds_refused(const char *real, const struct strv *allowed);
+/* Opens HOST once (hostfs_open: only trusted symlinks followed), refuses it when
+ * hostfs_refusal() says so (allowed: the --allow-bind paths), and adds a read-only bind of
+ * that fd at dest (NULL: the same path) to the plan. what names the option in messages. */
+int binds_add_checked(struct ab_plan *p, const char *host, const char *dest,
+		      const struct strv *allowed, const char *what, struct ab_err *err);
 
-/* Adds `--ro-bind HOST[:SANDBOX]` to the plan after the checks: HOST must exist and is
- * resolved with realpath; SANDBOX (default: the same path) must be absolute, normalized,
- * and not /, /work or below, /usr, /etc, /proc, /dev, /tmp, /.agentbox or below.
- * allowed: host paths the caller named with --allow-bind (exempt from binds_refusal).
- * Returns 0 or -errno with err set (a usage error for a bad spec). */
+/* Adds `--ro-bind HOST[:SANDBOX]` to the plan after the checks (binds_add_checked); SANDBOX
+ * (default: the same path) must be absolute, normalized, and not /, /work or below, /usr, /etc,
+ * /proc, /dev, /tmp, /.agentbox or below. allowed: host paths the caller named with --allow-bind
+ * (exempt from binds_refusal). Returns 0 or -errno with err set (a usage error for a bad spec). */
 int binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed,
 		   struct ab_err *err);
 

@@ -2,16 +2,25 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/xalloc.h"
 
 void
-plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest)
+plan_add_ro_bind_fd(struct ab_plan *p, int fd, const char *src, const char *dest)
 {
 	p->ro_binds = xrealloc(p->ro_binds, (p->n_ro_binds + 1) * sizeof(*p->ro_binds));
 	p->ro_binds[p->n_ro_binds].src = xstrdup(src);
 	p->ro_binds[p->n_ro_binds].dest = xstrdup(dest);
+	p->ro_binds[p->n_ro_binds].fd = fd;
+	p->ro_binds[p->n_ro_binds].staged = false;
 	p->n_ro_binds++;
+}
+
+void
+plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest)
+{
+	plan_add_ro_bind_fd(p, -1, src, dest);
 }
 
 void
@@ -27,6 +36,8 @@ plan_done(struct ab_plan *p)
 	for (size_t i = 0; i < p->n_ro_binds; i++) {
 		free(p->ro_binds[i].src);
 		free(p->ro_binds[i].dest);
+		if (p->ro_binds[i].fd >= 0)
+			(void) close(p->ro_binds[i].fd);
 	}
 	free(p->ro_binds);
 	strv_done(&p->env);

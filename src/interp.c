@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "binds.h"
+#include "hostfs.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/path.h"
@@ -85,9 +86,9 @@ interp_detect_lang(const char *name, int fd, enum ab_lang forced, enum ab_lang *
 static bool
 visible_in_sandbox(const struct ab_plan *plan, const char *path)
 {
-	char real[PATH_MAX];
+	cleanup_free char *real = hostfs_realpath(path);
 
-	if (!realpath(path, real))
+	if (!real)
 		return false;
 	if (strncmp(real, "/usr/", 5) == 0)
 		return true;
@@ -105,18 +106,14 @@ static int
 add_checked_bind(const struct ab_run_opts *o, struct ab_plan *plan, const char *src,
 		 const char *dest, const char *what, struct ab_err *err)
 {
-	const char *why = binds_refused(src, &o->allow_binds);
+	int r = binds_add_checked(plan, src, dest, &o->allow_binds, what, err);
 
-	if (why) {
-		ab_err_set(err, -EPERM, "%s needs '%s' mounted, which agentbox refuses: %s", what,
-			   src, why);
-		return ab_err_fix(err,
-				  "install it under /usr, /opt or a project directory, or "
-				  "add --allow-bind '%s'",
-				  src);
-	}
-	plan_add_ro_bind(plan, src, dest);
-	return 0;
+	if (r == -EPERM)
+		ab_err_fix(err,
+			   "install it under /usr, /opt or a project directory, or add "
+			   "--allow-bind '%s'",
+			   src);
+	return r;
 }
 
 /* The shared libraries of an interpreter outside /usr, as the dynamic loader resolves them
@@ -158,7 +155,8 @@ bind_libraries(const struct ab_run_opts *o, struct ab_plan *plan, const char *in
 	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *arrow = strstr(line, "=> ");
-		char *path, *end, real[PATH_MAX];
+		char *path, *end;
+		cleanup_free char *real = NULL;
 
 		if (!arrow)
 			continue;
@@ -177,7 +175,8 @@ bind_libraries(const struct ab_run_opts *o, struct ab_plan *plan, const char *in
 		end = strstr(path, " (0x");
 		if (end)
 			*end = '\0';
-		if (path[0] != '/' || visible_in_sandbox(plan, path) || !realpath(path, real))
+		if (path[0] != '/' || visible_in_sandbox(plan, path) ||
+		    !(real = hostfs_realpath(path)))
 			continue;
 		r = add_checked_bind(o, plan, real, path, "the interpreter's library", err);
 		if (r < 0)
@@ -225,15 +224,15 @@ bind_outside_usr(const struct ab_run_opts *o, struct ab_plan *plan, const char *
 static char *
 venv_root(const char *dir)
 {
-	char real[PATH_MAX];
+	cleanup_free char *real = hostfs_realpath(dir);
 	cleanup_free char *cfg = NULL;
 
-	if (!realpath(dir, real))
+	if (!real)
 		return NULL;
 	cfg = xasprintf("%s/pyvenv.cfg", real);
 	if (access(cfg, R_OK) != 0)
 		return NULL;
-	return xstrdup(real);
+	return steal_ptr(&real);
 }
 
 int
@@ -244,7 +243,7 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 	const char *what = lang == AB_LANG_PYTHON ? "python" : "node";
 	cleanup_free char *found = NULL;
 	cleanup_free char *venv = NULL;
-	char real[PATH_MAX];
+	cleanup_free char *real = NULL;
 	struct stat st;
 	int r;
 
@@ -278,7 +277,7 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 			free(py);
 			py = xasprintf("%s/bin/python", venv);
 		}
-		if (!realpath(py, real)) {
+		if (!(real = hostfs_realpath(py))) {
 			ab_err_set(err, -errno, "the virtualenv '%s' has no working bin/python: %s",
 				   venv, strerror(errno));
 			err->exit = AB_EXIT_NOT_FOUND;
@@ -306,7 +305,7 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 		}
 		given = found;
 	}
-	if (!realpath(given, real)) {
+	if (!(real = hostfs_realpath(given))) {
 		int e = errno;
 
 		ab_err_set(err, -e, "%s interpreter '%s' not found: %s", what, given, strerror(e));
@@ -324,13 +323,15 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 		return err->code;
 	}
 	plan->interp = xstrdup(real);
+	/* the interpreter's own bind (outside /usr) is made from an fd below; this name is
+	 * what the sandbox execs, at the same path */
 	r = bind_outside_usr(o, plan, real, what, err);
 	if (r < 0)
 		return r;
 	if (lang == AB_LANG_NODE && o->node_modules) {
-		char nm[PATH_MAX];
+		cleanup_free char *nm = hostfs_realpath(o->node_modules);
 
-		if (!realpath(o->node_modules, nm) || stat(nm, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		if (!nm || stat(nm, &st) < 0 || !S_ISDIR(st.st_mode)) {
 			ab_err_set(err, -ENOENT, "--node-modules '%s' is not a directory",
 				   o->node_modules);
 			return ab_err_fix(err, "pass the node_modules directory itself");

@@ -18,16 +18,19 @@
 #define AB_FD_FIRST_FREE 7
 
 /* Paths inside the sandbox. */
-#define AB_SANDBOX_WORK     "/work"
-#define AB_SANDBOX_INIT     "/proc/self/fd/6" /* AB_FD_INIT */
-#define AB_SANDBOX_UID      1000
-#define AB_SANDBOX_GID      1000
-#define AB_SANDBOX_USER     "agent"
-#define AB_SANDBOX_HOSTNAME "sandbox"
+#define AB_SANDBOX_WORK       "/work"
+#define AB_SANDBOX_INIT       "/proc/self/fd/6"   /* AB_FD_INIT */
+#define AB_SANDBOX_SCRIPT_DIR "/.agentbox/script" /* a script outside --workspace DIR */
+#define AB_SANDBOX_UID        1000
+#define AB_SANDBOX_GID        1000
+#define AB_SANDBOX_USER       "agent"
+#define AB_SANDBOX_HOSTNAME   "sandbox"
 
 struct ab_bind {
-	char *src;  /* host path */
-	char *dest; /* sandbox path */
+	char *src;   /* host path (the kernel's name for fd; after staging, the staged path) */
+	char *dest;  /* sandbox path */
+	int fd;      /* O_PATH fd of what was checked: the bind is made from it, never from src */
+	bool staged; /* src is already a mount of agentbox's own (bound as is) */
 };
 
 struct ab_plan {
@@ -55,3 +58,5 @@ struct ab_plan {
 
 void plan_done(struct ab_plan *p);
 void plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest);
+/* The same, with the O_PATH fd the checks ran on (the plan owns it from now on). */
+void plan_add_ro_bind_fd(struct ab_plan *p, int fd, const char *src, const char *dest);

@@ -287,8 +287,8 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "sandbox_host_uid",
 			    r->sandbox_host_uid == (uid_t) -1 ? json_null()
 							      : json_integer(r->sandbox_host_uid));
-	json_object_set_new(o, "workspace_given_to_sandbox_uid",
-			    json_boolean(r->workspace_chowned));
+	json_object_set_new(o, "workspace_mode",
+			    r->workspace_mode ? json_string(r->workspace_mode) : json_null());
 	json_object_set_new(o, "warnings", strv_json(&r->warnings));
 	return o;
 }

@@ -91,8 +91,8 @@ struct ab_result {
 	struct ab_usage usage;
 	struct ab_protection prot[24];
 	size_t n_prot;
-	uid_t sandbox_host_uid; /* host uid the script ran as */
-	bool workspace_chowned; /* a root caller's --workspace was given to the sandbox uid */
+	uid_t sandbox_host_uid;     /* host uid the script ran as */
+	const char *workspace_mode; /* "tmpfs", "idmapped" or "bind" (static), NULL before */
 	struct strv warnings;
 	struct strv limits_hit; /* every limit with evidence it was reached */
 };

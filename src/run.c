@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <pwd.h>
 #include <sched.h>
@@ -244,7 +243,13 @@ int
 run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 {
 	struct run_ctx c = {
-		.o = o, .res = res, .work_fd = -1, .script_fd = -1, .seccomp_fd = -1, .stdin_fd = -1
+		.o = o,
+		.res = res,
+		.work_fd = -1,
+		.ws_dir_fd = -1,
+		.script_fd = -1,
+		.seccomp_fd = -1,
+		.stdin_fd = -1,
 	};
 	struct ab_outcome oc = { 0 };
 	struct ab_cg_usage usage = { 0 };
@@ -285,6 +290,12 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 
 	timing_mark("host paths probed");
+	/* Our own mount namespace first: the workspace tmpfs and the /etc tmpfs live there and
+	 * die with us, and every caller path is opened here, in the namespace its mounts are
+	 * cloned in (open_tree takes only mounts of the caller's own namespace). */
+	r = ws_enter_mntns(&c, err);
+	if (r < 0)
+		goto out;
 	r = ws_open_script(&c, err);
 	if (r < 0)
 		goto out;
@@ -355,7 +366,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = rundir_open_root(root_path, c.host.is_root, &c.rd, err);
 	if (r < 0)
 		goto out;
-	r = rundir_create(&c.rd, c.owner_uid, c.owner_gid, !o->rm, err);
+	r = rundir_create(&c.rd, !o->rm, err);
 	if (r < 0)
 		goto out;
 	res->run_id = xstrdup(c.rd.suffix);
@@ -365,9 +376,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	timing_mark("run dir created");
 	/* Probe the sandbox as the sandbox user; the result is cached per bwrap and boot. */
 	cache_path = xasprintf("%s/.cache", c.rd.root);
-	if (mkdir(cache_path, 0700) < 0 && errno != EEXIST)
-		result_warn(res, "cannot create the cache '%s': %s", cache_path, strerror(errno));
-	cache_fd = open(cache_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cache_fd = rundir_open_private(c.rd.root_fd, ".cache", cache_path, err);
+	if (cache_fd < 0) {
+		r = cache_fd;
+		goto out;
+	}
 	(void) host_probe_sandbox_cached(&c.host, c.drop, c.sb_uid, c.sb_gid, cache_fd);
 	r = check_protections(&c, err);
 	if (r < 0)
@@ -392,30 +405,16 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 
 	timing_mark("seccomp ready");
-	/* Our own mount namespace: the workspace tmpfs (unless --workspace DIR) and the /etc
-	 * tmpfs live there and die with us. */
-	r = ws_enter_mntns(&c, err);
-	if (r < 0)
-		goto out;
 	if (o->workspace) {
-		int fd = rundir_check_workspace(o->workspace, getuid(), err);
-
-		if (fd < 0) {
-			r = fd;
+		r = ws_open_workspace(&c, c.rd.root_fd, err);
+		if (r < 0)
 			goto out;
-		}
-		c.work_fd = fd;
 		r = ws_place_script(&c, err);
 		if (r < 0)
 			goto out;
-		c.plan.work_src = realpath(o->workspace, NULL);
-		if (c.drop) {
-			r = ws_give(c.plan.work_src, c.sb_uid, c.sb_gid, err);
-			if (r < 0)
-				goto out;
-			res->workspace_chowned = true;
-		}
-		res->workspace = xstrdup(c.plan.work_src);
+		r = ws_mount_dir(&c, err);
+		if (r < 0)
+			goto out;
 	} else {
 		r = ws_mount_workspace(&c, err);
 		if (r < 0)
@@ -423,12 +422,12 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_copy_inputs(&c, err);
 		if (r < 0)
 			goto out;
-		c.plan.work_src = xstrdup(c.rd.mnt_work);
+		c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
 		if (c.rd.path)
 			res->workspace = xasprintf("%s/work", c.rd.path);
 	}
+	c.plan.work_src = xstrdup(c.rd.mnt_work);
 	timing_mark("workspace ready");
-	c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
 	STRV_FOREACH (a, &o->script_args)
 		strv_push(&c.plan.script_args, *a);
 
@@ -526,6 +525,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.sanitize_err = isatty(STDERR_FILENO),
 		};
 
+		clock_gettime(CLOCK_REALTIME, &c.started_rt);
 		r = supervise_run(&sp, res, &oc, err);
 		cpu_claim_release(&cpus); /* every process of the run is gone */
 		if (r < 0)
@@ -602,6 +602,8 @@ out:
 		(void) close(c.stdin_fd);
 	if (c.work_fd >= 0)
 		(void) close(c.work_fd);
+	if (c.ws_dir_fd >= 0)
+		(void) close(c.ws_dir_fd);
 	free(c.script_name);
 	return r;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <time.h>
 
 #include <sys/types.h>
 
@@ -32,7 +33,11 @@ struct run_ctx {
 	gid_t owner_gid;
 	bool tmpfs_mounted; /* RUNS/.mnt/work is the capped tmpfs */
 	bool etc_mounted;   /* RUNS/.mnt/etc is the /etc tmpfs */
-	int work_fd;        /* the live workspace (tmpfs or --workspace DIR) */
+	int work_fd;        /* the live workspace (tmpfs or --workspace DIR), for reading */
+	int ws_dir_fd;      /* --workspace DIR as opened and checked once (O_PATH), or -1 */
+	uid_t ws_owner_uid; /* --workspace DIR's owner: new files belong to it on the host */
+	gid_t ws_owner_gid;
+	struct timespec started_rt; /* CLOCK_REALTIME before the sandbox starts (for ctimes) */
 	int script_fd;
 	int seccomp_fd;
 	int stdin_fd;
@@ -42,13 +47,14 @@ struct run_ctx {
 /* workspace.c */
 int ws_enter_mntns(struct run_ctx *c, struct ab_err *err);
 int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
+int ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err);
+int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
 int ws_mount_etc(struct run_ctx *c, struct ab_err *err);
 int ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err);
 int ws_open_script(struct run_ctx *c, struct ab_err *err);
 int ws_place_script(struct run_ctx *c, struct ab_err *err);
 int ws_copy_inputs(struct run_ctx *c, struct ab_err *err);
 int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err);
-int ws_give(const char *path, uid_t uid, gid_t gid, struct ab_err *err);
 int ws_collect(struct run_ctx *c, struct ab_err *err);
 void ws_cleanup(struct run_ctx *c);
 

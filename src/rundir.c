@@ -12,6 +12,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 
+#include "hostfs.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/proc.h"
@@ -33,6 +34,7 @@ rundir_done(struct ab_rundir *rd)
 	free(rd->mnt_work);
 	free(rd->mnt_etc);
 	free(rd->mnt_ro);
+	free(rd->mnt_script);
 	if (rd->root_fd >= 0)
 		(void) close(rd->root_fd);
 	if (rd->fd >= 0)
@@ -76,28 +78,42 @@ rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundir *r
 		 struct ab_err *err)
 {
 	mode_t mode = traverse_for_others ? 0711 : 0700;
-	cleanup_fd int fd = -1;
+	cleanup_fd int fd = -1, parent = -1;
+	cleanup_free char *base = NULL;
 	bool created = true;
 	struct stat st;
 	int r;
 
 	if (path[0] != '/')
 		return ab_err_usage(err, "--runs-dir '%s' must be an absolute path", path);
-	if (mkdir(path, mode) < 0) {
-		created = false;
-		if (errno == EEXIST)
-			goto opened;
-
-		ab_err_set(err, -errno, "cannot create the runs directory '%s': %s", path,
-			   strerror(errno));
+	/* the parent once (trusted symlinks only), then everything relative to it */
+	parent = hostfs_open_parent(path, 0, "the runs directory", &base, err);
+	if (parent < 0)
 		return ab_err_fix(err, "create its parent, or pass --runs-dir DIR");
+	{
+		cleanup_fd int pdir = openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (pdir < 0)
+			return ab_err_set(err, -errno, "open the parent of '%s': %s", path,
+					  strerror(errno));
+		(void) close(parent);
+		parent = steal_fd(&pdir);
 	}
-opened:
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (mkdirat(parent, base, mode) < 0) {
+		created = false;
+		if (errno != EEXIST) {
+			ab_err_set(err, -errno, "cannot create the runs directory '%s': %s", path,
+				   strerror(errno));
+			return ab_err_fix(err, "create its parent, or pass --runs-dir DIR");
+		}
+	}
+	fd = openat(parent, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ELOOP || errno == ENOTDIR) {
 			int e = errno;
-			bool link = e == ELOOP || (lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+			bool link = e == ELOOP ||
+				    (fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				     S_ISLNK(st.st_mode));
 
 			ab_err_set(err, -e, "the runs directory '%s' is %s", path,
 				   link ? "a symlink" : "not a directory");
@@ -142,6 +158,26 @@ opened:
 	return 0;
 }
 
+int
+rundir_open_private(int root_fd, const char *name, const char *display, struct ab_err *err)
+{
+	cleanup_fd int fd = -1;
+	int r;
+
+	if (mkdirat(root_fd, name, 0700) < 0 && errno != EEXIST)
+		return ab_err_set(err, -errno, "create '%s': %s", display, strerror(errno));
+	fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		ab_err_set(err, -errno, "open '%s': %s", display, strerror(errno));
+		return ab_err_fix(err, "remove it (agentbox makes it again), or use another "
+				       "--runs-dir");
+	}
+	r = check_private_dir(fd, display, "agentbox's directory", err);
+	if (r < 0)
+		return r;
+	return steal_fd(&fd);
+}
+
 /* RUNS/.mnt/{work,etc}: where agentbox mounts a run's tmpfs in its own mount namespace.
  * Shared by every run of this root (each sees only its own mounts there), so a run creates
  * and removes no mountpoint directories on the host filesystem. */
@@ -151,7 +187,7 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	static const struct {
 		const char *name;
 		mode_t mode;
-	} mp[] = { { "work", 0700 }, { "etc", 0755 }, { "ro", 0711 } };
+	} mp[] = { { "work", 0700 }, { "etc", 0755 }, { "ro", 0711 }, { "script", 0755 } };
 	cleanup_free char *where = xasprintf("%s/.mnt", rd->root);
 	cleanup_fd int fd = -1;
 	int r;
@@ -179,6 +215,7 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	rd->mnt_work = xasprintf("%s/work", where);
 	rd->mnt_etc = xasprintf("%s/etc", where);
 	rd->mnt_ro = xasprintf("%s/ro", where);
+	rd->mnt_script = xasprintf("%s/script", where);
 	return 0;
 }
 
@@ -202,11 +239,10 @@ random_suffix(char *buf, size_t size)
 }
 
 int
-rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool on_disk, struct ab_err *err)
+rundir_create(struct ab_rundir *rd, bool on_disk, struct ab_err *err)
 {
-	cleanup_free char *tmpl = xasprintf("%s/" AB_RUN_PREFIX "XXXXXX", rd->root);
 	cleanup_fd int fd = -1;
-	char marker[96];
+	char marker[96], name[sizeof(AB_RUN_PREFIX) + 8];
 	uint64_t start = 0;
 	int mfd, r;
 
@@ -217,18 +253,24 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool on_disk, stru
 		random_suffix(rd->suffix, sizeof(rd->suffix));
 		return 0;
 	}
-	if (!mkdtemp(tmpl))
-		return ab_err_set(err, -errno, "create a run directory in '%s': %s", rd->root,
-				  strerror(errno));
-	fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* mkdtemp, relative to the runs root's fd: a fresh name, never reused */
+	for (int tries = 0;; tries++) {
+		random_suffix(rd->suffix, sizeof(rd->suffix));
+		snprintf(name, sizeof(name), AB_RUN_PREFIX "%s", rd->suffix);
+		if (mkdirat(rd->root_fd, name, 0700) == 0)
+			break;
+		if (errno != EEXIST || tries > 100)
+			return ab_err_set(err, -errno, "create a run directory in '%s': %s",
+					  rd->root, strerror(errno));
+	}
+	fd = openat(rd->root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return ab_err_set(err, -errno, "open the run directory '%s'", tmpl);
-	rd->path = xstrdup(tmpl);
-	snprintf(rd->suffix, sizeof(rd->suffix), "%s", strrchr(tmpl, '-') + 1);
+		return ab_err_set(err, -errno, "open the run directory '%s/%s'", rd->root, name);
+	rd->path = xasprintf("%s/%s", rd->root, name);
 
 	mfd = openat(fd, AB_RUN_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (mfd < 0)
-		return ab_err_set(err, -errno, "write the run marker in '%s'", tmpl);
+		return ab_err_set(err, -errno, "write the run marker in '%s'", rd->path);
 	/* The owner (pid + start time): gc leaves runs whose agentbox is still alive. */
 	(void) proc_pid_starttime("/proc", 0, &start);
 	snprintf(marker, sizeof(marker), "agentbox %d %llu\n", (int) getpid(),
@@ -236,15 +278,9 @@ rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool on_disk, stru
 	r = write_all(mfd, marker, strlen(marker));
 	(void) close(mfd);
 	if (r < 0)
-		return ab_err_set(err, r, "write the run marker in '%s'", tmpl);
+		return ab_err_set(err, r, "write the run marker in '%s'", rd->path);
 	if (mkdirat(fd, "work", 0700) < 0)
-		return ab_err_set(err, -errno, "create the workspace in '%s'", tmpl);
-	if (owner != (uid_t) -1) {
-		if (fchownat(fd, "work", owner, group, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    fchown(fd, owner, group) < 0)
-			return ab_err_set(err, -errno, "give the run directory to uid %u",
-					  (unsigned) owner);
-	}
+		return ab_err_set(err, -errno, "create the workspace in '%s'", rd->path);
 	rd->fd = steal_fd(&fd);
 	return 0;
 }
@@ -289,36 +325,6 @@ rundir_owner_alive(int root_fd, const char *name)
 	if (sscanf(buf, "agentbox %d %llu", &pid, &start) != 2)
 		return false;
 	return pid != getpid() && proc_is_alive("/proc", pid, start);
-}
-
-int
-rundir_check_workspace(const char *dir, uid_t uid, struct ab_err *err)
-{
-	cleanup_fd int fd = -1;
-	struct stat st;
-
-	if (lstat(dir, &st) < 0)
-		return ab_err_set(err, -errno, "workspace '%s': %s", dir, strerror(errno));
-	if (S_ISLNK(st.st_mode)) {
-		ab_err_set(err, -ELOOP, "workspace '%s' is a symlink", dir);
-		return ab_err_fix(err, "pass the real directory");
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return ab_err_set(err, -errno, "workspace '%s': %s", dir, strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return ab_err_set(err, -errno, "workspace '%s': %s", dir, strerror(errno));
-	if (st.st_uid != uid) {
-		ab_err_set(err, -EPERM, "workspace '%s' is owned by uid %u, not by you (uid %u)",
-			   dir, (unsigned) st.st_uid, (unsigned) uid);
-		return ab_err_fix(err, "use a directory you own");
-	}
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		ab_err_set(err, -EPERM, "workspace '%s' is shared: writable by group or others",
-			   dir);
-		return ab_err_fix(err, "chmod go-w '%s'", dir);
-	}
-	return steal_fd(&fd);
 }
 
 int

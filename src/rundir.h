@@ -1,12 +1,14 @@
-/* rundir.h: the runs root, per-run directories, the --workspace checks and copy-in.
- * Layout of a run directory (mode 0700, owned by the sandbox user):
+/* rundir.h: the runs root, per-run directories and copy-in.
+ * Layout of a run directory (mode 0700, owned by the caller: root's runs are never the
+ * sandbox user's, so nothing a run leaves is usable as that uid):
  *   RUNS/run-XXXXXX/.agentbox-run   marker: this is a run directory agentbox created
  *   RUNS/run-XXXXXX/work/           the workspace as collected after the run (not with --rm)
  *   RUNS/run-XXXXXX/report.json     a copy of the report
  * and, shared by all runs (each agentbox mounts there in its own mount namespace only):
  *   RUNS/.mnt/work/                 during a run: the size- and inode-capped tmpfs
  *   RUNS/.mnt/etc/                  during a run: the sandbox's generated /etc (tmpfs)
- *   RUNS/.mnt/ro/N/                 during a run: --ro-bind sources staged for root callers
+ *   RUNS/.mnt/ro/N                  during a run: read-only binds, mounted from checked fds
+ *   RUNS/.mnt/script/               during a run: a copy of a script outside --workspace
  * A --rm run has no run directory at all: nothing of it is ever written to disk. */
 #pragma once
 
@@ -27,7 +29,8 @@ struct ab_rundir {
 	char suffix[8]; /* the random part of the name */
 	char *mnt_work; /* RUNS/.mnt/work and RUNS/.mnt/etc: mountpoints, see above */
 	char *mnt_etc;
-	char *mnt_ro; /* RUNS/.mnt/ro: parent of the staged read-only binds (root callers) */
+	char *mnt_ro;     /* RUNS/.mnt/ro: parent of the staged read-only binds */
+	char *mnt_script; /* RUNS/.mnt/script: a script outside --workspace DIR (tmpfs) */
 };
 
 void rundir_init(struct ab_rundir *rd);
@@ -43,21 +46,21 @@ char *rundir_default_root(uid_t uid);
 int rundir_open_root(const char *path, bool traverse_for_others, struct ab_rundir *rd,
 		     struct ab_err *err);
 
+/* Creates (when missing) and opens the directory `name` below root_fd (O_NOFOLLOW): it must
+ * be a directory owned by the caller and not group/other writable, else it is refused with
+ * the fix. display names it in messages. Returns an O_DIRECTORY fd or -errno. */
+int rundir_open_private(int root_fd, const char *name, const char *display, struct ab_err *err);
+
 /* Makes sure the shared mountpoints exist (rd->mnt_*). When on_disk, creates a fresh run
- * directory with mkdtemp under the root (never reused), writes the marker, creates work/ and
- * gives it to owner:group when they are not -1; else (--rm) only picks rd->suffix and leaves
- * rd->path NULL. */
-int rundir_create(struct ab_rundir *rd, uid_t owner, gid_t group, bool on_disk, struct ab_err *err);
+ * directory under the root's fd (a new random name, never reused), writes the marker and
+ * creates work/; else (--rm) only picks rd->suffix and leaves rd->path NULL. */
+int rundir_create(struct ab_rundir *rd, bool on_disk, struct ab_err *err);
 
 /* Is `name` in root_fd a run directory agentbox created (pattern, marker, owner)? */
 bool rundir_is_run(int root_fd, const char *name);
 
 /* Is the agentbox that created run `name` still running (marker pid + start time)? */
 bool rundir_owner_alive(int root_fd, const char *name);
-
-/* --workspace DIR: must be a directory (not a symlink), owned by uid, not group/other
- * writable. Returns an O_DIRECTORY fd or -errno with err set. */
-int rundir_check_workspace(const char *dir, uid_t uid, struct ab_err *err);
 
 /* Copies the regular file open on src_fd into dst_dirfd/name (O_EXCL, never through a
  * symlink), mode 0644 (0755 when the source is executable by its owner), owned by

@@ -3,7 +3,6 @@
  * inputs in, --stdin, collecting what the script left, and taking it all down again. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -11,11 +10,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "etcgen.h"
+#include "hostfs.h"
 #include "runctx.h"
 #include "rundir.h"
 #include "util/fdutil.h"
@@ -27,6 +30,20 @@ static int
 write_proc_self(const char *file, const char *text)
 {
 	return write_small_file_at(AT_FDCWD, file, text);
+}
+
+/* Inside agentbox's own user namespace: CAP_SYS_ADMIN (mounts) and CAP_NET_ADMIN (its own
+ * network namespace), nothing else. Returns 0 or -errno. */
+static int
+keep_only_mount_caps(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+	uint64_t keep = (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_NET_ADMIN);
+
+	d[0].effective = d[0].permitted = (uint32_t) keep;
+	d[1].effective = d[1].permitted = (uint32_t) (keep >> 32);
+	return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
 }
 
 /* Root: a private mount namespace. Unprivileged: a user namespace mapping only ourselves,
@@ -67,6 +84,11 @@ ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 		}
 		if (r < 0)
 			return ab_err_set(err, r, "map the user namespace: %s", strerror(-r));
+		/* Full capabilities here would include CAP_DAC_OVERRIDE over the caller's own
+		 * files (a mode-000 script would open): keep only what mounting needs. */
+		r = keep_only_mount_caps();
+		if (r < 0)
+			return ab_err_set(err, r, "drop capabilities: %s", strerror(-r));
 	}
 	/* Never propagate our mounts back to the host (systemd makes / shared). */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -89,9 +111,166 @@ ws_mount_workspace(struct run_ctx *c, struct ab_err *err)
 	if (mount("agentbox-work", mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return ab_err_set(err, -errno, "mount the workspace tmpfs: %s", strerror(errno));
 	c->tmpfs_mounted = true;
+	c->res->workspace_mode = "tmpfs";
 	c->work_fd = open(mnt, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (c->work_fd < 0)
 		return ab_err_set(err, -errno, "open the workspace: %s", strerror(errno));
+	return 0;
+}
+
+/* --workspace DIR: opened once (only trusted symlinks on the way, DIR itself not a
+ * symlink), judged by what the fd is, and used through that fd from then on. */
+int
+ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err)
+{
+	const char *dir = c->o->workspace;
+	cleanup_free char *real = NULL;
+	const char *why;
+	struct stat st;
+	int fd;
+
+	fd = hostfs_open(dir, HOSTFS_NOFOLLOW | HOSTFS_DIR, "--workspace", err);
+	if (fd < 0) {
+		/* a symlink, or an untrusted one on the way: a refusal; missing: like a
+		 * missing script */
+		if (fd == -ELOOP || fd == -EPERM || fd == -ENOTDIR)
+			err->exit = AB_EXIT_USAGE;
+		return fd;
+	}
+	c->ws_dir_fd = fd;
+	real = hostfs_fd_path(fd);
+	why = hostfs_refusal(fd, real, HOSTFS_USE_WORKSPACE, runs_root_fd, &c->o->allow_binds);
+	if (why) {
+		ab_err_usage(err, "refusing --workspace '%s'%s%s%s: it is %s", dir,
+			     real && strcmp(real, dir) ? " (" : "",
+			     real && strcmp(real, dir) ? real : "",
+			     real && strcmp(real, dir) ? ")" : "", why);
+		return ab_err_fix(err, "%s",
+				  "pass a project directory of its own (e.g. ~/project/run1), or "
+				  "copy files in with --input DIR and out with --collect OUT");
+	}
+	if (fstat(fd, &st) < 0)
+		return ab_err_set(err, -errno, "--workspace '%s': %s", dir, strerror(errno));
+	if (!c->host.is_root && st.st_uid != geteuid()) {
+		ab_err_usage(err, "--workspace '%s' is owned by uid %u, not by you (uid %u)", dir,
+			     (unsigned) st.st_uid, (unsigned) geteuid());
+		return ab_err_fix(err, "use a directory you own");
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		ab_err_usage(err, "--workspace '%s' is shared: writable by group or others", dir);
+		return ab_err_fix(err, "chmod go-w '%s', or use a directory of its own", dir);
+	}
+	c->ws_owner_uid = st.st_uid;
+	c->ws_owner_gid = st.st_gid;
+	c->work_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->work_fd < 0)
+		return ab_err_set(err, -errno, "open --workspace '%s': %s", dir, strerror(errno));
+	c->res->workspace = real ? steal_ptr(&real) : xstrdup(dir);
+	return 0;
+}
+
+/* A user namespace for an idmapped mount: a child is created in a new user namespace, we
+ * (root) write its maps, keep a handle on the namespace and let the child go. For a mount
+ * idmapped with it, an on-disk id `inside` shows as `outside`, and a file created by
+ * `outside` is written as `inside` (the map is "inside outside 1").
+ * Returns an fd or -errno. */
+static int
+idmap_userns(uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid)
+{
+	char path[64], map[64];
+	int p[2], fd = -1, r = 0, ws;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = (pid_t) syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, NULL);
+	if (pid == 0) {
+		char b;
+
+		(void) close(p[1]);
+		(void) !read(p[0], &b, 1); /* until the parent is done with us */
+		_exit(0);
+	}
+	(void) close(p[0]);
+	if (pid < 0) {
+		r = -errno;
+		(void) close(p[1]);
+		return r;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int) pid);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned) inside_uid, (unsigned) outside_uid);
+	r = write_small_file_at(AT_FDCWD, path, map);
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/gid_map", (int) pid);
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned) inside_gid,
+			 (unsigned) outside_gid);
+		r = write_small_file_at(AT_FDCWD, path, map);
+	}
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int) pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			r = -errno;
+	}
+	(void) close(p[1]);
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	return r < 0 ? r : fd;
+}
+
+/* Mounts --workspace DIR (from its fd) on RUNS/.mnt/work, nosuid and nodev; bwrap binds that
+ * at /work. Root callers: an idmapped mount that shows DIR's owner as the sandbox user, so the
+ * script's new files belong to DIR's owner on the host and nothing is ever chowned.
+ * Unprivileged callers: a plain bind (the sandbox runs as the caller, who owns DIR). */
+int
+ws_mount_dir(struct run_ctx *c, struct ab_err *err)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	cleanup_fd int tfd = -1, mp = -1, userns = -1;
+	const char *dir = c->o->workspace;
+
+	/* root: only DIR's own mount (a mount below DIR is not carried into the sandbox, so
+	 * it is never writable there without the idmapping); unprivileged: everything the
+	 * caller can reach anyway (a non-recursive clone is refused under locked mounts) */
+	tfd = open_tree(c->ws_dir_fd, "",
+			OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+				(c->drop ? 0 : AT_RECURSIVE));
+	if (tfd < 0)
+		return ab_err_set(err, -errno, "clone the mount of --workspace '%s': %s", dir,
+				  strerror(errno));
+	if (c->drop) {
+		/* on disk DIR's owner, in the sandbox the sandbox user */
+		userns = idmap_userns(c->ws_owner_uid, c->sb_uid, c->ws_owner_gid, c->sb_gid);
+		if (userns < 0)
+			return ab_err_set(err, userns, "create the idmapping for --workspace: %s",
+					  strerror(-userns));
+		attr.attr_set |= MOUNT_ATTR_IDMAP;
+		attr.userns_fd = (uint64_t) userns;
+	}
+	if (mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		int e = errno;
+
+		if (!c->drop)
+			return ab_err_set(err, -e, "make --workspace nosuid,nodev: %s",
+					  strerror(e));
+		ab_err_set(err, -e,
+			   "--workspace '%s': this kernel or filesystem cannot make an idmapped "
+			   "mount (%s; needs Linux >= 5.12 and a filesystem that supports them: "
+			   "ext4, xfs, btrfs, tmpfs from 6.3...)",
+			   dir, strerror(e));
+		if (c->ws_owner_uid != 0)
+			return ab_err_fix(err,
+					  "run agentbox as the directory's owner (uid %u), or "
+					  "copy in and out with --input '%s' --collect OUT",
+					  (unsigned) c->ws_owner_uid, dir);
+		return ab_err_fix(err, "copy in and out with --input '%s' --collect OUT", dir);
+	}
+	mp = open(c->rd.mnt_work, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (mp < 0 ||
+	    move_mount(tfd, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return ab_err_set(err, -errno, "mount --workspace for the sandbox: %s",
+				  strerror(errno));
+	c->res->workspace_mode = c->drop ? "idmapped" : "bind";
 	return 0;
 }
 
@@ -118,32 +297,55 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, err);
 }
 
-/* Root callers: bind host paths the sandbox user may not be able to reach (an interpreter
- * under /root) onto RUNS/.mnt/ro/N (in our own mount namespace), which it can. */
+/* Every read-only bind (--ro-bind, an interpreter outside /usr, --venv, --node-modules) is
+ * mounted from the fd its checks ran on onto RUNS/.mnt/ro/N, in our own mount namespace, and
+ * bwrap binds that: no host path is resolved again after the check, and the sandbox user
+ * reaches sources under /root it could not walk to. */
 int
 ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err)
 {
-	if (!c->drop || c->plan.n_ro_binds == 0)
+	cleanup_fd int ro = -1;
+
+	if (c->plan.n_ro_binds == 0)
 		return 0;
+	ro = open(c->rd.mnt_ro, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ro < 0)
+		return ab_err_set(err, -errno, "open '%s': %s", c->rd.mnt_ro, strerror(errno));
 	for (size_t i = 0; i < c->plan.n_ro_binds; i++) {
-		char *staged = xasprintf("%s/%zu", c->rd.mnt_ro, i);
+		struct ab_bind *b = &c->plan.ro_binds[i];
+		cleanup_fd int tfd = -1, mp = -1;
+		char name[32];
+		struct stat st;
 
-		if (mkdir(staged, 0755) < 0 && errno != EEXIST) {
-			int e = errno;
+		if (b->staged)
+			continue; /* already a mount of ours (the script's tmpfs) */
+		if (b->fd < 0 || fstat(b->fd, &st) < 0)
+			return ab_err_set(err, -EBADF, "internal: the bind of '%s' has no fd",
+					  b->src);
+		snprintf(name, sizeof(name), "%zu", i);
+		/* the mountpoint has the source's type: a directory, or an empty file */
+		if (S_ISDIR(st.st_mode)) {
+			if (mkdirat(ro, name, 0755) < 0 && errno != EEXIST)
+				return ab_err_set(err, -errno, "create %s/%s: %s", c->rd.mnt_ro,
+						  name, strerror(errno));
+		} else {
+			int f = openat(ro, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 
-			free(staged);
-			return ab_err_set(err, -e, "create %s/%zu: %s", c->rd.mnt_ro, i,
-					  strerror(e));
+			if (f < 0)
+				return ab_err_set(err, -errno, "create %s/%s: %s", c->rd.mnt_ro,
+						  name, strerror(errno));
+			(void) close(f);
 		}
-		if (mount(c->plan.ro_binds[i].src, staged, NULL, MS_BIND | MS_REC, NULL) < 0) {
-			int e = errno;
-
-			free(staged);
-			return ab_err_set(err, -e, "bind '%s' for the sandbox: %s",
-					  c->plan.ro_binds[i].src, strerror(e));
-		}
-		free(c->plan.ro_binds[i].src);
-		c->plan.ro_binds[i].src = staged;
+		mp = openat(ro, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		tfd = open_tree(b->fd, "",
+				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+		if (mp < 0 || tfd < 0 ||
+		    move_mount(tfd, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+			    0)
+			return ab_err_set(err, -errno, "bind '%s' for the sandbox: %s", b->src,
+					  strerror(errno));
+		free(b->src);
+		b->src = xasprintf("%s/%s", c->rd.mnt_ro, name);
 	}
 	return 0;
 }
@@ -188,30 +390,74 @@ base_name(const char *path)
 	return b;
 }
 
-/* --workspace: SCRIPT inside DIR runs in place; otherwise it is copied into DIR. */
+/* The script's path relative to --workspace DIR when it is a file inside DIR (the same inode
+ * reached from DIR's fd), else NULL. */
+static char *
+script_inside_workspace(struct run_ctx *c)
+{
+	struct ab_err ignored = { 0 };
+	cleanup_free char *base = NULL, *pdir = NULL, *wdir = NULL;
+	cleanup_fd int pfd =
+		hostfs_open_parent(c->o->script, HOSTFS_ANY_LINK, "script", &base, &ignored);
+	cleanup_fd int again = -1;
+	struct stat a, b;
+	size_t l;
+	char *rel;
+
+	if (pfd < 0)
+		return NULL;
+	pdir = hostfs_fd_path(pfd);
+	wdir = hostfs_fd_path(c->ws_dir_fd);
+	if (!pdir || !wdir)
+		return NULL;
+	l = strlen(wdir);
+	if (strcmp(pdir, wdir) == 0)
+		rel = xstrdup(base);
+	else if (strncmp(pdir, wdir, l) == 0 && pdir[l] == '/')
+		rel = xasprintf("%s/%s", pdir + l + 1, base);
+	else
+		return NULL;
+	again = openat(c->ws_dir_fd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (again < 0 || fstat(again, &a) < 0 || fstat(c->script_fd, &b) < 0 ||
+	    a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		free(rel);
+		return NULL;
+	}
+	return rel;
+}
+
+/* --workspace DIR: a SCRIPT inside DIR runs in place. One outside DIR is never copied into
+ * it (agentbox adds nothing to a caller's directory): it is copied onto a small tmpfs of its
+ * own in our mount namespace, bound read-only at /.agentbox/script/NAME. */
 int
 ws_place_script(struct run_ctx *c, struct ab_err *err)
 {
-	char ws[PATH_MAX], sc[PATH_MAX];
-	size_t l;
+	char opts[128];
+	cleanup_fd int sfd = -1;
+	struct stat st;
 	int r;
 
-	if (!realpath(c->o->workspace, ws) || !realpath(c->o->script, sc))
-		return ab_err_set(err, -errno, "resolve the workspace: %s", strerror(errno));
-	l = strlen(ws);
-	if (strncmp(sc, ws, l) == 0 && sc[l] == '/') {
-		c->script_name = xstrdup(sc + l + 1);
+	c->script_name = script_inside_workspace(c);
+	if (c->script_name) {
+		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
 		return 0;
 	}
 	c->script_name = base_name(c->o->script);
-	r = rundir_copy_file(c->script_fd, c->work_fd, c->script_name, (uid_t) -1, (gid_t) -1);
-	if (r == -EEXIST) {
-		ab_err_set(err, r, "'%s' already exists in the workspace", c->script_name);
-		return ab_err_fix(err, "put the script inside the workspace directory and pass "
-				       "that path");
-	}
+	if (fstat(c->script_fd, &st) < 0)
+		return ab_err_set(err, -errno, "stat the script: %s", strerror(errno));
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=8,mode=0755",
+		 (unsigned long long) st.st_size + 65536);
+	if (mount("agentbox-script", c->rd.mnt_script, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return ab_err_set(err, -errno, "mount the script's tmpfs: %s", strerror(errno));
+	sfd = open(c->rd.mnt_script, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
+		return ab_err_set(err, -errno, "open the script's tmpfs: %s", strerror(errno));
+	r = rundir_copy_file(c->script_fd, sfd, c->script_name, (uid_t) -1, (gid_t) -1);
 	if (r < 0)
-		return ab_err_set(err, r, "copy the script into the workspace: %s", strerror(-r));
+		return ab_err_set(err, r, "copy the script: %s", strerror(-r));
+	plan_add_ro_bind(&c->plan, c->rd.mnt_script, AB_SANDBOX_SCRIPT_DIR);
+	c->plan.ro_binds[c->plan.n_ro_binds - 1].staged = true;
+	c->plan.script_sandbox = xasprintf(AB_SANDBOX_SCRIPT_DIR "/%s", c->script_name);
 	return 0;
 }
 
@@ -234,19 +480,36 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 		cleanup_free char *name = base_name(*in);
 		struct stat st;
 
-		/* O_PATH|O_NOFOLLOW: a symlink input is reported, never followed (T25). */
-		fd = open(*in, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		/* Opened once, only trusted symlinks on the way; a symlink input itself is
+		 * reported, never followed (T25). Copied from this fd, never by name again. */
+		fd = hostfs_open(*in, HOSTFS_LINK_OK | HOSTFS_ANY_LINK, "--input", err);
 		if (fd < 0) {
-			ab_err_set(err, -errno, "--input '%s': %s", *in, strerror(errno));
-			return ab_err_fix(err, "check the path");
+			if (fd == -EPERM)
+				err->exit = AB_EXIT_USAGE; /* an untrusted symlink on the way */
+			return fd;
 		}
 		if (fstat(fd, &st) < 0)
 			return ab_err_set(err, -errno, "--input '%s': %s", *in, strerror(errno));
 		if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			return ab_err_usage(err, "--input '%s' has no usable name", *in);
+		if (!S_ISLNK(st.st_mode)) {
+			cleanup_free char *real = hostfs_fd_path(fd);
+			const char *why = hostfs_refusal(fd, real, HOSTFS_USE_INPUT, c->rd.root_fd,
+							 &c->o->allow_binds);
+
+			if (why) {
+				ab_err_usage(err, "refusing --input '%s'%s%s%s: it is %s", *in,
+					     real && strcmp(real, *in) ? " (" : "",
+					     real && strcmp(real, *in) ? real : "",
+					     real && strcmp(real, *in) ? ")" : "", why);
+				return ab_err_fix(err,
+						  "copy in only the files the script needs, or if "
+						  "you really mean it, add --allow-bind '%s'",
+						  real ? real : *in);
+			}
+		}
 		if (S_ISREG(st.st_mode)) {
-			cleanup_fd int rfd =
-				open(*in, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			cleanup_fd int rfd = hostfs_reopen(fd, O_RDONLY | O_NONBLOCK);
 
 			if (rfd < 0)
 				return ab_err_set(err, -errno, "--input '%s': %s", *in,
@@ -268,8 +531,7 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 					      json_pack("{s:s, s:s, s:I}", "path", *in, "type",
 							"file", "bytes", (json_int_t) st.st_size));
 		} else if (S_ISDIR(st.st_mode)) {
-			cleanup_fd int dfd =
-				open(*in, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			cleanup_fd int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			struct ab_walk_opts wo = {
 				.max_entries = c->o->limits[AB_LIM_INODES].value,
 				.max_file_bytes = c->o->limits[AB_LIM_DISK].value,
@@ -332,20 +594,6 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 		}
 	}
 	return 0;
-}
-
-/* nftw has no user pointer: the target of ws_give() */
-static uid_t chown_to_uid;
-static gid_t chown_to_gid;
-
-static int
-chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void) st;
-	(void) flag;
-	(void) ftw;
-	/* lchown: never through a link */
-	return lchown(path, chown_to_uid, chown_to_gid) < 0 ? -1 : 0;
 }
 
 /* --stdin FILE: the script gets a sealed in-memory copy, never the caller's fd: a directory fd
@@ -411,11 +659,9 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 		keep_fd = openat(c->rd.fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (keep_fd < 0)
 			return ab_err_set(err, -errno, "open %s/work", c->rd.path);
+		/* owned by the caller (root's kept runs are root's): nothing a run leaves on
+		 * disk belongs to the sandbox uid */
 		wo.dst_dirfd = keep_fd;
-		if (c->drop) {
-			wo.chown_uid = c->sb_uid;
-			wo.chown_gid = c->sb_gid;
-		}
 	}
 	r = walk_tree(c->work_fd, &wo, &m, err);
 	if (r < 0)
@@ -475,16 +721,4 @@ ws_cleanup(struct run_ctx *c)
 		(void) cg_destroy(&c->cg);
 		c->cg_made = false;
 	}
-}
-
-int
-ws_give(const char *path, uid_t uid, gid_t gid, struct ab_err *err)
-{
-	chown_to_uid = uid;
-	chown_to_gid = gid;
-	/* FTW_PHYS: never through a link; FTW_MOUNT: stay on one filesystem */
-	if (nftw(path, chown_one, 64, FTW_PHYS | FTW_MOUNT) != 0)
-		return ab_err_set(err, -errno, "give the workspace to uid %u: %s", (unsigned) uid,
-				  strerror(errno));
-	return 0;
 }

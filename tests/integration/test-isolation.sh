@@ -223,22 +223,22 @@ else
     not_ok "mountinfo was saved" "no $mi"
 fi
 
-# Files the script makes are owned by the sandbox uid on the host: a real --workspace bind.
+# Files the script makes in --workspace DIR belong to DIR's owner on the host (root: through an
+# idmapped mount; unprivileged: the caller, who must own DIR): never to the sandbox uid, and
+# DIR itself is never chowned.
 mkdir -m 0700 "$WORK/own"
 printf 'open("/work/created.txt", "w").write("x")\nimport os\nos.mkdir("/work/d")\n' >"$WORK/own/mk.py"
 abb 60 --workspace "$WORK/own" "$WORK/own/mk.py"
 is "$rc" 0 "--workspace: exit 0"
-sbuid=$(jr .sandbox_host_uid)
-is "$(stat -c %u "$WORK/own/created.txt" 2>/dev/null)" "$sbuid" \
-    "a file the script created is owned on the host by the sandbox uid"
-is "$(stat -c %u "$WORK/own/d" 2>/dev/null)" "$sbuid" \
-    "a directory the script created is owned on the host by the sandbox uid"
-case $(stat -c %u "$WORK/own/created.txt" 2>/dev/null) in
-'' | 0) not_ok "the script's file is not owned by host root" ;;
-*) ok "the script's file is not owned by host root" ;;
-esac
+is "$(stat -c %u "$WORK/own/created.txt" 2>/dev/null)" "$(id -u)" \
+    "a file the script created is owned on the host by the workspace's owner"
+is "$(stat -c %u "$WORK/own/d" 2>/dev/null)" "$(id -u)" \
+    "a directory the script created is owned on the host by the workspace's owner"
+is "$(stat -c %u:%a "$WORK/own")" "$(id -u):700" "--workspace itself keeps its owner and mode"
 if is_root; then
-    is "$(jr .workspace_given_to_sandbox_uid)" true "root caller: the report says the workspace was given away"
+    is "$(jr .workspace_mode)" idmapped "root caller: the report says the workspace is idmapped"
+else
+    is "$(jr .workspace_mode)" bind "unprivileged caller: the report says the workspace is bound"
 fi
 
 # Node: core_pattern and a nested namespace through the child_process route
