@@ -40,6 +40,7 @@ enum {
 	OPT_VENV,
 	OPT_WITHOUT,
 	OPT_WORKSPACE,
+	OPT_CODE,
 	OPT_HELP,
 };
 
@@ -78,6 +79,7 @@ static const struct option run_options[] = {
 	{ "venv", required_argument, NULL, OPT_VENV },
 	{ "without", required_argument, NULL, OPT_WITHOUT },
 	{ "workspace", required_argument, NULL, OPT_WORKSPACE },
+	{ "code", required_argument, NULL, OPT_CODE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -150,6 +152,8 @@ cli_run_help(void)
 	       "\n"
 	       "Runs SCRIPT (Python .py, Node .js/.mjs/.cjs, or by shebang) in a bubblewrap\n"
 	       "sandbox: read-only system, one writable workspace at /work, no network.\n"
+	       "SCRIPT '-' reads the code from stdin; --code TEXT takes it from the command\n"
+	       "line (then every word after the options is an argument of the script).\n"
 	       "\n"
 	       "Files and directories:\n"
 	       "  --workspace DIR        use DIR (yours, not a symlink, not group/other-writable)\n"
@@ -160,6 +164,7 @@ cli_run_help(void)
 	       "  --collect DIR          copy the regular files the script left into DIR\n"
 	       "  --rm                   remove the run directory after the report\n"
 	       "  --stdin FILE           the script's stdin (default /dev/null)\n"
+	       "  --code TEXT            the script itself (needs --lang or a shebang)\n"
 	       "  --report FILE          write the JSON report to FILE ('-' for stdout)\n"
 	       "\n"
 	       "Interpreter and environment:\n"
@@ -306,6 +311,10 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_ALLOW_BIND:
 			strv_push(&o->allow_binds, optarg);
 			break;
+		case OPT_CODE:
+			o->code = optarg;
+			o->code_len = strlen(optarg);
+			break;
 		case OPT_COLLECT:
 			o->collect_dir = optarg;
 			break;
@@ -424,11 +433,16 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		if (r < 0)
 			return r;
 	}
-	if (optind >= argc)
-		return ab_err_usage(err, "no SCRIPT given");
-	o->script = argv[optind++];
-	if (o->script[0] == '\0')
-		return ab_err_usage(err, "SCRIPT is an empty string");
+	if (o->code) {
+		/* --code TEXT: every word after the options is an argument of the script */
+		o->script = "--code";
+	} else {
+		if (optind >= argc)
+			return ab_err_usage(err, "no SCRIPT given");
+		o->script = argv[optind++];
+		if (o->script[0] == '\0')
+			return ab_err_usage(err, "SCRIPT is an empty string");
+	}
 	if (optind < argc && strcmp(argv[optind], "--") == 0)
 		optind++;
 	for (; optind < argc; optind++)

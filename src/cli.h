@@ -50,7 +50,10 @@ enum ab_prot {
 };
 
 struct ab_run_opts {
-	const char *script; /* as given; NULL for a usage error */
+	const char
+		*script;  /* as given ("-": the code is read from stdin); NULL for a usage error */
+	const char *code; /* --code TEXT, or code set by a caller of run_main: no file at all */
+	size_t code_len;
 	struct strv script_args;
 	enum ab_lang lang;
 	const char *report_path; /* NULL: no report file; "-": stdout after the run */

@@ -299,9 +299,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = ws_open_script(&c, err);
 	if (r < 0)
 		goto out;
-	r = interp_detect_lang(o->script, c.script_fd, o->lang, &c.plan.lang, err);
+	r = interp_detect_lang(ws_script_is_code(&c) ? "" : o->script, c.script_fd, o->lang,
+			       &c.plan.lang, err);
 	if (r < 0)
 		goto out;
+	ws_name_script(&c);
 	res->lang = c.plan.lang;
 	if (o->env_dir) {
 		r = prepare_lookup(o->env_dir, NULL, &env_venv, &env_nm, err);

@@ -52,6 +52,8 @@ int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
 int ws_mount_etc(struct run_ctx *c, struct ab_err *err);
 int ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err);
 int ws_open_script(struct run_ctx *c, struct ab_err *err);
+bool ws_script_is_code(const struct run_ctx *c);
+void ws_name_script(struct run_ctx *c); /* c->script_name, once the language is known */
 int ws_place_script(struct run_ctx *c, struct ab_err *err);
 int ws_copy_inputs(struct run_ctx *c, struct ab_err *err);
 int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err);

@@ -350,6 +350,47 @@ ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+#define AB_CODE_MAX (16u << 20) /* code from stdin or --code */
+
+/* Code that is not a file (--code TEXT, SCRIPT '-', or given by prepare/doctor): a sealed
+ * memfd, so the rest of the run treats it exactly like a script file. */
+static int
+code_memfd(struct run_ctx *c, struct ab_err *err)
+{
+	cleanup_free char *buf = NULL;
+	const char *code = c->o->code;
+	size_t len = c->o->code_len;
+	cleanup_fd int mfd = -1;
+
+	if (!code) {
+		ssize_t n = read_all_capped(STDIN_FILENO, AB_CODE_MAX, &buf);
+
+		if (n < 0) {
+			ab_err_set(err, (int) n, "read the script from stdin: %s",
+				   n == -EFBIG ? "more than 16 MiB" : strerror((int) -n));
+			return ab_err_fix(err, "pass a script file instead");
+		}
+		code = buf;
+		len = (size_t) n;
+	}
+	if (len > AB_CODE_MAX)
+		return ab_err_usage(err, "--code is longer than 16 MiB: pass a script file");
+	mfd = memfd_create("agentbox-script", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+	if (write_all(mfd, code, len) < 0 || lseek(mfd, 0, SEEK_SET) < 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return ab_err_set(err, -errno, "hold the script in memory: %s", strerror(errno));
+	c->script_fd = steal_fd(&mfd);
+	return 0;
+}
+
+bool
+ws_script_is_code(const struct run_ctx *c)
+{
+	return c->o->code || strcmp(c->o->script, "-") == 0;
+}
+
 int
 ws_open_script(struct run_ctx *c, struct ab_err *err)
 {
@@ -357,6 +398,8 @@ ws_open_script(struct run_ctx *c, struct ab_err *err)
 	struct stat st;
 	int fd;
 
+	if (ws_script_is_code(c))
+		return code_memfd(c, err);
 	fd = open(s, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
@@ -388,6 +431,15 @@ base_name(const char *path)
 	char *b = xstrdup(slash ? slash + 1 : path);
 
 	return b;
+}
+
+void
+ws_name_script(struct run_ctx *c)
+{
+	if (ws_script_is_code(c))
+		c->script_name = xstrdup(c->plan.lang == AB_LANG_NODE ? "script.js" : "script.py");
+	else
+		c->script_name = base_name(c->o->script);
 }
 
 /* The script's path relative to --workspace DIR when it is a file inside DIR (the same inode
@@ -437,12 +489,12 @@ ws_place_script(struct run_ctx *c, struct ab_err *err)
 	struct stat st;
 	int r;
 
-	c->script_name = script_inside_workspace(c);
-	if (c->script_name) {
-		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
+	cleanup_free char *rel = ws_script_is_code(c) ? NULL : script_inside_workspace(c);
+
+	if (rel) {
+		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", rel);
 		return 0;
 	}
-	c->script_name = base_name(c->o->script);
 	if (fstat(c->script_fd, &st) < 0)
 		return ab_err_set(err, -errno, "stat the script: %s", strerror(errno));
 	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=8,mode=0755",
@@ -468,7 +520,6 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 	gid_t og = c->owner_gid;
 	int r;
 
-	c->script_name = base_name(c->o->script);
 	r = rundir_copy_file(c->script_fd, c->work_fd, c->script_name, ou, og);
 	if (r < 0) {
 		ab_err_set(err, r, "copy the script into the workspace: %s", strerror(-r));

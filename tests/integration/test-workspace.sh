@@ -172,6 +172,12 @@ echo "MOUNT $? $(head -n1 "$scr/err" | sed 's/.*: it is //; s/ (fix:.*//')"
 mkdir -p "$scr/mnt/sub"
 "$ab" run --rm --runs-dir "$scr/runs" --workspace "$scr/mnt/sub" "$scr/x.py" >/dev/null 2>"$scr/err"
 echo "UNDERMOUNT $? $(tail -n1 "$scr/err" | head -c 200)"
+# ramfs cannot be idmapped: a root caller's run is refused with the reason and the choices
+mkdir -p "$scr/ram" && mount -t ramfs -o mode=0755 ramfs "$scr/ram" && mkdir -p "$scr/ram/ws"
+chown 65534:65534 "$scr/ram/ws"
+"$ab" run --rm --runs-dir "$scr/runs" --workspace "$scr/ram/ws" "$scr/x.py" >/dev/null 2>"$scr/err"
+echo "NOIDMAP $? $(head -n1 "$scr/err" | head -c 400)"
+echo "NOIDMAPLS $(ls -A "$scr/ram/ws" | wc -l)"
 EOF
     "$SAFE_NS" "$SCR" sh "$SCR/refusals.sh" "$AGENTBOX" "$SCR" >"$SCR/out" 2>&1
     ns_rc=$?
@@ -182,6 +188,15 @@ EOF
             case $d in
             MOUNT) is "$got" 2 "--workspace on a mount point: exit 2 ($why)" ;;
             UNDERMOUNT) is "$got" 0 "--workspace in a tmpfs mount (idmapped tmpfs): runs ($why)" ;;
+            NOIDMAP)
+                is "$got" 125 "--workspace on ramfs (no idmapped mounts): refused, exit 125"
+                case $why in
+                *"cannot make an idmapped mount"*"uid 65534"*"--input"*"--collect"*)
+                    ok "--workspace on ramfs: the line gives the reason and the alternatives" ;;
+                *) not_ok "--workspace on ramfs: the line gives the reason and the alternatives" "got: $why" ;;
+                esac
+                ;;
+            NOIDMAPLS) is "$got" 0 "--workspace on ramfs: nothing was written into DIR" ;;
             *) is "$got" 2 "--workspace $d (host read-only): exit 2 ($why)" ;;
             esac
         done <"$SCR/out"
