@@ -339,39 +339,26 @@ seccomp_loads(char *detail, size_t size)
 static int
 doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
 {
-	char tmpl[] = "/tmp/agentbox-doctor-XXXXXX";
-	cleanup_free char *path = NULL;
 	struct ab_run_opts o;
 	struct ab_result res;
 	struct ab_err err = { 0 };
-	int fd, r, ok;
+	int r, ok;
 	pid_t pid;
 	int ws, pfd[2];
 
-	if (!mkdtemp(tmpl))
-		return -errno;
-	path = xasprintf("%s/doctor.%s", tmpl, strcmp(lang, "python") == 0 ? "py" : "js");
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, src, strlen(src)) < 0) {
-		if (fd >= 0)
-			(void) close(fd);
-		(void) unlink(path);
-		(void) rmdir(tmpl);
-		return -EIO;
-	}
-	(void) close(fd);
-	(void) chmod(tmpl, 0755);
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return -errno;
-	/* In a child: run_main enters its own namespaces; keep doctor's process clean. */
+	/* In a child: run_main enters its own namespaces; keep doctor's process clean. The
+	 * script is code in memory: nothing is written to the host for it. */
 	pid = fork();
 	if (pid == 0) {
-		char *argv[] = { "run", "--quiet", "--rm", "--timeout", "20s", path, NULL };
+		char *argv[] = { "run",    "--quiet",     "--rm",   "--timeout",  "20s",
+				 "--lang", (char *) lang, "--code", (char *) src, NULL };
 
 		(void) close(pfd[0]);
 		run_opts_init(&o);
 		result_init(&res, &o);
-		if (cli_parse_run(6, argv, &o, &err) < 0)
+		if (cli_parse_run(9, argv, &o, &err) < 0)
 			_exit(3);
 		r = run_main(&o, &res, &err);
 		if (r < 0)
@@ -392,8 +379,6 @@ doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
 	}
 	(void) close(pfd[0]);
 	r = (pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws)) ? WEXITSTATUS(ws) : 1;
-	(void) unlink(path);
-	(void) rmdir(tmpl);
 	return r == 0 ? 0 : -1;
 }
 
