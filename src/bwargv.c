@@ -132,6 +132,11 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		}
 		if (p->landlock_net)
 			strv_push(cmd, "--landlock-net");
+		if (p->landlock_net && p->landlock_connect_port) {
+			/* prepare: the registry proxy in the install's network namespace */
+			strv_push(cmd, "--landlock-connect");
+			strv_pushf(cmd, "%u", (unsigned) p->landlock_connect_port);
+		}
 		if (p->landlock_scope)
 			strv_push(cmd, "--landlock-scope");
 	}

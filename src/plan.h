@@ -51,6 +51,10 @@ struct ab_plan {
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
 	bool share_net;      /* `agentbox prepare` only: the host network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built */
+
+	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
+	 * the registry proxy's in the install's own network namespace (netproxy.h). */
+	uint16_t landlock_connect_port;
 };
 
 void plan_done(struct ab_plan *p);
