@@ -49,6 +49,8 @@ enum ab_prot {
 	AB_PROT_COUNT,
 };
 
+struct ab_netproxy;
+
 struct ab_run_opts {
 	const char *script; /* as given; NULL for a usage error */
 	struct strv script_args;
@@ -78,6 +80,9 @@ struct ab_run_opts {
 	bool share_net;       /* keep the host network (dependency installs need it) */
 	const char *rw_bind;  /* a host directory bound read-write at the same path */
 	bool relay_to_stderr; /* relay the script's stdout to our stderr */
+	/* With share_net: the install's own network namespace, served by the registry proxy
+	 * (netproxy.h), rather than the host's. */
+	struct ab_netproxy *netproxy;
 };
 
 /* Names, units and defaults of the limits (for help text and the report). */
