@@ -60,7 +60,7 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	 * so that a setuid bwrap would still map us, and --disable-userns needs it. */
 	strv_push(av, "--unshare-all");
 	if (p->share_net)
-		strv_push(av, "--share-net"); /* `agentbox prepare` only: installs need it */
+		strv_push(av, "--share-net"); /* prepare: agentbox's own, see netproxy.h */
 	strv_push(av, "--unshare-user");
 	if (p->disable_userns)
 		strv_push(av, "--disable-userns"); /* T32: no nested user namespaces */

@@ -77,7 +77,7 @@ struct ab_run_opts {
 	bool rm;
 	bool quiet; /* do not relay the script's output live */
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
-	bool share_net;       /* keep the host network (dependency installs need it) */
+	bool share_net;       /* share agentbox's network namespace (installs need one) */
 	const char *rw_bind;  /* a host directory bound read-write at the same path */
 	bool relay_to_stderr; /* relay the script's stdout to our stderr */
 	/* With share_net: the install's own network namespace, served by the registry proxy

@@ -49,7 +49,7 @@ struct ab_plan {
 	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
-	bool share_net;      /* `agentbox prepare` only: the host network */
+	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built */
 
 	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
