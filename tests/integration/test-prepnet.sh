@@ -246,6 +246,20 @@ is "$(rj .sandbox.network.enforced)" true "python --no-index: sandbox.network en
 case $(rj .sandbox.network.detail) in *"allows no host"*) ok "python --no-index: the proxy allows no host" ;;
 *) not_ok "python --no-index: the proxy allows no host" "got: $(rj .sandbox.network.detail)" ;; esac
 is "$(rj '.network_proxy.allowed_hosts | length')" 0 "python --no-index: the allow-list is empty"
+# pip goes through the proxy too: a requirement by URL on the host's loopback, allow-listed
+: >"$L.log"
+printf 'abnetpkg @ https://localhost:%s/abnetpkg-1.0.0-py3-none-any.whl\n' "$TPORT" >"$WORK/req-url.txt"
+prep --python "$WORK/req-url.txt" --no-index --allow-host "localhost:$TPORT" --cache-dir "$CACHE" \
+    --report "$WORK/pr.json"
+is "$rc" 125 "python, a wheel URL on localhost: the install fails (exit 125)"
+sleep 0.3
+is "$(wc -l <"$L.log")" 0 "python, a wheel URL on localhost: the host listener logged nothing"
+n=$(rj .network_proxy.connections_refused)
+if [ "${n:-0}" -ge 1 ] 2>/dev/null && rj '.network_proxy.refused[0]' | grep -q "CONNECT localhost:$TPORT: resolves to 127.0.0.1: loopback"; then
+    ok "python, a wheel URL on localhost: pip asked the proxy, which refused ($n)"
+else
+    not_ok "python, a wheel URL on localhost: pip asked the proxy, which refused" "got: $n $(rj '.network_proxy.refused[0]')"
+fi
 
 # ---- a real install from the npm registry, through the proxy ------------------------------
 mkdir "$WORK/np-real"
