@@ -71,7 +71,7 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	 * so that a setuid bwrap would still map us, and --disable-userns needs it. */
 	strv_push(av, "--unshare-all");
 	if (p->share_net)
-		strv_push(av, "--share-net"); /* `agentbox prepare` only: installs need it */
+		strv_push(av, "--share-net"); /* prepare: agentbox's own, see netproxy.h */
 	strv_push(av, "--unshare-user");
 	if (p->disable_userns)
 		strv_push(av, "--disable-userns"); /* T32: no nested user namespaces */
@@ -143,6 +143,11 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		}
 		if (p->landlock_net)
 			strv_push(cmd, "--landlock-net");
+		if (p->landlock_net && p->landlock_connect_port) {
+			/* prepare: the registry proxy in the install's network namespace */
+			strv_push(cmd, "--landlock-connect");
+			strv_pushf(cmd, "%u", (unsigned) p->landlock_connect_port);
+		}
 		if (p->landlock_scope)
 			strv_push(cmd, "--landlock-scope");
 	}

@@ -49,6 +49,8 @@ enum ab_prot {
 	AB_PROT_COUNT,
 };
 
+struct ab_netproxy;
+
 struct ab_run_opts {
 	const char
 		*script;  /* as given ("-": the code is read from stdin); NULL for a usage error */
@@ -78,9 +80,12 @@ struct ab_run_opts {
 	bool rm;
 	bool quiet; /* do not relay the script's output live */
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
-	bool share_net;       /* keep the host network (dependency installs need it) */
+	bool share_net;       /* share agentbox's network namespace (installs need one) */
 	const char *rw_bind;  /* a host directory bound read-write at the same path */
 	bool relay_to_stderr; /* relay the script's stdout to our stderr */
+	/* With share_net: the install's own network namespace, served by the registry proxy
+	 * (netproxy.h), rather than the host's. */
+	struct ab_netproxy *netproxy;
 };
 
 /* Names, units and defaults of the limits (for help text and the report). */

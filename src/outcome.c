@@ -12,6 +12,7 @@
 #include <sys/statfs.h>
 #include <sys/wait.h>
 
+#include "netproxy.h"
 #include "run.h"
 #include "runctx.h"
 #include "seccomp.h"
@@ -172,9 +173,16 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 {
 	struct ab_result *r = c->res;
 	const struct ab_plan *p = &c->plan;
+	const char *ll_net = p->landlock_connect_port ? ", TCP bind denied, connect only to the "
+							"registry proxy's port"
+			     : p->landlock_net        ? ", TCP bind/connect denied"
+						      : "";
 
 	result_protect(r, "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
-	if (p->share_net)
+	if (c->o->netproxy)
+		result_protect(r, "network", c->o->netproxy->netns_ready, "%s",
+			       c->o->netproxy->detail ? c->o->netproxy->detail : "not set up");
+	else if (p->share_net)
 		result_protect(r, "network", false, "host network kept (agentbox prepare)");
 	else
 		result_protect(r, "network", true, "own network namespace: loopback only");
@@ -195,8 +203,7 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 		       p->seccomp ? "" : " (opted out with --without seccomp)");
 	if (p->landlock)
 		result_protect(r, "landlock", oc && oc->init_started && oc->landlock_abi > 0,
-			       "ABI %d%s%s", oc ? oc->landlock_abi : 0,
-			       p->landlock_net ? ", TCP bind/connect denied" : "",
+			       "ABI %d%s%s", oc ? oc->landlock_abi : 0, ll_net,
 			       p->landlock_scope ? ", abstract sockets and signals scoped" : "");
 	else
 		result_protect(r, "landlock", false, "%s",

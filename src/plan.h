@@ -52,8 +52,12 @@ struct ab_plan {
 	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
-	bool share_net;      /* `agentbox prepare` only: the host network */
+	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built */
+
+	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
+	 * the registry proxy's in the install's own network namespace (netproxy.h). */
+	uint16_t landlock_connect_port;
 };
 
 void plan_done(struct ab_plan *p);

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "netproxy.h"
+#include "report.h"
 #include "result.h"
 #include "run.h"
 #include "rundir.h"
@@ -351,6 +353,47 @@ write_marker(const char *dir, const struct env_spec *s, const char *key, uid_t o
 	return 0;
 }
 
+/* ---- the install's network (netproxy.h) ------------------------------------------------- */
+
+/* What the install may reach through the registry proxy unless --allow-host adds more: the
+ * registries pip and npm use by default; nothing for pip --no-index. */
+static void
+default_registries(struct np_policy *p, bool python, bool no_index)
+{
+	if (no_index)
+		return;
+	if (python) {
+		(void) np_policy_add(p, "pypi.org");
+		(void) np_policy_add(p, "files.pythonhosted.org");
+	} else {
+		(void) np_policy_add(p, "registry.npmjs.org");
+	}
+}
+
+/* prepare --report FILE: the install run's report, with what the proxy let through and
+ * refused (network_proxy, sandbox.network.refused_connections). */
+static void
+write_prepare_report(const char *path, struct ab_result *res, int r, const struct ab_err *err,
+		     const struct ab_netproxy *np)
+{
+	json_t *rep, *net;
+	int w;
+
+	if (r < 0)
+		result_set_message(res, err->msg, err->fix);
+	res->agentbox_exit = r < 0 ? (err->exit ? err->exit : AB_EXIT_SETUP) : 0;
+	rep = report_build(res);
+	net = json_object_get(json_object_get(rep, "sandbox"), "network");
+	if (net && np->stats_valid)
+		json_object_set_new(net, "refused_connections",
+				    json_integer((json_int_t) np->refused));
+	json_object_set_new(rep, "network_proxy", netproxy_report(np));
+	w = report_write(path, rep);
+	if (w < 0)
+		fprintf(stderr, "agentbox: cannot write the report '%s': %s\n", path, strerror(-w));
+	json_decref(rep);
+}
+
 static void
 prepare_usage(void)
 {
@@ -358,9 +401,12 @@ prepare_usage(void)
 	      "                        [--find-links DIR] [--no-index] [--interpreter PATH]\n"
 	      "       agentbox prepare --node package.json [package-lock.json]\n"
 	      "options for both: --cache-dir DIR --timeout DUR --memory SIZE --pids N\n"
-	      "                  --report FILE\n"
-	      "Builds the environment in a sandbox that has the network but writes only into\n"
-	      "the environment, and prints its path. Same inputs again: a cache hit.\n",
+	      "                  --report FILE --allow-host HOST[:PORT]\n"
+	      "Builds the environment in a sandbox that writes only into the environment, and\n"
+	      "prints its path. Same inputs again: a cache hit. The sandbox has its own network:\n"
+	      "only HTTPS to the registry (pypi.org and files.pythonhosted.org, or\n"
+	      "registry.npmjs.org; none with --no-index) and each --allow-host, through a proxy\n"
+	      "that never connects to loopback, private or link-local addresses.\n",
 	      stderr);
 }
 
@@ -368,6 +414,7 @@ int
 cmd_prepare(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "allow-host", required_argument, NULL, 'a' },
 		{ "cache-dir", required_argument, NULL, 'c' },
 		{ "find-links", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
@@ -390,6 +437,7 @@ cmd_prepare(int argc, char **argv)
 	struct strv run_argv = { 0 };
 	const char *lim_timeout = "10m", *lim_memory = NULL, *lim_pids = NULL;
 	struct ab_err err = { 0 };
+	struct ab_netproxy np;
 	char key[65];
 	cleanup_fd int lockfd = -1;
 	uid_t owner = (uid_t) -1;
@@ -398,8 +446,18 @@ cmd_prepare(int argc, char **argv)
 
 	optind = 0;
 	opterr = 0;
+	netproxy_init(&np);
 	while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
 		switch (c) {
+		case 'a':
+			if (np_policy_add(&np.policy, optarg) < 0) {
+				fprintf(stderr,
+					"agentbox: prepare: --allow-host '%s': expected HOST or "
+					"HOST:PORT (at most %d)\n",
+					optarg, NP_MAX_ALLOW);
+				return AB_EXIT_USAGE;
+			}
+			break;
 		case 'c':
 			free(cache);
 			cache = xstrdup(optarg);
@@ -558,6 +616,12 @@ cmd_prepare(int argc, char **argv)
 		strv_push_n(&run_argv, 2, "--report", report);
 	strv_push_n(&run_argv, 2, "--env", "PIP_NO_CACHE_DIR=1");
 	strv_push_n(&run_argv, 2, "--env", "npm_config_cache=/tmp/npm-cache");
+	/* The install's network: its own namespace, the registry proxy its only way out. */
+	default_registries(&np.policy, es.python, no_index);
+	r = netproxy_start(&np, owner, group, &err);
+	if (r < 0)
+		goto fail;
+	netproxy_push_env(&run_argv);
 	strv_push_n(&run_argv, 2, es.python ? "--python" : "--node", es.interp);
 	if (es.python) {
 		strv_push_n(&run_argv, 2, "--input", es.reqs);
@@ -599,17 +663,28 @@ cmd_prepare(int argc, char **argv)
 		r = cli_parse_run((int) run_argv.n, strv_array(&run_argv), &o, &err);
 		if (r == 0) {
 			o.share_net = true;
+			o.netproxy = &np;
 			o.rw_bind = dir;
 			o.relay_to_stderr = true;
 			o.quiet = false;
 			r = run_main(&o, &res, &err);
 		}
+		if (r < 0)
+			res.status = AB_STATUS_SETUP_ERROR;
 		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
 			r = ab_err_set(&err, -EIO, "the install failed: %s (exit %d)%s%s",
 				       result_status_name(res.status), res.exit_code,
 				       res.message ? ": " : "", res.message ? res.message : "");
 			ab_err_fix(&err, "read the installer's output above");
 		}
+		netproxy_stop(&np);
+		if (np.refused > 0)
+			fprintf(stderr,
+				"agentbox: prepare: the registry proxy refused %llu connection(s) "
+				"(see above)\n",
+				(unsigned long long) np.refused);
+		if (report)
+			write_prepare_report(report, &res, r, &err, &np);
 		result_done(&res);
 		run_opts_done(&o);
 	}
@@ -639,6 +714,7 @@ fail:
 			(void) walk_remove_tree(cfd, name, NULL);
 	}
 out:
+	netproxy_done(&np);
 	if (driver)
 		(void) unlink(driver);
 	if (tmpdir)

@@ -29,6 +29,7 @@
 #include "host.h"
 #include "interp.h"
 #include "limitplan.h"
+#include "netproxy.h"
 #include "plan.h"
 #include "prepare.h"
 #include "runctx.h"
@@ -230,6 +231,11 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
 	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
 	c->plan.landlock_net = c->plan.landlock && h->landlock_abi >= 4 && !c->o->share_net;
+	if (c->o->netproxy && c->plan.landlock && h->landlock_abi >= 4) {
+		/* prepare: TCP connect only to the registry proxy, no bind (netproxy.h) */
+		c->plan.landlock_net = true;
+		c->plan.landlock_connect_port = AB_NETPROXY_PORT;
+	}
 	c->plan.landlock_scope = c->plan.landlock && h->landlock_abi >= 6;
 	c->plan.share_net = c->o->share_net;
 	if (c->o->rw_bind)
@@ -296,6 +302,12 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = ws_enter_mntns(&c, err);
 	if (r < 0)
 		goto out;
+	/* prepare: the install's own network namespace; the registry proxy is its way out */
+	if (o->netproxy) {
+		r = netproxy_enter_netns(o->netproxy, err);
+		if (r < 0)
+			goto out;
+	}
 	r = ws_open_script(&c, err);
 	if (r < 0)
 		goto out;

@@ -1,7 +1,10 @@
 /* agentbox-init: PID 1 of every agentbox sandbox (bwrap --as-pid-1 execs it).
  *
  *   agentbox-init --status-fd N [--landlock [--landlock-net] [--landlock-scope]
- *                 [--writable DIR]] -- CMD ARGS...
+ *                 [--landlock-connect PORT] [--writable DIR]] -- CMD ARGS...
+ *
+ * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
+ * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
  *
  * It makes itself non-dumpable (the script, same uid, cannot read its memory, environ or fds),
  * applies Landlock, starts CMD as PID 2, reaps every process that is re-parented to it, and
@@ -51,6 +54,8 @@ main(int argc, char **argv)
 	const char *writable[8] = { "/work", "/tmp", "/dev/shm", NULL };
 	int n_writable = 3;
 	bool landlock = false, ll_net = false, ll_scope = false;
+	unsigned connect_ports[4] = { 0 };
+	int n_ports = 0;
 	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
 	int i, abi = 0;
 	pid_t child;
@@ -76,6 +81,14 @@ main(int argc, char **argv)
 			landlock = true;
 		} else if (strcmp(argv[i], "--landlock-net") == 0) {
 			ll_net = true;
+		} else if (strcmp(argv[i], "--landlock-connect") == 0 && i + 1 < argc) {
+			char *end;
+			long port = strtol(argv[++i], &end, 10);
+
+			if (*end != '\0' || port < 1 || port > 65535 || n_ports >= 3)
+				setup_failed(EINVAL, "agentbox-init: bad --landlock-connect");
+			connect_ports[n_ports++] = (unsigned) port;
+			ll_net = true;
 		} else if (strcmp(argv[i], "--landlock-scope") == 0) {
 			ll_scope = true;
 		} else {
@@ -100,7 +113,7 @@ main(int argc, char **argv)
 	if (landlock) {
 		const char *what = NULL;
 
-		abi = landlock_apply(writable, ll_net, ll_scope, &what);
+		abi = landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
 		if (abi < 0)
 			setup_failed(-abi, what ? what : "landlock");
 	}

@@ -22,6 +22,9 @@
 #define LANDLOCK_ACCESS_NET_BIND_TCP    (1ULL << 0)
 #define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
 #endif
+#ifndef LANDLOCK_RULE_NET_PORT
+#define LANDLOCK_RULE_NET_PORT 2
+#endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
 #define LANDLOCK_SCOPE_SIGNAL               (1ULL << 1)
@@ -41,6 +44,12 @@ struct ab_path_beneath {
 	uint64_t allowed_access;
 	int32_t parent_fd;
 } __attribute__((packed));
+
+/* struct landlock_net_port_attr (ABI 4) */
+struct ab_net_port {
+	uint64_t allowed_access;
+	uint64_t port;
+};
 
 int
 landlock_abi(void)
@@ -85,7 +94,8 @@ add_path(int ruleset, const char *path, uint64_t rights)
 }
 
 int
-landlock_apply(const char **writable_dirs, bool net, bool scope, const char **ret_what)
+landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports, bool scope,
+	       const char **ret_what)
 {
 	static const char *const devices[] = { "/dev/null",   "/dev/zero",    "/dev/full",
 					       "/dev/random", "/dev/urandom", NULL };
@@ -125,6 +135,17 @@ landlock_apply(const char **writable_dirs, bool net, bool scope, const char **re
 		r = add_path(fd, *d, LANDLOCK_ACCESS_FS_WRITE_FILE);
 		if (r < 0) {
 			*ret_what = "landlock_add_rule (device)";
+			(void) close(fd);
+			return r;
+		}
+	}
+	for (const unsigned *p = connect_ports; net && abi >= 4 && p && *p; p++) {
+		struct ab_net_port np = { .allowed_access = LANDLOCK_ACCESS_NET_CONNECT_TCP,
+					  .port = *p };
+
+		if (syscall(__NR_landlock_add_rule, fd, LANDLOCK_RULE_NET_PORT, &np, 0) < 0) {
+			*ret_what = "landlock_add_rule (TCP port)";
+			r = -errno;
 			(void) close(fd);
 			return r;
 		}

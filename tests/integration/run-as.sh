@@ -40,6 +40,8 @@ chmod 755 "$stage"
 useradd --system --no-create-home --home-dir "$stage/home" --shell /usr/sbin/nologin "$user"
 mkdir -p "$stage/bin" "$stage/home"
 cp "$AGENTBOX" "$AGENTBOX_INIT" "$AB_PROBE" "$stage/bin/"
+# prepare's registry proxy: found next to agentbox
+if [ -n "${AGENTBOX_NETPROXY:-}" ]; then cp "$AGENTBOX_NETPROXY" "$stage/bin/"; fi
 cp -r "$AB_TESTDIR" "$stage/tests"
 cp -r "$AB_SRCDIR/examples" "$stage/examples"
 cp -r "$AB_SRCDIR/bench" "$stage/bench"

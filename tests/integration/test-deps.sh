@@ -241,11 +241,12 @@ else
 fi
 
 # ---- install scripts are untrusted code --------------------------------------------------
-# prepare copies only package.json (and its lock) into the install sandbox, so a `file:`
-# dependency cannot be resolved there; a tarball URL on the host's loopback can (the install
-# sandbox keeps the host network). The root package's preinstall and the dependency's
-# postinstall both try to reach the host; the postinstall writes what it saw into the
-# environment being built (the one place it may write).
+# prepare copies only package.json (and its lock) into the install sandbox, and the install's
+# network reaches nothing but the registry (through agentbox-netproxy; test-prepnet.sh checks
+# that), so the untrusted code here is the root package's own lifecycle scripts: its
+# preinstall, and its postinstall (evil.js, carried in package.json), try to reach the host;
+# the postinstall writes what it saw into the environment being built (the one place it may
+# write). npm runs a dependency's scripts the same way, in the same sandbox.
 CANARY=$WORK/canary
 printf 'canary %s\n' "$TOKEN" >"$CANARY"
 chmod 666 "$CANARY"
@@ -261,7 +262,7 @@ mkdir -p "$WORK/evil/package" "$WORK/srv"
 cat >"$WORK/evil/package/package.json" <<'EOF'
 { "name": "abevil", "version": "1.0.0", "scripts": { "postinstall": "node evil.js" } }
 EOF
-cat >"$WORK/evil/package/evil.js" <<EOF
+cat >"$WORK/evil.js" <<EOF
 const fs = require('fs');
 const out = {};
 function w(label, p) { try { fs.writeFileSync(p, 'pwned\n'); out[label] = 'OK'; } catch (e) { out[label] = e.code || String(e); } }
@@ -275,18 +276,22 @@ r('hostsecret', '$WORK/hostsecret');
 r('sshkey', '$HOSTHOME/.ssh/id_fake');
 l('ssh', '$HOSTHOME/.ssh');
 out.env = process.env;
+fs.mkdirSync(process.env.INIT_CWD + '/node_modules', { recursive: true });
 fs.writeFileSync(process.env.INIT_CWD + '/evil-report.json', JSON.stringify(out, null, 1));
 console.log('EVIL postinstall ran');
 EOF
+cp "$WORK/evil.js" "$WORK/evil/package/evil.js"
 (cd "$WORK/evil" && tar czf "$WORK/srv/abevil-1.0.0.tgz" package)
-# a loopback HTTP server for the tarball; it prints its port into srv.port
+# a loopback HTTP server for the tarball; it logs every request to srv.log and prints its
+# port into srv.port
 "$PY" - "$WORK/srv" <<'EOF' &
 import functools, http.server, os, sys, threading
 d = sys.argv[1]
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-s = http.server.HTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=d))
+log = open(d + '.log', 'a', buffering=1)
+class Logged(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, fmt, *a):
+        log.write((fmt % a) + '\n')
+s = http.server.HTTPServer(('127.0.0.1', 0), functools.partial(Logged, directory=d))
 with open(d + '.port.tmp', 'w') as f:
     f.write('%d\n' % s.server_address[1])
 os.rename(d + '.port.tmp', d + '.port')
@@ -298,11 +303,12 @@ _i=0
 while [ ! -f "$WORK/srv.port" ] && [ $_i -lt 100 ]; do sleep 0.05; _i=$((_i + 1)); done
 PORT=$(cat "$WORK/srv.port" 2>/dev/null)
 mkdir "$WORK/np-evil"
-cat >"$WORK/np-evil/package.json" <<EOF
-{ "name": "abdeps-evil", "version": "1.0.0", "private": true,
-  "scripts": { "preinstall": "node -e \"const fs=require('fs'); let r; try { fs.writeFileSync('$CANARY', 'pwned'); r = 'OK'; } catch (e) { r = e.code; } fs.writeFileSync('root-preinstall.txt', r + ' ' + (process.env.AB_FAKE_SECRET || 'nosecret'));\"" },
-  "dependencies": { "abevil": "http://127.0.0.1:$PORT/abevil-1.0.0.tgz" } }
-EOF
+jq -n --rawfile js "$WORK/evil.js" --arg canary "$CANARY" '{
+  name: "abdeps-evil", version: "1.0.0", private: true, abevilJs: $js,
+  scripts: {
+    preinstall: ("node -e \"const fs=require(\u0027fs\u0027); let r; try { fs.writeFileSync(\u0027" + $canary + "\u0027, \u0027pwned\u0027); r = \u0027OK\u0027; } catch (e) { r = e.code; } fs.writeFileSync(\u0027root-preinstall.txt\u0027, r + \u0027 \u0027 + (process.env.AB_FAKE_SECRET || \u0027nosecret\u0027));\""),
+    postinstall: "node -e \"eval(require(\u0027./package.json\u0027).abevilJs)\"" } }' \
+    >"$WORK/np-evil/package.json"
 rc=0
 AB_FAKE_SECRET="secret-$TOKEN" NPM_TOKEN="npm-$TOKEN" bounded 300 "$AGENTBOX" prepare \
     --node "$WORK/np-evil/package.json" --cache-dir "$CACHE" >"$WORK/pout" 2>"$WORK/perr" || rc=$?
@@ -310,7 +316,7 @@ EENV=$(tail -n1 "$WORK/pout")
 is "$rc" 0 "evil install: prepare finishes (exit 0)"
 sed -n '1,20s/^/# prepare: /p' "$WORK/perr"
 check "evil install: the root package's preinstall ran (in the environment)" test -f "$EENV/root-preinstall.txt"
-check "evil install: the dependency's postinstall ran (in the environment)" test -f "$EENV/evil-report.json"
+check "evil install: the postinstall ran (in the environment)" test -f "$EENV/evil-report.json"
 is "$(cat "$CANARY")" "canary $TOKEN" "evil install: the host canary is untouched"
 # What the scripts saw inside (the writes may "succeed" into the sandbox's own /tmp tmpfs, in
 # which bwrap made the path to the environment's mount point): only the host side counts.
@@ -331,6 +337,26 @@ else
 fi
 is "$(find "$WORK" -newer "$WORK/np-evil/package.json" -name "abevil-$TOKEN" | wc -l)" 0 \
     "evil install: no file named by the postinstall appeared under \$WORK"
+
+# (a) a dependency served from the host's loopback: before issue 13 the install kept the host
+# network and npm fetched it (and ran its postinstall); now the registry proxy refuses the
+# request and the server on 127.0.0.1 never sees it.
+mkdir "$WORK/np-loop"
+cat >"$WORK/np-loop/package.json" <<EOF
+{ "name": "abdeps-loop", "version": "1.0.0", "private": true,
+  "dependencies": { "abevil": "http://127.0.0.1:$PORT/abevil-1.0.0.tgz" } }
+EOF
+: >>"$WORK/srv.log"
+prep --node "$WORK/np-loop/package.json" --cache-dir "$CACHE" --report "$WORK/loop.json"
+sed -n '1,8s/^/# prepare: /p' "$WORK/perr"
+is "$rc" 125 "loopback dependency: the install fails (exit 125)"
+is "$(wc -l <"$WORK/srv.log")" 0 "loopback dependency: the server on the host's 127.0.0.1 saw no request"
+check "loopback dependency: the proxy's refusal is on stderr" \
+    grep -q "agentbox-netproxy: refused .*127.0.0.1:$PORT" "$WORK/perr"
+is "$(jq -r '.network_proxy.connections_refused' "$WORK/loop.json" 2>/dev/null)" 1 \
+    "loopback dependency: the report counts the refusal"
+is "$(jq -r '.status' "$WORK/loop.json" 2>/dev/null)" exited \
+    "loopback dependency: the report says the installer ran and failed"
 
 # (b) the environment marker: prepare writes agentbox-env.json.tmp in a directory the install
 # scripts controlled. A planted symlink there must not be followed (as root: any host file).

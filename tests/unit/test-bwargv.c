@@ -172,6 +172,16 @@ main(void)
 	golden("node-outside-usr", &p);
 	plan_done(&p);
 
+	/* agentbox prepare: the install shares agentbox's own network namespace (netproxy.h),
+	 * writes the environment, and may connect() only to the registry proxy's port */
+	base_plan(&p);
+	p.share_net = true;
+	p.rw_bind = xstrdup("/var/tmp/agentbox-1000/envs/0123456789abcdef");
+	p.landlock_connect_port = 3128;
+	strv_push(&p.env, "HTTPS_PROXY=http://127.0.0.1:3128");
+	golden("prepare", &p);
+	plan_done(&p);
+
 	test_injection();
 	test_quote();
 	test_serialize();
