@@ -18,6 +18,44 @@
 #include "seccomp.h"
 #include "util/xalloc.h"
 
+static bool
+limit_hit(const struct ab_result *res, const char *name)
+{
+	for (size_t i = 0; i < res->limits_hit.n; i++)
+		if (strcmp(res->limits_hit.v[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* A file-size limit hit that no signal showed (issue 13): CPython and Node ignore SIGXFSZ,
+ * so the write past --file-size is only an EFBIG, which the script may catch and exit 0.
+ * agentbox-init's scan (init/proto.h) is the evidence: a regular file in /work, /tmp or
+ * /dev/shm, changed during the run, whose size reached RLIMIT_FSIZE. The status stays what
+ * the script did (exited, signaled); limits_hit gets "file-size" and, when nothing else
+ * explains the run, the message and fix say which limit and what to do. */
+static void
+file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
+{
+	struct ab_result *res = c->res;
+	unsigned hit = oc->fsize_hit;
+	const char *where;
+
+	if (hit & AB_FSIZE_PARTIAL)
+		result_warn(res, "the file-size check after the run stopped at its entry cap: a "
+				 "file at --file-size further on would not show in limits_hit");
+	if (!(hit & (AB_FSIZE_WORK | AB_FSIZE_TMP | AB_FSIZE_SHM)) || limit_hit(res, "file-size"))
+		return;
+	strv_push(&res->limits_hit, "file-size");
+	if (res->message || (res->status != AB_STATUS_EXITED && res->status != AB_STATUS_SIGNALED))
+		return;
+	where = hit & AB_FSIZE_WORK ? "/work" : hit & AB_FSIZE_TMP ? "/tmp" : "/dev/shm";
+	res->message = xasprintf("a file in %s reached --file-size (%llu bytes): writes past "
+				 "that size fail with EFBIG",
+				 where, (unsigned long long) c->lp.fsize);
+	free(res->fix);
+	res->fix = xstrdup("raise --file-size");
+}
+
 void
 outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u)
 {
@@ -87,6 +125,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		res->status = AB_STATUS_FILE_SIZE_LIMIT;
 		strv_push(&res->limits_hit, "file-size");
 		res->message = xstrdup("a file write went past --file-size (SIGXFSZ)");
+		res->fix = xstrdup("raise --file-size");
 	} else if (oc->init_exec_failed) {
 		res->status = AB_STATUS_EXEC_FAILED;
 		res->message = xasprintf("the interpreter '%s' could not be started in the "
@@ -132,6 +171,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 			}
 		}
 	}
+	file_size_evidence(c, oc);
 }
 
 int

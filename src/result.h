@@ -18,7 +18,7 @@ enum ab_status {
 	AB_STATUS_PIDS_LIMIT,      /* the task limit refused a fork */
 	AB_STATUS_CPU_TIME_LIMIT,  /* the CPU-time limit ended it */
 	AB_STATUS_DISK_LIMIT,      /* the workspace ran out of bytes or entries */
-	AB_STATUS_FILE_SIZE_LIMIT, /* a write went past --file-size (SIGXFSZ / EFBIG) */
+	AB_STATUS_FILE_SIZE_LIMIT, /* SIGXFSZ killed the script (an EFBIG it caught: limits_hit) */
 	AB_STATUS_OUTPUT_LIMIT,    /* stdout or stderr went past --output-limit; run stopped */
 	AB_STATUS_EXEC_FAILED,     /* the interpreter could not be started in the sandbox */
 	AB_STATUS_INTERRUPTED,     /* agentbox got SIGINT/SIGTERM/SIGHUP and stopped the run */

@@ -21,6 +21,14 @@
  *    "this kernel has no such call": glibc then falls back from clone3 to clone (pthreads,
  *    posix_spawn) and libuv (Node >= 20.3) from io_uring to its epoll/thread-pool paths,
  *    while EPERM would surface as a hard error.
+ *  - EPERM: setting S_ISUID or S_ISGID (issue 12, T27): chmod, fchmod, fchmodat and fchmodat2
+ *    with either bit in the mode; open/openat that create (O_CREAT or O_TMPFILE) with either
+ *    bit; creat, mkdir(at) and mknod(at) with either bit. Masked compares on the mode argument
+ *    (and the flags argument for open), ANDed in one rule. Nothing else sets these bits: chown
+ *    and writes clear them, ACLs do not carry them, io_uring is ENOSYS. Only x86_64 numbers are
+ *    needed, since every other ABI is killed (above). Plain modes (0755, 0644, 01777) pass.
+ *  - ENOSYS: openat2, whose mode sits in a struct behind a pointer that seccomp cannot read;
+ *    glibc, CPython and Node never call it (checked with strace), libc wrappers fall back.
  *  - EAFNOSUPPORT: socket() and socketpair() with any family but AF_UNIX, AF_INET, AF_INET6
  *    (the whole 64-bit argument must equal an allowed value). AF_NETLINK is refused too, so
  *    getifaddrs() (Node os.networkInterfaces(), psutil) fails; glibc's getaddrinfo() copes.
@@ -65,7 +73,15 @@
 /* Syscalls newer than libseccomp 2.5.4's table: added by number (x86_64). */
 #define AB_NR_QUOTACTL_FD    443 /* Linux 5.14 */
 #define AB_NR_MEMPOLICY_HOME 450 /* Linux 5.17 */
+#define AB_NR_FCHMODAT2      452 /* Linux 6.6 */
 #define AB_NR_OPEN_TREE_ATTR 467 /* Linux 6.15 */
+
+/* The bit the kernel tests for O_TMPFILE (O_TMPFILE itself also has O_DIRECTORY). */
+#ifdef __O_TMPFILE
+#define AB_O_TMPFILE __O_TMPFILE
+#else
+#define AB_O_TMPFILE 020000000
+#endif
 
 #define POL_DEFAULT (1u << AB_SECCOMP_DEFAULT)
 #define POL_STRICT  (1u << AB_SECCOMP_STRICT)
@@ -76,8 +92,8 @@ struct ab_rule {
 	int nr;           /* x86_64 syscall number */
 	int errnum;       /* returned as -errnum */
 	unsigned policies;
-	bool has_arg;
-	struct scmp_arg_cmp cmp; /* used when has_arg */
+	unsigned n_cmp;             /* 0-2 argument comparisons, all of which must match */
+	struct scmp_arg_cmp cmp[2]; /* on different arguments (libseccomp ANDs them) */
 };
 
 /* A whole syscall, by libseccomp name or by number. */
@@ -89,16 +105,16 @@ struct ab_rule {
 	{                                                                   \
 		.name = #sys, .nr = (nr_), .errnum = (e), .policies = (pol) \
 	}
-/* Both policies: (argument argn & mask) == value, compared on all 64 bits of the argument. */
-#define RM(sys, e, argn, mask, value)                                                  \
-	{                                                                              \
-		.name = #sys, .nr = SCMP_SYS(sys), .errnum = (e), .policies = POL_ALL, \
-		.has_arg = true,                                                       \
-		.cmp = {.arg = (argn),                                                 \
-			.op = SCMP_CMP_MASKED_EQ,                                      \
-			.datum_a = (mask),                                             \
-			.datum_b = (value),                                            \
-		}                                                                      \
+/* (argument argn & mask) == value, compared on all 64 bits of the argument. */
+#define MASKED(argn, mask, value)                                                              \
+	{                                                                                      \
+		.arg = (argn), .op = SCMP_CMP_MASKED_EQ, .datum_a = (mask), .datum_b = (value) \
+	}
+/* Both policies: one masked compare. */
+#define RM(sys, e, argn, mask, value)                                                              \
+	{                                                                                          \
+		.name = #sys, .nr = SCMP_SYS(sys), .errnum = (e), .policies = POL_ALL, .n_cmp = 1, \
+		.cmp = { MASKED(argn, mask, value) }                                               \
 	}
 #define RCLONE(flag) RM(clone, EPERM, 0, (flag), (flag))
 #define RIOCTL(cmd)  RM(ioctl, EPERM, 1, 0xffffffffu, (cmd))
@@ -169,6 +185,7 @@ static const struct ab_rule ab_rules[] = {
 	R(fsmount, ENOSYS, POL_ALL),       /* T3: new mount API */
 	R(fspick, ENOSYS, POL_ALL),        /* T3: new mount API */
 	R(mount_setattr, ENOSYS, POL_ALL), /* T3: new mount API */
+	R(openat2, ENOSYS, POL_ALL), /* T27: its mode is behind a pointer (see ab_mode_rules) */
 	/* ioctl: the kernel uses the low 32 bits of the command, so compare only those. */
 	RIOCTL(TIOCSTI),   /* T10: keystroke injection (CVE-2017-5226, CVE-2019-10063) */
 	RIOCTL(TIOCLINUX), /* T10: console injection (CVE-2023-28100) */
@@ -189,6 +206,30 @@ static const struct ab_rule ab_rules[] = {
 	R(sched_setaffinity, EPERM, POL_STRICT), /* T31: CPU placement is the supervisor's */
 	R(inotify_init, EMFILE, POL_STRICT),     /* T24: instances count against the host uid */
 	R(inotify_init1, EMFILE, POL_STRICT),    /* T24: instances count against the host uid */
+};
+
+/* T27, issue 12: the calls whose mode argument can put S_ISUID or S_ISGID on a file or
+ * directory. No such file is ever made in the sandbox, so none can reach the host through
+ * --workspace DIR (a host directory) or anything else. */
+struct ab_mode_rule {
+	const char *name;
+	int nr;
+	unsigned mode_arg;
+	int flags_arg; /* -1: the call always creates or sets; else only with O_CREAT/O_TMPFILE */
+};
+
+static const struct ab_mode_rule ab_mode_rules[] = {
+	{ "chmod", SCMP_SYS(chmod), 1, -1 },
+	{ "fchmod", SCMP_SYS(fchmod), 1, -1 },
+	{ "fchmodat", SCMP_SYS(fchmodat), 2, -1 },
+	{ "fchmodat2", AB_NR_FCHMODAT2, 2, -1 },
+	{ "creat", SCMP_SYS(creat), 1, -1 },
+	{ "open", SCMP_SYS(open), 2, 1 },
+	{ "openat", SCMP_SYS(openat), 3, 2 },
+	{ "mkdir", SCMP_SYS(mkdir), 1, -1 }, /* the kernel drops both bits; refused all the same */
+	{ "mkdirat", SCMP_SYS(mkdirat), 2, -1 },
+	{ "mknod", SCMP_SYS(mknod), 1, -1 }, /* S_IFREG needs no CAP_MKNOD */
+	{ "mknodat", SCMP_SYS(mknodat), 2, -1 },
 };
 
 /* socket() families that stay reachable, sorted ascending. */
@@ -229,10 +270,7 @@ add_rule(scmp_filter_ctx ctx, const struct ab_rule *r, struct ab_err *err)
 {
 	int k;
 
-	if (r->has_arg)
-		k = seccomp_rule_add_exact_array(ctx, SCMP_ACT_ERRNO(r->errnum), r->nr, 1, &r->cmp);
-	else
-		k = seccomp_rule_add_exact(ctx, SCMP_ACT_ERRNO(r->errnum), r->nr, 0);
+	k = seccomp_rule_add_exact_array(ctx, SCMP_ACT_ERRNO(r->errnum), r->nr, r->n_cmp, r->cmp);
 	if (k < 0)
 		return ab_err_set(err, k, "seccomp: cannot add the rule for '%s' (nr %d)", r->name,
 				  r->nr);
@@ -246,21 +284,66 @@ static int
 add_family_allowlist(scmp_filter_ctx ctx, const char *name, int nr, const int *allowed, size_t n,
 		     struct ab_err *err)
 {
-	struct ab_rule r = { .name = name, .nr = nr, .errnum = EAFNOSUPPORT, .has_arg = true };
+	struct ab_rule r = { .name = name, .nr = nr, .errnum = EAFNOSUPPORT, .n_cmp = 1 };
 	int k;
 
-	r.cmp = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_LT, .datum_a = allowed[0] };
+	r.cmp[0] = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_LT, .datum_a = allowed[0] };
 	if (allowed[0] > 0 && (k = add_rule(ctx, &r, err)) < 0)
 		return k;
 	for (size_t i = 0; i + 1 < n; i++) {
 		for (int v = allowed[i] + 1; v < allowed[i + 1]; v++) {
-			r.cmp = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_EQ, .datum_a = v };
+			r.cmp[0] =
+				(struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_EQ, .datum_a = v };
 			if ((k = add_rule(ctx, &r, err)) < 0)
 				return k;
 		}
 	}
-	r.cmp = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_GT, .datum_a = allowed[n - 1] };
+	r.cmp[0] = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_GT, .datum_a = allowed[n - 1] };
 	return add_rule(ctx, &r, err);
+}
+
+/* EPERM for each call of ab_mode_rules[] whose mode has S_ISUID or S_ISGID set: one masked
+ * compare per bit (the kernel reads the mode as a umode_t, and the mask looks at that one bit
+ * only, so junk in the upper bits changes nothing). open/openat only refuse when they create:
+ * the mode is ignored otherwise. The flags test and the mode test are two comparisons on two
+ * arguments of one rule, which libseccomp ANDs. */
+static int
+add_mode_rules(scmp_filter_ctx ctx, struct ab_err *err)
+{
+	static const unsigned bits[] = { S_ISUID, S_ISGID };
+	static const unsigned creates[] = { O_CREAT, AB_O_TMPFILE };
+	int k;
+
+	for (size_t i = 0; i < ARRAY_SIZE(ab_mode_rules); i++) {
+		const struct ab_mode_rule *m = &ab_mode_rules[i];
+
+		for (size_t b = 0; b < ARRAY_SIZE(bits); b++) {
+			struct ab_rule r = { .name = m->name, .nr = m->nr, .errnum = EPERM };
+			struct scmp_arg_cmp mode = { .arg = m->mode_arg,
+						     .op = SCMP_CMP_MASKED_EQ,
+						     .datum_a = bits[b],
+						     .datum_b = bits[b] };
+
+			if (m->flags_arg < 0) {
+				r.n_cmp = 1;
+				r.cmp[0] = mode;
+				if ((k = add_rule(ctx, &r, err)) < 0)
+					return k;
+				continue;
+			}
+			for (size_t c = 0; c < ARRAY_SIZE(creates); c++) {
+				r.n_cmp = 2;
+				r.cmp[0] = (struct scmp_arg_cmp){ .arg = (unsigned) m->flags_arg,
+								  .op = SCMP_CMP_MASKED_EQ,
+								  .datum_a = creates[c],
+								  .datum_b = creates[c] };
+				r.cmp[1] = mode;
+				if ((k = add_rule(ctx, &r, err)) < 0)
+					return k;
+			}
+		}
+	}
+	return 0;
 }
 
 /* personality(2) other than PER_LINUX (0) or the 0xffffffff query -> EPERM (T31:
@@ -274,14 +357,14 @@ add_personality_rules(scmp_filter_ctx ctx, struct ab_err *err)
 	struct ab_rule r = { .name = "personality", .nr = SCMP_SYS(personality), .errnum = EPERM };
 	int k;
 
-	r.has_arg = true;
-	r.cmp = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_GT, .datum_a = 0xffffffffu };
+	r.n_cmp = 1;
+	r.cmp[0] = (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_GT, .datum_a = 0xffffffffu };
 	if ((k = add_rule(ctx, &r, err)) < 0)
 		return k;
 	for (unsigned i = 0; i < 32; i++) {
 		uint64_t set = 1ull << i, clear = 1ull << ((i + 1) % 32);
 
-		r.cmp = (struct scmp_arg_cmp){
+		r.cmp[0] = (struct scmp_arg_cmp){
 			.arg = 0, .op = SCMP_CMP_MASKED_EQ, .datum_a = set | clear, .datum_b = set
 		};
 		if ((k = add_rule(ctx, &r, err)) < 0)
@@ -328,6 +411,8 @@ build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
 	}
 	if ((k = add_personality_rules(ctx, err)) < 0)
 		return k;
+	if ((k = add_mode_rules(ctx, err)) < 0)
+		return k;
 
 	/* T31/T11: AF_VSOCK, AF_ALG, AF_PACKET, AF_NETLINK... are kernel surface we do not need */
 	if (p == AB_SECCOMP_STRICT) {
@@ -355,7 +440,7 @@ program_size_ok(off_t size)
 }
 
 /* Bump whenever the rule table changes: it is part of the cache key. */
-#define AB_SECCOMP_RULES_REV 2
+#define AB_SECCOMP_RULES_REV 3
 
 char *
 seccomp_cache_path(enum ab_seccomp_policy p, const char *cache_dir)

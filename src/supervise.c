@@ -271,6 +271,7 @@ read_status(int *fd, struct ab_outcome *oc)
 			timing_mark("sandbox: script exited");
 			oc->script_done = true;
 			oc->script_wstatus = m.wstatus;
+			oc->fsize_hit = m.fsize_hit;
 			break;
 		case AB_INIT_SETUP_FAILED:
 			oc->init_setup_failed = true;

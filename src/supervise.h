@@ -55,6 +55,7 @@ struct ab_outcome {
 	char init_text[160];
 	bool script_done; /* agentbox-init reported the interpreter's wait status */
 	int script_wstatus;
+	unsigned fsize_hit; /* AB_FSIZE_* (init/proto.h): a file reached RLIMIT_FSIZE */
 	bool timed_out;
 	bool output_limited;
 	bool cpu_time_limited;

@@ -15,7 +15,9 @@
  *
  * The arguments are chosen so that even an unfiltered call made as root changes nothing: every
  * call fails in the kernel before it acts (bad magic, bad flags, a NULL or unmapped pointer),
- * or it only creates an object that is closed at once. Calls that succeed print "OK".
+ * or it only creates an object that is closed at once. Calls that succeed print "OK". The
+ * mode probes (chmod_suid, open_creat_plain...) are the exception: they act for real, on
+ * empty files in a fresh 0700 directory under /tmp that they remove again.
  *
  * Built static and without sanitizers (tests/meson.build): it must start under any filter and
  * without the host's libraries. One file, glibc only.
@@ -44,6 +46,7 @@
 #include <sys/quota.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -52,6 +55,9 @@
 
 #ifndef __X32_SYSCALL_BIT
 #define __X32_SYSCALL_BIT 0x40000000
+#endif
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452 /* Linux 6.6; newer than the installed headers */
 #endif
 #ifndef __NR_open_tree_attr
 #define __NR_open_tree_attr 467 /* Linux 6.15; newer than the installed headers */
@@ -211,6 +217,146 @@ do_setrlimit(void)
 	return res(setrlimit(RLIMIT_NOFILE, &rl));
 }
 
+/* The mode probes (issue 12): real calls on real files, each in a fresh 0700 directory under
+ * /tmp that the probe removes again. A call that succeeds must have left the permission bits
+ * and the sticky bit it asked for (else EIO); the setuid/setgid bits are not checked, since
+ * mkdir drops them itself. Without a filter, the _suid/_sgid probes do make such a file (as
+ * root: a setuid-root empty file, in a directory only root can enter, for a moment). */
+struct scratch {
+	char dir[32];
+	char path[48];
+};
+
+enum {
+	NO_FILE,
+	MAKE_FILE
+};
+
+static int
+scratch_begin(struct scratch *s, int make)
+{
+	int fd;
+
+	snprintf(s->dir, sizeof(s->dir), "/tmp/ab-probe-XXXXXX");
+	s->path[0] = '\0';
+	if (!mkdtemp(s->dir))
+		return errno;
+	snprintf(s->path, sizeof(s->path), "%s/f", s->dir);
+	if (make == MAKE_FILE) {
+		fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return errno;
+		(void) close(fd);
+	}
+	return 0;
+}
+
+static void
+scratch_end(struct scratch *s)
+{
+	if (unlink(s->path) < 0)
+		(void) rmdir(s->path);
+	(void) rmdir(s->dir);
+}
+
+enum mode_call {
+	CALL_CHMOD,
+	CALL_FCHMOD,
+	CALL_FCHMODAT,
+	CALL_FCHMODAT2,
+	CALL_CREAT,
+	CALL_OPEN_CREAT,
+	CALL_OPEN_NOCREAT,
+	CALL_OPEN_TMPFILE,
+	CALL_OPENAT_CREAT,
+	CALL_OPENAT_TMPFILE,
+	CALL_MKDIR,
+	CALL_MKDIRAT,
+	CALL_MKNOD,
+	CALL_MKNODAT,
+};
+
+/* One mode call with umask 0, so the mode arrives as given. */
+static int
+do_mode(enum mode_call c, unsigned long mode)
+{
+	const int cr = O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC;
+	const int tmp = O_TMPFILE | O_WRONLY | O_CLOEXEC;
+	int pre = c <= CALL_FCHMODAT2 || c == CALL_OPEN_NOCREAT ? MAKE_FILE : NO_FILE;
+	int returns_fd = c >= CALL_CREAT && c <= CALL_OPENAT_TMPFILE;
+	unsigned long want = c == CALL_OPEN_NOCREAT ? 0600 : mode;
+	mode_t old = umask(0);
+	struct scratch s;
+	struct stat st;
+	int e, fd = -1;
+	long r = -1;
+
+	e = scratch_begin(&s, pre);
+	if (e != 0)
+		goto out;
+	switch (c) {
+	case CALL_CHMOD:
+		r = syscall(SYS_chmod, s.path, mode);
+		break;
+	case CALL_FCHMOD:
+		fd = open(s.path, O_RDONLY | O_CLOEXEC);
+		r = syscall(SYS_fchmod, fd, mode);
+		break;
+	case CALL_FCHMODAT:
+		r = syscall(SYS_fchmodat, AT_FDCWD, s.path, mode);
+		break;
+	case CALL_FCHMODAT2:
+		r = syscall(__NR_fchmodat2, AT_FDCWD, s.path, mode, 0);
+		break;
+	case CALL_CREAT:
+		r = syscall(SYS_creat, s.path, mode);
+		break;
+	case CALL_OPEN_CREAT:
+		r = syscall(SYS_open, s.path, cr, mode);
+		break;
+	case CALL_OPEN_NOCREAT:
+		r = syscall(SYS_open, s.path, O_RDONLY | O_CLOEXEC, mode);
+		break;
+	case CALL_OPEN_TMPFILE: /* an unnamed file in the directory: its mode is on the fd */
+		r = syscall(SYS_open, s.dir, tmp, mode);
+		break;
+	case CALL_OPENAT_CREAT:
+		r = syscall(SYS_openat, AT_FDCWD, s.path, cr, mode);
+		break;
+	case CALL_OPENAT_TMPFILE:
+		r = syscall(SYS_openat, AT_FDCWD, s.dir, tmp, mode);
+		break;
+	case CALL_MKDIR:
+		r = syscall(SYS_mkdir, s.path, mode);
+		break;
+	case CALL_MKDIRAT:
+		r = syscall(SYS_mkdirat, AT_FDCWD, s.path, mode);
+		break;
+	case CALL_MKNOD:
+		r = syscall(SYS_mknod, s.path, S_IFREG | mode, 0);
+		break;
+	case CALL_MKNODAT:
+		r = syscall(SYS_mknodat, AT_FDCWD, s.path, S_IFREG | mode, 0);
+		break;
+	}
+	if (r < 0) {
+		e = errno;
+		goto out;
+	}
+	if (returns_fd)
+		fd = (int) r;
+	if ((fd >= 0 ? fstat(fd, &st) : lstat(s.path, &st)) < 0)
+		e = errno;
+	else if ((st.st_mode & 01777) != (want & 01777))
+		e = EIO;
+out:
+	if (fd >= 0)
+		(void) close(fd);
+	scratch_end(&s);
+	(void) umask(old);
+	return e;
+}
+
 /* getpid through the 32-bit entry point: the filter's arch check must kill us. */
 static int
 do_i386_getpid(void)
@@ -362,6 +508,52 @@ P(fsconfig, res(syscall(SYS_fsconfig, -1, 0, NULL, NULL, 0)))
 P(fsmount, res_fd(syscall(SYS_fsmount, -1, ~0U, 0)))
 P(fspick, res_fd(syscall(SYS_fspick, -1, NULL, ~0U)))
 P(mount_setattr, res(syscall(SYS_mount_setattr, -1, NULL, ~0U, NULL, 0)))
+/* Setuid/setgid modes (issue 12): EPERM from the filter; plain modes must work. */
+P(chmod_suid, do_mode(CALL_CHMOD, 04755))
+P(chmod_sgid, do_mode(CALL_CHMOD, 02755))
+P(chmod_suid_hi, do_mode(CALL_CHMOD, (1UL << 32) | 04755)) /* the kernel keeps 16 bits */
+P(chmod_plain, do_mode(CALL_CHMOD, 0755))
+P(chmod_plain_hi, do_mode(CALL_CHMOD, (1UL << 32) | 0755))
+P(chmod_sticky, do_mode(CALL_CHMOD, 01777))
+P(fchmod_suid, do_mode(CALL_FCHMOD, 04755))
+P(fchmod_sgid, do_mode(CALL_FCHMOD, 02755))
+P(fchmod_plain, do_mode(CALL_FCHMOD, 0755))
+P(fchmodat_suid, do_mode(CALL_FCHMODAT, 04755))
+P(fchmodat_sgid, do_mode(CALL_FCHMODAT, 02755))
+P(fchmodat_plain, do_mode(CALL_FCHMODAT, 0755))
+P(fchmodat2_suid, do_mode(CALL_FCHMODAT2, 04755))
+P(fchmodat2_sgid, do_mode(CALL_FCHMODAT2, 02755))
+P(fchmodat2_plain, do_mode(CALL_FCHMODAT2, 0755))
+P(creat_suid, do_mode(CALL_CREAT, 04755))
+P(creat_sgid, do_mode(CALL_CREAT, 02755))
+P(creat_plain, do_mode(CALL_CREAT, 0644))
+P(open_creat_suid, do_mode(CALL_OPEN_CREAT, 04755))
+P(open_creat_sgid, do_mode(CALL_OPEN_CREAT, 02755))
+P(open_creat_plain, do_mode(CALL_OPEN_CREAT, 0644))
+P(open_nocreat_suid, do_mode(CALL_OPEN_NOCREAT, 06755)) /* no O_CREAT: mode ignored */
+P(open_tmpfile_suid, do_mode(CALL_OPEN_TMPFILE, 04755))
+P(open_tmpfile_sgid, do_mode(CALL_OPEN_TMPFILE, 02755))
+P(open_tmpfile_plain, do_mode(CALL_OPEN_TMPFILE, 0644))
+P(openat_creat_suid, do_mode(CALL_OPENAT_CREAT, 04755))
+P(openat_creat_sgid, do_mode(CALL_OPENAT_CREAT, 02755))
+P(openat_creat_plain, do_mode(CALL_OPENAT_CREAT, 0644))
+P(openat_tmpfile_suid, do_mode(CALL_OPENAT_TMPFILE, 04755))
+P(openat_tmpfile_sgid, do_mode(CALL_OPENAT_TMPFILE, 02755))
+P(openat_tmpfile_plain, do_mode(CALL_OPENAT_TMPFILE, 0644))
+P(mkdir_suid, do_mode(CALL_MKDIR, 04755))
+P(mkdir_sgid, do_mode(CALL_MKDIR, 02775))
+P(mkdir_plain, do_mode(CALL_MKDIR, 0755))
+P(mkdir_sticky, do_mode(CALL_MKDIR, 01777))
+P(mkdirat_suid, do_mode(CALL_MKDIRAT, 04755))
+P(mkdirat_sgid, do_mode(CALL_MKDIRAT, 02775))
+P(mkdirat_plain, do_mode(CALL_MKDIRAT, 0755))
+P(mknod_suid, do_mode(CALL_MKNOD, 04755))
+P(mknod_sgid, do_mode(CALL_MKNOD, 02755))
+P(mknod_plain, do_mode(CALL_MKNOD, 0644))
+P(mknodat_suid, do_mode(CALL_MKNODAT, 04755))
+P(mknodat_sgid, do_mode(CALL_MKNODAT, 02755))
+P(mknodat_plain, do_mode(CALL_MKNODAT, 0644))
+P(openat2, res_fd(syscall(SYS_openat2, AT_FDCWD, BAD_PTR, BAD_PTR, 24)))
 /* Other ABIs: a correct filter kills the process, so run these one at a time. */
 P(x32_getpid, res(syscall(__X32_SYSCALL_BIT | SYS_getpid)))
 P(i386_getpid, do_i386_getpid())
@@ -494,6 +686,51 @@ static const struct probe probes[] = {
 	E(fsmount),
 	E(fspick),
 	E(mount_setattr),
+	E(chmod_suid),
+	E(chmod_sgid),
+	E(chmod_suid_hi),
+	E(chmod_plain),
+	E(chmod_plain_hi),
+	E(chmod_sticky),
+	E(fchmod_suid),
+	E(fchmod_sgid),
+	E(fchmod_plain),
+	E(fchmodat_suid),
+	E(fchmodat_sgid),
+	E(fchmodat_plain),
+	E(fchmodat2_suid),
+	E(fchmodat2_sgid),
+	E(fchmodat2_plain),
+	E(creat_suid),
+	E(creat_sgid),
+	E(creat_plain),
+	E(open_creat_suid),
+	E(open_creat_sgid),
+	E(open_creat_plain),
+	E(open_nocreat_suid),
+	E(open_tmpfile_suid),
+	E(open_tmpfile_sgid),
+	E(open_tmpfile_plain),
+	E(openat_creat_suid),
+	E(openat_creat_sgid),
+	E(openat_creat_plain),
+	E(openat_tmpfile_suid),
+	E(openat_tmpfile_sgid),
+	E(openat_tmpfile_plain),
+	E(mkdir_suid),
+	E(mkdir_sgid),
+	E(mkdir_plain),
+	E(mkdir_sticky),
+	E(mkdirat_suid),
+	E(mkdirat_sgid),
+	E(mkdirat_plain),
+	E(mknod_suid),
+	E(mknod_sgid),
+	E(mknod_plain),
+	E(mknodat_suid),
+	E(mknodat_sgid),
+	E(mknodat_plain),
+	E(openat2),
 	E(x32_getpid),
 	E(i386_getpid),
 };

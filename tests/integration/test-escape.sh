@@ -570,23 +570,40 @@ is "$rc" 0 "info_leaks (init under .../$(id -un)/): exit 0"
 contained py info_leaks mountinfo-no-user-name
 
 # ---- T27: setuid files left in the workspace ---------------------------------------------
+# The filter refuses the bits (issue 12); --without seccomp sets them, and the layers below
+# (nosuid, no_new_privs, the sanitised copy) must still hold.
 for lang in $LANGS; do
     rm -rf "$WORK/collect"
     escrun "$lang" setuid_left --collect "$WORK/collect"
     is "$rc" 0 "setuid_left.$lang: exit 0"
     verdict "$lang" setuid_left 3
-    check "setuid_left.$lang: the setuid copy had its bit inside" \
-        grep -q '^ATTEMPT setid-file-suid-probe mode 4755' "$WORK/out"
+    for w in chmod-suid-probe chmod-sgid-probe chmod-suid-sgid-probe chmod-sgid-dir \
+        chmod-inner-suid open-creat-suid; do
+        contained "$lang" setuid_left "$w" EPERM
+    done
+    refute "setuid_left.$lang: no file got an s-bit inside" grep -q '^ATTEMPT setid-file-' "$WORK/out"
+    is "$(jq -r '[.files[] | select(.mode | test("^[2-7]")) | .path] | join(" ")' "$WORK/r.json")" "" \
+        "setuid_left.$lang: the report lists no setuid/setgid entry in the live workspace"
     ws=$(jr .workspace)
-    check "setuid_left.$lang: the kept copy exists" test -f "$ws/suid-probe"
     is "$(find "$ws" "$WORK/collect" -perm /7000 | head -n 3 | tr '\n' ' ')" "" \
         "setuid_left.$lang: no setuid/setgid/sticky bit in the kept workspace or --collect"
+
+    rm -rf "$WORK/collect"
+    escrun "$lang" setuid_left --without seccomp --collect "$WORK/collect"
+    is "$rc" 0 "setuid_left.$lang --without seccomp: exit 0"
+    verdict "$lang" setuid_left 3
+    check "setuid_left.$lang --without seccomp: the setuid copy had its bit inside" \
+        grep -q '^ATTEMPT setid-file-suid-probe mode 4755' "$WORK/out"
+    ws=$(jr .workspace)
+    check "setuid_left.$lang --without seccomp: the kept copy exists" test -f "$ws/suid-probe"
+    is "$(find "$ws" "$WORK/collect" -perm /7000 | head -n 3 | tr '\n' ' ')" "" \
+        "setuid_left.$lang --without seccomp: no setuid/setgid/sticky bit in the kept workspace or --collect"
     # a root caller's kept run is root's: nothing it leaves is usable as the sandbox uid
     is "$(find "$ws" -user "$(jr .sandbox_host_uid)" | head -n 3 | tr '\n' ' ')" "$(
         as_user && find "$ws" -user "$(id -u)" | head -n 3 | tr '\n' ' ')" \
-        "setuid_left.$lang: nothing in the kept workspace is owned by the sandbox uid"
+        "setuid_left.$lang --without seccomp: nothing in the kept workspace is owned by the sandbox uid"
     is "$(jq -r '.files[] | select(.path == "suid-probe") | .flags | join(",")' "$WORK/r.json")" \
-        setid "setuid_left.$lang: the report flags suid-probe as setid"
+        setid "setuid_left.$lang --without seccomp: the report flags suid-probe as setid"
 done
 
 # ---- T25/T26: links and special files ----------------------------------------------------

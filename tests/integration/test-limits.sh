@@ -1,10 +1,11 @@
 #!/bin/sh
 # test-limits.sh -- resource limits, checked on the host (threats T16-T23): a fork bomb, memory
 # bombs (one process and four), /tmp and /dev/shm fills, a workspace disk fill and inode flood,
-# a 1 TiB sparse file, a CPU hog, stdout/stderr floods and a CPU-time spinner, in Python and
-# Node. Each asserts the report's status, limits.<name> and usage as far as the mode provides
-# them. Nonsense limit values are usage errors. As root: no run cgroup is left behind, and the
-# cgroup of a SIGKILLed agentbox is swept by the next start.
+# a 1 TiB sparse file, a file-size hit the script swallowed, a CPU hog, stdout/stderr floods
+# and a CPU-time spinner, in Python and Node. Each asserts the report's status, limits.<name>
+# and usage as far as the mode provides them. Nonsense limit values are usage errors. As root:
+# no run cgroup is left behind, and the cgroup of a SIGKILLed agentbox is swept by the next
+# start.
 # Every attack has its own cap, runs under an outer timeout and under small explicit limits.
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
@@ -463,6 +464,78 @@ is "$(jr .signal_name)" XFSZ "sparse.py with SIGXFSZ at default: killed by SIGXF
 check "sparse.py with SIGXFSZ at default: limits_hit has file-size" hit file-size
 big=$(find "$WORK" /var/tmp -xdev -newer "$WORK/stamp" -type f -size +1G 2>/dev/null | head -n3)
 is "$big" "" "sparse files: no file over 1 GiB appeared on the host"
+
+# ---- T21 (issue 13): a file-size hit the script swallowed ----------------------------------
+# CPython and Node ignore SIGXFSZ, so writing past --file-size is only an EFBIG; a script that
+# catches it and exits 0 must still show "file-size" in limits_hit (agentbox-init's scan after
+# the interpreter ends, init/proto.h), with status exited, its own exit code and a fix. Args:
+# the byte count and the directory. A file just under the limit, and an --input over the
+# limit that the script never touched, are not a hit.
+cat >"$WORK/fsize.py" <<'EOF'
+import errno, os, sys
+n, d = int(sys.argv[1]), sys.argv[2]
+p = os.path.join(d, "big.bin")
+try:
+    with open(p, "wb") as f:
+        for _ in range(n // 65536):
+            f.write(b"x" * 65536)
+        f.write(b"x" * (n % 65536))
+    print("write=ok", flush=True)
+except OSError as e:
+    print("write=" + errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+print("size=%d" % os.stat(p).st_size, flush=True)
+EOF
+cat >"$WORK/fsize.js" <<'EOF'
+const fs = require('fs'), path = require('path');
+const n = Number(process.argv[2]), p = path.join(process.argv[3], 'big.bin');
+try {
+  fs.writeFileSync(p, Buffer.alloc(n, 'x'));
+  console.log('write=ok');
+} catch (e) {
+  console.log('write=' + e.code);
+}
+console.log('size=' + fs.statSync(p).size);
+EOF
+for s in fsize.py fsize.js; do
+    for d in /work /tmp /dev/shm; do
+        # shellcheck disable=SC2086
+        abb 60 $SAFE --file-size 1M "$WORK/$s" $((2 * MiB)) $d
+        is "$rc|$(val write)|$(val size)" "0|EFBIG|$MiB" \
+            "$s 2 MiB into $d under --file-size 1M: EFBIG, the file stops at 1 MiB, exit 0"
+        is "$(jr .status)|$(jr .exit_code)|$(jr .signal)" "exited|0|null" \
+            "$s $d: status exited with the script's own exit code (no signal)"
+        check "$s $d: limits_hit has file-size" hit file-size
+        is "$(jr .fix)" "raise --file-size" "$s $d: the fix says to raise --file-size"
+        is "$(jr .message)" "a file in $d reached --file-size ($MiB bytes): writes past that size fail with EFBIG" \
+            "$s $d: the message names $d and the limit"
+    done
+    # shellcheck disable=SC2086
+    abb 60 $SAFE --file-size 1M "$WORK/$s" $((MiB - 1)) /work
+    is "$rc|$(val write)|$(val size)" "0|ok|$((MiB - 1))" "$s 1 MiB - 1 byte under --file-size 1M: written"
+    is "$(jr .status)|$(jr '.limits_hit | index("file-size")')|$(jr .message)" "exited|null|null" \
+        "$s 1 MiB - 1 byte: not a hit, no message"
+done
+# an --input over the limit: copied in by agentbox before the run, never written by the script
+head -c $((2 * MiB)) /dev/zero >"$WORK/big-input.bin"
+# shellcheck disable=SC2086
+abb 60 $SAFE --file-size 1M --input "$WORK/big-input.bin" "$WORK/hello.py"
+is "$rc|$(jr .status)" "0|exited" "a 2 MiB --input under --file-size 1M: the run exits 0"
+is "$(jr '.limits_hit | index("file-size")')" null \
+    "a 2 MiB --input the script did not touch is not a file-size hit"
+rm -f "$WORK/big-input.bin"
+# SIGXFSZ at its default: killed, status file_size_limit, one file-size entry, the same fix
+cat >"$WORK/fsize_dfl.py" <<'EOF'
+import signal
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+with open("/work/big.bin", "wb") as f:
+    f.write(b"x" * (2 << 20))
+EOF
+# shellcheck disable=SC2086
+abb 60 $SAFE --file-size 1M "$WORK/fsize_dfl.py"
+is "$(jr .status)|$(jr .signal_name)|$(jr .fix)" "file_size_limit|XFSZ|raise --file-size" \
+    "fsize_dfl.py: killed by SIGXFSZ: status file_size_limit with the fix"
+is "$(jq '[.limits_hit[] | select(. == "file-size")] | length' "$WORK/r.json")" 1 \
+    "fsize_dfl.py: file-size is in limits_hit once"
 
 # ---- T22: CPU hog on all cores -----------------------------------------------------------
 # Two processes spin for 3 s; with an argument each first tries to widen its CPU affinity.

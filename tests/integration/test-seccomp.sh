@@ -7,6 +7,8 @@
 #     allowed ones; the 32-bit and x32 entry points kill the caller with SIGSYS;
 #   - the sandbox runs in seccomp filter mode with no_new_privs; the report says so;
 #   - a control run with --without seccomp shows that those calls do reach the kernel there;
+#   - no setuid/setgid file can be made (issue 12): Python and Node get EPERM, plain modes work,
+#     and the host finds no s-bit in the report, the kept copy or a --workspace DIR;
 #   - real workloads keep working under the filter: Python asyncio, multiprocessing,
 #     subprocess and threading; Node child_process, worker_threads, fs and net.
 # shellcheck source-path=SCRIPTDIR
@@ -81,7 +83,8 @@ check "control: the sandbox runs without a filter" grep -q "^Seccomp:[[:space:]]
 for name in keyctl add_key request_key ptrace userfaultfd bpf perf_event_open io_uring_setup \
     clone3 fsopen open_tree mount_setattr unshare setns mount chroot open_by_handle_at \
     name_to_handle_at ioctl_tiocsti ioctl_tiocsti64 ioctl_tioclinux clone_newuser socket_netlink \
-    socket_packet socket_vsock personality_rie process_vm_readv kcmp; do
+    socket_packet socket_vsock personality_rie process_vm_readv kcmp chmod_suid fchmodat2_sgid \
+    open_creat_suid openat_creat_sgid openat_tmpfile_suid mknod_suid openat2; do
     want=$(sed -n "s/^$name \([A-Z0-9]*\) .*/\1/p" "$TABLE")
     g=$(got "$name")
     if [ -n "$g" ] && [ "$g" != "$want" ]; then
@@ -94,6 +97,166 @@ for what in x32_getpid i386_getpid; do
     is "$(sed -n "s/^ABI $what \([-0-9]*\) .*/\1/p" "$WORK/out")" 0 \
         "control: $what works without the filter (so the SIGSYS above is the filter's)"
 done
+
+# ---- issue 12 (T27): no setuid/setgid file ever leaves the sandbox ------------------------------
+# Python and Node try the ordinary ways to make one: chmod/fchmod, open(O_CREAT) with the mode,
+# mkdir, mknod, and copying a setuid binary with its mode (shutil.copy2, fs.copyFileSync). Each
+# must get EPERM; the same calls with plain modes must work. Host oracles: the report's files[]
+# (the live workspace, before any sanitising), the kept copy, and above all a --workspace DIR,
+# a host directory the sandbox writes into directly. The control run with --without seccomp
+# shows that this oracle does see the bits when nothing stops them.
+SUID_SRC=/usr/bin/su
+[ -u "$SUID_SRC" ] || SUID_SRC=
+cat >"$WORK/sbits.py" <<'EOF'
+import errno, os, shutil, stat, sys
+d, src = sys.argv[1], sys.argv[2]
+
+
+def attempt(what, fn):
+    try:
+        fn()
+        print("SBIT %s OK" % what, flush=True)
+    except OSError as e:
+        print("SBIT %s %s" % (what, errno.errorcode.get(e.errno, str(e.errno))), flush=True)
+
+
+def fchmod(p, mode):
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def create(p, mode):
+    os.close(os.open(p, os.O_CREAT | os.O_WRONLY, mode))
+
+
+f = os.path.join(d, "sb-file")
+open(f, "w").close()
+attempt("chmod-4755", lambda: os.chmod(f, 0o4755))
+attempt("chmod-2755", lambda: os.chmod(f, 0o2755))
+attempt("chmod-6755", lambda: os.chmod(f, 0o6755))
+attempt("fchmod-4755", lambda: fchmod(f, 0o4755))
+attempt("open-4755", lambda: create(os.path.join(d, "sb-open-s"), 0o4755))
+attempt("open-2755", lambda: create(os.path.join(d, "sb-open-g"), 0o2755))
+attempt("mkdir-2775", lambda: os.mkdir(os.path.join(d, "sb-dir-g"), 0o2775))
+attempt("mknod-4755", lambda: os.mknod(os.path.join(d, "sb-node-s"), stat.S_IFREG | 0o4755))
+if src:
+    attempt("copy-setuid", lambda: shutil.copy2(src, os.path.join(d, "sb-copy")))
+attempt("chmod-0755", lambda: os.chmod(f, 0o755))
+attempt("fchmod-0700", lambda: fchmod(f, 0o700))
+attempt("open-0644", lambda: create(os.path.join(d, "sb-open-plain"), 0o644))
+attempt("mkdir-0755", lambda: os.mkdir(os.path.join(d, "sb-dir-plain"), 0o755))
+for name in sorted(os.listdir(d)):
+    if name.startswith("sb-"):
+        print("MODE %s %04o" % (name, os.lstat(os.path.join(d, name)).st_mode & 0o7777))
+print("DONE", flush=True)
+EOF
+cat >"$WORK/sbits.js" <<'EOF'
+const fs = require('fs'), path = require('path');
+const [d, src] = process.argv.slice(2);
+function attempt(what, fn) {
+  try {
+    fn();
+    console.log(`SBIT ${what} OK`);
+  } catch (e) {
+    console.log(`SBIT ${what} ${e.code}`);
+  }
+}
+function fchmod(p, mode) {
+  const fd = fs.openSync(p, 'r');
+  try { fs.fchmodSync(fd, mode); } finally { fs.closeSync(fd); }
+}
+const create = (p, mode) => fs.closeSync(fs.openSync(p, 'w', mode));
+const f = path.join(d, 'sb-file');
+fs.writeFileSync(f, '');
+attempt('chmod-4755', () => fs.chmodSync(f, 0o4755));
+attempt('chmod-2755', () => fs.chmodSync(f, 0o2755));
+attempt('chmod-6755', () => fs.chmodSync(f, 0o6755));
+attempt('fchmod-4755', () => fchmod(f, 0o4755));
+attempt('open-4755', () => create(path.join(d, 'sb-open-s'), 0o4755));
+attempt('open-2755', () => create(path.join(d, 'sb-open-g'), 0o2755));
+attempt('mkdir-2775', () => fs.mkdirSync(path.join(d, 'sb-dir-g'), 0o2775));
+attempt('writefile-4755', () => fs.writeFileSync(path.join(d, 'sb-wf-s'), 'x', { mode: 0o4755 }));
+if (src) attempt('copy-setuid', () => fs.copyFileSync(src, path.join(d, 'sb-copy')));
+attempt('chmod-0755', () => fs.chmodSync(f, 0o755));
+attempt('fchmod-0700', () => fchmod(f, 0o700));
+attempt('open-0644', () => create(path.join(d, 'sb-open-plain'), 0o644));
+attempt('mkdir-0755', () => fs.mkdirSync(path.join(d, 'sb-dir-plain'), 0o755));
+for (const name of fs.readdirSync(d).sort()) {
+  if (name.startsWith('sb-')) {
+    const m = fs.lstatSync(path.join(d, name)).mode & 0o7777;
+    console.log(`MODE ${name} ${m.toString(8).padStart(4, '0')}`);
+  }
+}
+console.log('DONE');
+EOF
+# sbit_refused WHAT LANG: every s-bit attempt of the last run got EPERM, every plain one worked,
+# and the report's files[] (the live workspace, before the copy strips anything) has no s-bit
+sbit_refused() {
+    for a in chmod-4755 chmod-2755 chmod-6755 fchmod-4755 open-4755 open-2755 mkdir-2775; do
+        is "$(got "SBIT $a")" EPERM "$1: $a -> EPERM"
+    done
+    if [ "$2" = py ]; then
+        is "$(got "SBIT mknod-4755")" EPERM "$1: mknod(S_IFREG|04755) -> EPERM"
+    else
+        is "$(got "SBIT writefile-4755")" EPERM "$1: writeFileSync with mode 04755 -> EPERM"
+    fi
+    if [ -n "$SUID_SRC" ]; then
+        is "$(got "SBIT copy-setuid")" EPERM "$1: copying $SUID_SRC with its mode -> EPERM"
+    else
+        skip "$1: copying a setuid binary with its mode" "no setuid /usr/bin/su on this host"
+    fi
+    for a in chmod-0755 fchmod-0700 open-0644 mkdir-0755; do
+        is "$(got "SBIT $a")" OK "$1: plain $a still works"
+    done
+    is "$(got "MODE sb-file")" 0700 "$1: sb-file has the plain mode it was given last"
+    is "$(got "MODE sb-open-plain")" 0644 "$1: open(O_CREAT, 0644) made a 0644 file"
+    is "$(sed -n 's/^MODE \(.*\) [2-7][0-7][0-7][0-7]$/\1/p' "$WORK/out" | tr '\n' ' ')" "" \
+        "$1: inside, no sb-* entry has a setuid or setgid bit"
+    check "$1: the script ran to its end" grep -qx DONE "$WORK/out"
+    is "$(jq -r '[.files[] | select(.mode | test("^[2-7]")) | .path] | join(" ")' "$WORK/r.json")" "" \
+        "$1: the report's files[] (the live workspace) has no setuid or setgid entry"
+}
+for pol in default strict; do
+    for lang in py js; do
+        abx --seccomp-policy $pol "$WORK/sbits.$lang" /work "$SUID_SRC"
+        is "$rc" 0 "s-bits $pol $lang: exit 0"
+        sbit_refused "s-bits $pol $lang" $lang
+        ws=$(jr .workspace)
+        check "s-bits $pol $lang: the kept workspace copy exists" test -f "$ws/sb-file"
+        is "$(find "$ws" -perm /6000 | head -n 3 | tr '\n' ' ')" "" \
+            "s-bits $pol $lang: nothing in the kept workspace copy has an s-bit (find -perm /6000)"
+    done
+done
+# --workspace DIR: the sandbox writes into a host directory; the host must find no s-bit there.
+for lang in py js; do
+    HWS=$WORK/hostws-$lang
+    mkdir "$HWS"
+    chmod 700 "$HWS"
+    cp "$WORK/sbits.$lang" "$HWS/"
+    abx --workspace "$HWS" "$HWS/sbits.$lang" /work "$SUID_SRC"
+    is "$rc" 0 "s-bits --workspace $lang: exit 0"
+    sbit_refused "s-bits --workspace $lang" $lang
+    check "s-bits --workspace $lang: the script's files are in the host directory" \
+        test -f "$HWS/sb-file"
+    is "$(find "$HWS" -perm /6000 | head -n 3 | tr '\n' ' ')" "" \
+        "s-bits --workspace $lang: the host directory holds no setuid/setgid file (find -perm /6000)"
+done
+# control: without the filter, the same script does leave s-bits in the host directory
+HWS=$WORK/hostws-control
+mkdir "$HWS"
+chmod 700 "$HWS"
+cp "$WORK/sbits.py" "$HWS/"
+abx --without seccomp --workspace "$HWS" "$HWS/sbits.py" /work ""
+is "$(got "SBIT chmod-4755")|$(got "SBIT open-4755")" "OK|OK" \
+    "control (--without seccomp): chmod 04755 and open(O_CREAT, 04755) succeed"
+check "control: the host oracle sees the setuid files it must see (find -perm -4000)" \
+    test -n "$(find "$HWS" -perm -4000)"
+check "control: so does the report's files[]" \
+    jq -e '[.files[] | select(.mode | test("^[2-7]"))] | length > 0' "$WORK/r.json"
+rm -rf "$HWS" "$WORK/hostws-py" "$WORK/hostws-js"
 
 # ---- workloads under the filter -----------------------------------------------------------------
 cat >"$WORK/py_work.py" <<'EOF'
