@@ -299,6 +299,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	/* Our own mount namespace first: the workspace tmpfs and the /etc tmpfs live there and
 	 * die with us, and every caller path is opened here, in the namespace its mounts are
 	 * cloned in (open_tree takes only mounts of the caller's own namespace). */
+	/* the script first, with the caller's own permissions (in agentbox's user namespace
+	 * it would read even the caller's mode-000 files) */
+	r = ws_open_script(&c, err);
+	if (r < 0)
+		goto out;
 	r = ws_enter_mntns(&c, err);
 	if (r < 0)
 		goto out;
@@ -308,9 +313,6 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	}
-	r = ws_open_script(&c, err);
-	if (r < 0)
-		goto out;
 	r = interp_detect_lang(ws_script_is_code(&c) ? "" : o->script, c.script_fd, o->lang,
 			       &c.plan.lang, err);
 	if (r < 0)

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -30,20 +29,6 @@ static int
 write_proc_self(const char *file, const char *text)
 {
 	return write_small_file_at(AT_FDCWD, file, text);
-}
-
-/* Inside agentbox's own user namespace: CAP_SYS_ADMIN (mounts) and CAP_NET_ADMIN (its own
- * network namespace), nothing else. Returns 0 or -errno. */
-static int
-keep_only_mount_caps(void)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-	uint64_t keep = (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_NET_ADMIN);
-
-	d[0].effective = d[0].permitted = (uint32_t) keep;
-	d[1].effective = d[1].permitted = (uint32_t) (keep >> 32);
-	return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
 }
 
 /* Root: a private mount namespace. Unprivileged: a user namespace mapping only ourselves,
@@ -84,11 +69,6 @@ ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 		}
 		if (r < 0)
 			return ab_err_set(err, r, "map the user namespace: %s", strerror(-r));
-		/* Full capabilities here would include CAP_DAC_OVERRIDE over the caller's own
-		 * files (a mode-000 script would open): keep only what mounting needs. */
-		r = keep_only_mount_caps();
-		if (r < 0)
-			return ab_err_set(err, r, "drop capabilities: %s", strerror(-r));
 	}
 	/* Never propagate our mounts back to the host (systemd makes / shared). */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
