@@ -10,7 +10,9 @@
  *   - a copy is not a regular file or directory, or has special bits or group/other write;
  *   - a collected entry is not what the manifest says (type, flags, sha256 of the copy);
  *   - a cap is exceeded, an escaped name is not printable ASCII, the JSON cannot be built;
- *   - walk_remove_tree does not remove the whole tree, or removes the canary.
+ *   - walk_remove_tree does not remove the whole tree, or removes the canary;
+ *   - the listing's JSON is longer than list_bytes or the cap, hashing cost more than the
+ *     budget, or a listed regular file has no sha256 and no flag saying why.
  *
  * clang -fsanitize=fuzzer,address ... (see tests/meson.build, option 'fuzz'), or with
  * -DAB_FUZZ_MAIN a plain main() that replays the files named on the command line (gcc). */
@@ -479,17 +481,26 @@ check_dst_tree(struct fuzz *z)
 	manifest_done(&m);
 }
 
+/* Why a listed regular file may have no sha256. */
+#define UNHASHED_WHY                                                                \
+	(AB_FLAG_HARDLINK | AB_FLAG_SPARSE | AB_FLAG_TOO_BIG | AB_FLAG_UNREADABLE | \
+	 AB_FLAG_OTHER_FS | AB_FLAG_OVER_CAP)
+
 static void
 check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk_opts *o)
 {
-	const unsigned ok_when_collected =
-		AB_FLAG_SPARSE | AB_FLAG_SETID | AB_FLAG_OVER_CAP; /* over_cap: listing cut */
-	json_t *j;
+	/* over_cap: listing cut */
+	const unsigned ok_when_collected = AB_FLAG_SPARSE | AB_FLAG_SETID | AB_FLAG_OVER_CAP;
+	json_t *j, *wrap;
 	char *dump;
 
 	CHECK(m->n <= o->max_entries && m->total_entries <= o->max_entries);
+	CHECK(m->n + m->unlisted <= m->total_entries);
 	if (o->max_total_bytes)
 		CHECK(m->copied_bytes <= o->max_total_bytes);
+	if (o->max_list_bytes)
+		CHECK(m->n == 0 || m->list_bytes <= o->max_list_bytes);
+	CHECK(m->hashed_bytes <= (o->hash_budget_bytes ? o->hash_budget_bytes : 512ULL << 20));
 	for (size_t i = 0; i < m->n; i++) {
 		const struct ab_entry *e = &m->entries[i];
 		cleanup_free char *p = walk_escape_name(e->path);
@@ -502,13 +513,19 @@ check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk
 		CHECK(printable(p) && (!t || printable(t)));
 		CHECK(e->type < AB_ENTRY_TYPE_COUNT);
 		CHECK(!e->link_target || e->type == AB_ENTRY_SYMLINK);
+		CHECK(strlen(e->path) <= WALK_LIST_PATH_MAX);
 		if (e->type == AB_ENTRY_FILE && e->collected && o->max_file_bytes)
 			CHECK(e->size <= o->max_file_bytes);
+		if (e->type == AB_ENTRY_FILE && !e->sha256[0])
+			CHECK(e->flags & UNHASHED_WHY);
 		if (!e->collected)
 			continue;
 		CHECK(e->type == AB_ENTRY_FILE || e->type == AB_ENTRY_DIR);
-		CHECK(!(e->flags & ~ok_when_collected));
-		CHECK(e->type == AB_ENTRY_DIR || !(e->flags & AB_FLAG_OVER_CAP));
+		/* too_big on a collected file: too big to hash, not to copy */
+		CHECK(!(e->flags & ~ok_when_collected) ||
+		      (e->type == AB_ENTRY_FILE && !e->sha256[0] &&
+		       !(e->flags & ~(ok_when_collected | AB_FLAG_TOO_BIG))));
+		CHECK(e->type == AB_ENTRY_DIR || !(e->flags & AB_FLAG_OVER_CAP) || !e->sha256[0]);
 		check_copy(z->dst, e);
 	}
 	j = manifest_to_json(m);
@@ -518,7 +535,12 @@ check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk
 	if (getenv("FUZZ_WALK_DEBUG"))
 		fprintf(stderr, "%s\n", dump);
 	free(dump);
-	json_decref(j);
+	/* nested as deep as the report's collected.files: within list_bytes */
+	wrap = json_pack("{s:{s:o}}", "collected", "files", j);
+	dump = json_dumps(wrap, JSON_INDENT(2) | JSON_SORT_KEYS);
+	CHECK(dump && strlen(dump) <= m->list_bytes + 32);
+	free(dump);
+	json_decref(wrap);
 }
 
 static void
@@ -574,12 +596,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint64_t file_caps[] = { 0, 1, 100, 4096, 65536, 1 << 20, 4 << 20 };
 	static const uint64_t total_caps[] = { 0, 1, 10, 300, 5000, 1 << 20 };
+	static const uint64_t list_caps[] = { 0, 1, 700, 3000, 20000, 200000 };
+	static const uint64_t hash_budgets[] = { 0, 1, 100, 5000, 1 << 20, 5 << 20 };
 	struct reader r = { data, size };
 	struct fuzz z = { .depth = 0 };
 	struct ab_manifest m = { 0 };
 	struct ab_walk_opts o = { .chown_uid = (uid_t) -1, .chown_gid = (gid_t) -1 };
 	struct ab_err err = { 0 };
-	uint8_t flags;
+	uint8_t flags, budgets;
 	int ret;
 
 	o.max_entries = 1 + take_or(&r, 63) % 64;
@@ -588,6 +612,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.max_total_bytes = total_caps[take_or(&r, 0) % ARRAY_SIZE(total_caps)];
 	flags = take_or(&r, 0);
 	o.hash_max_bytes = flags & 4 ? 10 : 0;
+	budgets = take_or(&r, 0);
+	o.max_list_bytes = list_caps[budgets % ARRAY_SIZE(list_caps)];
+	o.hash_budget_bytes = hash_budgets[(budgets >> 3) % ARRAY_SIZE(hash_budgets)];
 
 	setup(&z);
 	run_script(&z, &r);
