@@ -51,6 +51,9 @@
 #define WALK_COPY_FILE_MODE(m) (((m) &WALK_COPY_MODE_MASK) | 0600)
 #define WALK_COPY_DIR_MODE(m)  (((m) &WALK_COPY_MODE_MASK) | 0700)
 
+/* What strip_uid removes in place. */
+#define WALK_STRIP_BITS (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH)
+
 /* The JSON cost model (entry_json_cost): indentation as deep as `collected.files` in the report
  * with JSON_INDENT(2), plus slack, and the longest reason any entry can get. */
 #define JSON_ITEM_INDENT 8
@@ -77,7 +80,7 @@ static const char *const type_names[AB_ENTRY_TYPE_COUNT] = {
 
 static const char *const flag_names[AB_FLAG_COUNT] = {
 	"symlink", "special",    "setid",    "hardlink", "sparse",
-	"too_big", "unreadable", "other_fs", "over_cap",
+	"too_big", "unreadable", "other_fs", "over_cap", "stripped",
 };
 
 /* per enum ab_walk_cap bit: the report's name, and the text of truncated_by */
@@ -416,6 +419,8 @@ manifest_summary_json(const struct ab_manifest *m)
 	json_put(o, "hashed_bytes", json_integer((json_int_t) m->hashed_bytes));
 	json_put(o, "hashes_reused", json_integer((json_int_t) m->hashes_reused));
 	json_put(o, "unhashed", json_integer((json_int_t) m->unhashed));
+	json_put(o, "stripped", json_integer((json_int_t) m->stripped));
+	json_put(o, "strip_failed", json_integer((json_int_t) m->strip_failed));
 	json_put(o, "walk_ms", json_integer((json_int_t) m->walk_ms));
 	return o;
 }
@@ -454,6 +459,7 @@ struct walk {
 	bool listing_stopped;    /* entry cap: no more directories are listed */
 	bool list_full;          /* manifest size cap: no more entries are listed */
 	bool stopped;            /* time budget: nothing more is walked */
+	bool strip;              /* o.strip_uid / o.strip_since are in force */
 	int64_t deadline_ns;     /* CLOCK_MONOTONIC */
 	struct ab_entry scratch; /* the entry being walked when it is not listed */
 	struct walk_reuse *reuse;
@@ -747,6 +753,80 @@ copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf, i
 	return COPY_OK;
 }
 
+/* ---- strip_uid ---- */
+
+static bool
+strip_applies(const struct walk *w, const struct stat *st)
+{
+	const struct timespec *c = &st->st_ctim, *s = &w->o.strip_since;
+
+	return w->strip && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
+	       st->st_uid == w->o.strip_uid && st->st_dev == w->root_dev &&
+	       (c->tv_sec > s->tv_sec || (c->tv_sec == s->tv_sec && c->tv_nsec >= s->tv_nsec)) &&
+	       (st->st_mode & WALK_STRIP_BITS);
+}
+
+static void
+strip_failed(struct walk *w, struct ab_entry *e)
+{
+	/* no flag: the entry may well have been read and copied; strip_failed tells the caller */
+	w->m.strip_failed++;
+	entry_mark(e, 0, "special bits could not be removed in place");
+}
+
+/* Strips the entry open on fd, whose fstat is fst. fd is an O_PATH fd when by_proc: fchmod()
+ * refuses those, so it goes through /proc/self/fd/N, which names this inode and no other. */
+static void
+strip_fd(struct walk *w, struct ab_entry *e, int fd, const struct stat *fst, bool by_proc)
+{
+	mode_t mode = fst->st_mode & 07777;
+	int r;
+
+	if (!strip_applies(w, fst))
+		return;
+	if (by_proc) {
+		char p[64];
+
+		(void) snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		r = chmod(p, mode & ~(mode_t) WALK_STRIP_BITS);
+	} else {
+		r = fchmod(fd, mode & ~(mode_t) WALK_STRIP_BITS);
+	}
+	if (r < 0) {
+		strip_failed(w, e);
+		return;
+	}
+	e->flags |= AB_FLAG_STRIPPED;
+	w->m.stripped++;
+}
+
+/* Strips `name` below dirfd, which the walk did not (or could not) open readable: an O_PATH
+ * fd beneath dirfd (never through a symlink, never across a mount), checked to be the inode
+ * and type lstat saw. Never opens a FIFO or a device for reading. */
+static int
+strip_at(struct walk *w, struct ab_entry *e, int dirfd, const char *name, const struct stat *st)
+{
+	cleanup_fd int fd = -1;
+	struct stat fst;
+
+	if (!strip_applies(w, st))
+		return 0;
+	fd = open_beneath(dirfd, name, O_PATH);
+	if (fd < 0) {
+		if (is_fd_exhaustion(fd))
+			return ab_err_set(w->err, fd, "open a workspace entry to strip it");
+		strip_failed(w, e);
+		return 0;
+	}
+	if (fstat(fd, &fst) < 0 || fst.st_dev != st->st_dev || fst.st_ino != st->st_ino ||
+	    (fst.st_mode & S_IFMT) != (st->st_mode & S_IFMT)) {
+		strip_failed(w, e);
+		return 0;
+	}
+	strip_fd(w, e, fd, &fst, true);
+	return 0;
+}
+
 /* ---- hashing ---- */
 
 static int
@@ -864,7 +944,7 @@ walk_file(struct walk *w, struct ab_entry *e, const char *name, const struct sta
 	/* only what is listed is hashed: nobody would see the hash of the rest */
 	hash = e->path && hash_wanted(w, e);
 	if (!copy && !hash)
-		return 0;
+		return strip_at(w, e, f->fd, name, st);
 
 	fd = open_beneath(f->fd, name, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
@@ -875,7 +955,7 @@ walk_file(struct walk *w, struct ab_entry *e, const char *name, const struct sta
 		else
 			entry_mark(e, AB_FLAG_UNREADABLE, "cannot be opened");
 		e->collected = false;
-		return 0;
+		return fd == -EXDEV ? 0 : strip_at(w, e, f->fd, name, st);
 	}
 	/* Still the regular file lstat saw? A FIFO swapped in is never read (and never blocked
 	 * on: O_NONBLOCK). */
@@ -884,6 +964,8 @@ walk_file(struct walk *w, struct ab_entry *e, const char *name, const struct sta
 		entry_mark(e, AB_FLAG_UNREADABLE, "changed while walking");
 		return 0;
 	}
+	strip_fd(w, e, fd, &fst, false);
+
 	if (copy) {
 		dfd = RETRY_EINTR(openat(f->dst_fd, name,
 					 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -960,13 +1042,13 @@ walk_dir(struct walk *w, struct ab_entry *e, size_t idx, uint64_t reserved, cons
 	if (w->listing_stopped) {
 		e->flags |= AB_FLAG_OVER_CAP;
 		e->reason = "entry cap reached (not listed)";
-		return 0;
+		return strip_at(w, e, f->fd, name, st);
 	}
 	if (f->depth + 1 >= w->o.max_depth) {
 		e->flags |= AB_FLAG_OVER_CAP;
 		e->reason = "depth cap reached (not entered)";
 		truncate_by(w, AB_CAP_DEPTH);
-		return 0;
+		return strip_at(w, e, f->fd, name, st);
 	}
 
 	fd = open_beneath(f->fd, name, O_RDONLY | O_DIRECTORY);
@@ -978,13 +1060,14 @@ walk_dir(struct walk *w, struct ab_entry *e, size_t idx, uint64_t reserved, cons
 			return 0;
 		}
 		entry_mark(e, AB_FLAG_UNREADABLE, "cannot be opened (not entered)");
-		return 0;
+		return strip_at(w, e, f->fd, name, st);
 	}
 	if (fstat(fd, &fst) < 0 || !S_ISDIR(fst.st_mode) || fst.st_dev != st->st_dev ||
 	    fst.st_ino != st->st_ino || fst.st_dev != w->root_dev) {
 		entry_mark(e, AB_FLAG_UNREADABLE, "changed while walking");
 		return 0;
 	}
+	strip_fd(w, e, fd, &fst, false);
 	if (w->o.dst_dirfd >= 0 && fst.st_dev == w->st[0].dst_dev &&
 	    fst.st_ino == w->st[0].dst_ino) {
 		/* The destination inside the source: copying it into itself would never end. */
@@ -1032,7 +1115,7 @@ push:
 
 /* Decides whether the entry `name` of the directory on top is listed. Returns its manifest
  * index and sets *ret_reserved (what its JSON may cost, held in list_bytes), or returns
- * WALK_NO_ENTRY: it is walked all the same (copied, counted), through w->scratch. */
+ * WALK_NO_ENTRY: it is walked all the same (copied, stripped, counted), through w->scratch. */
 static size_t
 walk_record(struct walk *w, const char *name, uint64_t path_len, const char *link,
 	    uint64_t *ret_reserved)
@@ -1202,6 +1285,8 @@ walk_tree(int root_dirfd, const struct ab_walk_opts *o, struct ab_manifest *ret,
 	w.deadline_ns = t0 + (int64_t) (w.o.time_budget_ms > INT64_MAX / 2000000
 						? INT64_MAX / 2
 						: w.o.time_budget_ms * 1000000);
+	w.strip = w.o.strip_uid != (uid_t) -1 &&
+		  (w.o.strip_since.tv_sec != 0 || w.o.strip_since.tv_nsec != 0);
 	w.m.list_bytes = JSON_ARRAY_COST;
 
 	if (fstat(root_dirfd, &st) < 0)

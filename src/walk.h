@@ -31,9 +31,9 @@ enum ab_entry_type {
 	AB_ENTRY_TYPE_COUNT,
 };
 
-/* Flags: why an entry is unusual. An entry with any flag other than AB_FLAG_SPARSE and
- * AB_FLAG_SETID is not collected (SETID entries are copied with the special bits stripped),
- * except that a regular file can be collected and yet carry TOO_BIG or OVER_CAP
+/* Flags: why an entry is unusual. An entry with any flag other than AB_FLAG_SPARSE,
+ * AB_FLAG_SETID and AB_FLAG_STRIPPED is not collected (SETID entries are copied with the special
+ * bits stripped), except that a regular file can be collected and yet carry TOO_BIG or OVER_CAP
  * when those say why it has no sha256. Every listed regular file without a sha256 carries at
  * least one of HARDLINK, SPARSE, TOO_BIG, UNREADABLE, OTHER_FS, OVER_CAP. */
 enum ab_entry_flag {
@@ -48,7 +48,8 @@ enum ab_entry_flag {
 	AB_FLAG_OTHER_FS = 1 << 7,   /* a mount point: st_dev differs from the root's */
 	AB_FLAG_OVER_CAP = 1 << 8,   /* a total cap: bytes, entries, depth, path length, manifest
 				      * size, hash budget or time budget */
-	AB_FLAG_COUNT = 9,
+	AB_FLAG_STRIPPED = 1 << 9,   /* strip_uid: setuid/setgid/g+w/o+w removed in place */
+	AB_FLAG_COUNT = 10,
 };
 
 /* Why a walk or its listing is incomplete (struct ab_manifest.truncated_caps). */
@@ -69,7 +70,8 @@ struct ab_entry {
 	enum ab_entry_type type; /* from lstat, never following links */
 	uint64_t size;           /* apparent size (st_size) */
 	uint64_t blocks_bytes;   /* st_blocks * 512 */
-	mode_t mode;             /* permission bits incl. setuid/setgid/sticky */
+	mode_t mode;             /* permission bits incl. setuid/setgid/sticky, as found (before
+				  * a strip) */
 	uint64_t ino;            /* st_ino and st_ctim: what hashes_from matches on */
 	struct timespec ctime;
 	char *link_target;  /* symlinks only: readlinkat() result (capped), else NULL */
@@ -88,18 +90,21 @@ struct ab_manifest {
 	bool truncated;           /* a cap stopped the walk or the listing */
 	const char *truncated_by; /* static text: the first cap ("the depth cap", ...), or NULL */
 	unsigned truncated_caps;  /* enum ab_walk_cap: every cap that cut something */
-	uint64_t unlisted;        /* entries walked (copied, counted) but not listed */
+	uint64_t unlisted;        /* entries walked (copied, stripped, counted) but not listed */
 	uint64_t list_bytes;      /* upper bound of the listing's JSON (manifest_to_json, nested
 				   * as in the report, JSON_INDENT(2), escaping included) */
 	uint64_t hashed_bytes;    /* charged to the hash budget (allocated blocks) */
 	uint64_t hashes_reused;   /* sha256 taken from hashes_from instead of reading the file */
 	uint64_t unhashed;        /* listed regular files without a sha256 */
+	uint64_t stripped;        /* entries strip_uid changed (listed or not) */
+	uint64_t strip_failed;    /* entries strip_uid should have changed but could not (their
+				   * reason says so); the caller must not trust the tree then */
 	uint64_t walk_ms;         /* wall time of the walk */
 };
 
 /* Sparse files bigger than this are not hashed (hashing reads their holes as zeros). */
 #define WALK_SPARSE_HASH_MAX (4ULL << 20)
-/* Longest path listed; deeper entries are walked (copied, counted), not listed. */
+/* Longest path listed; deeper entries are walked (copied, stripped, counted), not listed. */
 #define WALK_LIST_PATH_MAX 4096
 
 struct ab_walk_opts {
@@ -121,6 +126,18 @@ struct ab_walk_opts {
 	int dst_dirfd;   /* copy regular files and directories here; -1 = manifest only */
 	uid_t chown_uid; /* when copying as root, give copies to this uid; (uid_t) -1 = no */
 	gid_t chown_gid;
+	/* In-place strip: every regular file and directory below the root (not the root itself,
+	 * never a symlink or special file) owned by strip_uid whose st_ctim >= strip_since loses
+	 * S_ISUID|S_ISGID|S_IWGRP|S_IWOTH, through the fd the walk opened for it or an O_PATH fd
+	 * and /proc/self/fd/N, never by name; entries on another filesystem are left alone
+	 * (reported other_fs). Entries past the listing caps are stripped too (counted in
+	 * stripped, not listed); the root is not an entry: the caller sees to it. Otherwise
+	 * the depth cap, the entry cap and the time budget stop it (truncated_caps says so).
+	 * A strip that failed is counted in strip_failed and given a reason.
+	 * Off when strip_uid is (uid_t) -1 OR strip_since is {0, 0}: a zero-initialised
+	 * ab_walk_opts never strips (uid 0 is a valid strip_uid; pass {0, 1} for "any ctime"). */
+	uid_t strip_uid;
+	struct timespec strip_since;
 };
 
 /* Walks the tree under root_dirfd (an O_DIRECTORY fd the caller opened with O_NOFOLLOW) and
@@ -142,7 +159,7 @@ json_t *manifest_to_json(const struct ab_manifest *m);
 
 /* What the walk skipped and why, as a JSON object: "listed", "entries", "unlisted",
  * "truncated", "truncated_by" (array of cap names, see walk_cap_name), "list_bytes",
- * "hashed_bytes", "hashes_reused", "unhashed", "walk_ms". */
+ * "hashed_bytes", "hashes_reused", "unhashed", "stripped", "strip_failed", "walk_ms". */
 json_t *manifest_summary_json(const struct ab_manifest *m);
 
 /* "entries", "depth", "path_length", "manifest_size", "total_bytes", "time", "hash_budget";

@@ -12,7 +12,10 @@
  *   - a cap is exceeded, an escaped name is not printable ASCII, the JSON cannot be built;
  *   - walk_remove_tree does not remove the whole tree, or removes the canary;
  *   - the listing's JSON is longer than list_bytes or the cap, hashing cost more than the
- *     budget, or a listed regular file has no sha256 and no flag saying why.
+ *     budget, or a listed regular file has no sha256 and no flag saying why;
+ *   - the in-place strip (strip_uid) changed anything but the setuid/setgid/g+w/o+w bits of
+ *     regular files and directories, missed one in a walk no cap cut short, or reached
+ *     through a symlink (the canary file is setuid).
  *
  * clang -fsanitize=fuzzer,address ... (see tests/meson.build, option 'fuzz'), or with
  * -DAB_FUZZ_MAIN a plain main() that replays the files named on the command line (gcc). */
@@ -41,6 +44,9 @@
 #define FUZZ_CHAIN_MAX    48
 #define FUZZ_CANARY       "canary\n"
 #define FUZZ_CANARY_ATIME 1000000000
+#define FUZZ_CANARY_MODE  04755
+#define FUZZ_SNAP_MAX     512
+#define STRIP_BITS        (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -390,6 +396,7 @@ check_canary(struct fuzz *z)
 	CHECK(fstatat(z->canary, "c.txt", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode));
 	CHECK(st.st_atim.tv_sec == FUZZ_CANARY_ATIME); /* never read */
 	CHECK(st.st_size == (off_t) strlen(FUZZ_CANARY));
+	CHECK((st.st_mode & 07777) == FUZZ_CANARY_MODE); /* the strip never reached it */
 }
 
 static bool
@@ -481,6 +488,76 @@ check_dst_tree(struct fuzz *z)
 	manifest_done(&m);
 }
 
+/* Every entry of the source tree with its type and mode, found by opening directories
+ * (never following a link), to compare before and after the walk. */
+struct snap {
+	char path[FUZZ_SNAP_MAX][PATH_MAX];
+	mode_t mode[FUZZ_SNAP_MAX]; /* st_mode, type included */
+	size_t n;
+};
+
+static void
+snap_dir(struct snap *sn, int dirfd, const char *prefix, int depth)
+{
+	cleanup_fd int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char buf[4096];
+
+	if (fd < 0 || depth > FUZZ_MAX_DEPTH + FUZZ_CHAIN_MAX + 2)
+		return;
+	for (;;) {
+		ssize_t r = getdents64(fd, buf, sizeof(buf));
+
+		if (r <= 0)
+			return;
+		for (ssize_t off = 0; off < r;) {
+			struct dirent64 *d = (struct dirent64 *) (void *) (buf + off);
+			struct stat st;
+
+			off += d->d_reclen;
+			if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
+			    sn->n == FUZZ_SNAP_MAX ||
+			    strlen(prefix) + strlen(d->d_name) + 2 > PATH_MAX ||
+			    fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			snprintf(sn->path[sn->n], PATH_MAX, "%s/%s", prefix, d->d_name);
+			sn->mode[sn->n++] = st.st_mode;
+			if (S_ISDIR(st.st_mode)) {
+				cleanup_fd int sub =
+					openat(fd, d->d_name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+				if (sub >= 0)
+					snap_dir(sn, sub, sn->path[sn->n - 1], depth + 1);
+			}
+		}
+	}
+}
+
+/* The strip changed the strip bits of regular files and directories, only those, and all of
+ * them when no cap cut the walk short. */
+static void
+check_strip(const struct snap *a, const struct snap *b, bool strip, const struct ab_manifest *m)
+{
+	bool complete = !(m->truncated_caps & (AB_CAP_ENTRIES | AB_CAP_DEPTH | AB_CAP_TIME)) &&
+			m->strip_failed == 0;
+	uint64_t changed = 0;
+
+	CHECK(a->n == b->n);
+	for (size_t i = 0; i < a->n; i++) {
+		mode_t want = a->mode[i];
+
+		CHECK(strcmp(a->path[i], b->path[i]) == 0);
+		if (strip && (S_ISREG(want) || S_ISDIR(want)))
+			want &= ~(mode_t) STRIP_BITS;
+		if (b->mode[i] != a->mode[i])
+			changed++;
+		CHECK(b->mode[i] == want || (!complete && b->mode[i] == a->mode[i]));
+	}
+	CHECK(strip || m->stripped == 0);
+	/* a hardlinked inode changes under each of its names but is stripped once */
+	CHECK(m->stripped <= changed);
+}
+
 /* Why a listed regular file may have no sha256. */
 #define UNHASHED_WHY                                                                \
 	(AB_FLAG_HARDLINK | AB_FLAG_SPARSE | AB_FLAG_TOO_BIG | AB_FLAG_UNREADABLE | \
@@ -489,8 +566,9 @@ check_dst_tree(struct fuzz *z)
 static void
 check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk_opts *o)
 {
-	/* over_cap: listing cut */
-	const unsigned ok_when_collected = AB_FLAG_SPARSE | AB_FLAG_SETID | AB_FLAG_OVER_CAP;
+	/* over_cap: listing cut; stripped: in the source, not the copy */
+	const unsigned ok_when_collected =
+		AB_FLAG_SPARSE | AB_FLAG_SETID | AB_FLAG_OVER_CAP | AB_FLAG_STRIPPED;
 	json_t *j, *wrap;
 	char *dump;
 
@@ -563,6 +641,7 @@ setup(struct fuzz *z)
 	CHECK(z->src >= 0 && z->dst >= 0 && z->canary >= 0);
 	fd = openat(z->canary, "c.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	CHECK(fd >= 0 && write_all(fd, FUZZ_CANARY, strlen(FUZZ_CANARY)) == 0);
+	CHECK(fchmod(fd, FUZZ_CANARY_MODE) == 0);
 	CHECK(utimensat(z->canary, "c.txt", ts, 0) == 0);
 }
 
@@ -603,6 +682,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ab_manifest m = { 0 };
 	struct ab_walk_opts o = { .chown_uid = (uid_t) -1, .chown_gid = (gid_t) -1 };
 	struct ab_err err = { 0 };
+	static struct snap before, after;
 	uint8_t flags, budgets;
 	int ret;
 
@@ -615,15 +695,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	budgets = take_or(&r, 0);
 	o.max_list_bytes = list_caps[budgets % ARRAY_SIZE(list_caps)];
 	o.hash_budget_bytes = hash_budgets[(budgets >> 3) % ARRAY_SIZE(hash_budgets)];
+	/* strip: the tree's owner (every entry), or another uid (none) */
+	o.strip_uid = flags & 8 ? geteuid() + (flags & 16 ? 1 : 0) : (uid_t) -1;
+	o.strip_since = (struct timespec){ .tv_sec = 1 };
 
 	setup(&z);
 	run_script(&z, &r);
 	o.dst_dirfd = flags & 2 ? -1 : z.dst;
 	walk_force_no_openat2 = flags & 1;
+	before.n = after.n = 0;
+	snap_dir(&before, z.src, "", 0);
 	ret = walk_tree(z.src, &o, &m, &err);
 	if (ret != 0)
 		fprintf(stderr, "fuzz-walk: walk_tree: %d %s\n", ret, err.msg);
 	CHECK(ret == 0);
+	snap_dir(&after, z.src, "", 0);
+	check_strip(&before, &after, (flags & 24) == 8, &m);
 	if (!o.max_depth)
 		o.max_depth = 4096;
 	check_manifest(&z, &m, &o);
