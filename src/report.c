@@ -68,6 +68,7 @@ result_done(struct ab_result *r)
 	free(r->script);
 	free(r->interpreter);
 	json_decref(r->files);
+	json_decref(r->files_summary);
 	json_decref(r->collected);
 	json_decref(r->inputs);
 	for (int i = 0; i < AB_LIM_COUNT; i++)
@@ -262,6 +263,8 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "run_dir_kept", json_boolean(r->run_dir_kept));
 	json_object_set_new(o, "workspace", str_or_null(r->workspace));
 	json_object_set_new(o, "files", r->files ? json_incref(r->files) : json_array());
+	if (r->files_summary)
+		json_object_set_new(o, "files_summary", json_incref(r->files_summary));
 	if (r->inputs)
 		json_object_set_new(o, "inputs", json_incref(r->inputs));
 	if (r->collected)

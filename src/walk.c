@@ -261,6 +261,23 @@ walk_cap_name(enum ab_walk_cap cap)
 	return NULL;
 }
 
+char *
+walk_caps_text(unsigned caps)
+{
+	char *out = xstrdup(""), *next;
+	unsigned left = caps & ((1U << AB_CAP_COUNT) - 1);
+
+	for (size_t b = 0; b < AB_CAP_COUNT; b++) {
+		if (!(left & (1U << b)))
+			continue;
+		left &= ~(1U << b);
+		next = xasprintf("%s%s%s", out, !*out ? "" : left ? ", " : " and ", cap_texts[b]);
+		free(out);
+		out = next;
+	}
+	return out;
+}
+
 /* ---- the listing as JSON, and what it may cost ---- */
 
 static void

@@ -166,6 +166,10 @@ json_t *manifest_summary_json(const struct ab_manifest *m);
  * NULL for anything else. */
 const char *walk_cap_name(enum ab_walk_cap cap);
 
+/* The caps in caps (enum ab_walk_cap bits) as text for people: "the path length cap and the
+ * depth cap". Returns a malloc'd string ("" when none). */
+char *walk_caps_text(unsigned caps);
+
 /* Escapes a raw name for display/JSON: printable ASCII other than backslash is kept; every other
  * byte (controls, ESC, DEL, bytes >= 0x80, backslash) becomes \xNN. Returns a malloc'd string. */
 char *walk_escape_name(const char *raw);
