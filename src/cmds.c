@@ -211,13 +211,18 @@ cmd_collect(int argc, char **argv)
 	cleanup_fd int pfd = -1, wfd = -1, dfd = -1;
 	struct ab_err err = { 0 };
 	struct ab_manifest m = { 0 };
+	/* bounded by totals like a run's own post-run walk (docs/design.md) */
 	struct ab_walk_opts wo = {
 		.max_entries = 100000,
 		.max_file_bytes = 256ULL << 20,
 		.max_total_bytes = 1ULL << 30,
 		.hash_max_bytes = 64ULL << 20,
+		.hash_budget_bytes = 512ULL << 20,
+		.max_list_bytes = 8ULL << 20,
+		.time_budget_ms = 60000,
 		.chown_uid = (uid_t) -1,
 		.chown_gid = (gid_t) -1,
+		.strip_uid = (uid_t) -1,
 	};
 	json_t *out;
 	char *text;
@@ -255,8 +260,16 @@ cmd_collect(int argc, char **argv)
 		fprintf(stderr, "agentbox: collect: %s\n", err.msg);
 		return AB_EXIT_SETUP;
 	}
-	out = json_pack("{s:s, s:I, s:o}", "dir", argv[2], "bytes", (json_int_t) m.copied_bytes,
-			"files", manifest_to_json(&m));
+	if (m.truncated_caps) {
+		cleanup_free char *caps = walk_caps_text(m.truncated_caps);
+
+		fprintf(stderr,
+			"agentbox: collect: %s cut the listing or the copy short (see summary)\n",
+			caps);
+	}
+	out = json_pack("{s:s, s:I, s:o, s:o}", "dir", argv[2], "bytes",
+			(json_int_t) m.copied_bytes, "files", manifest_to_json(&m), "summary",
+			manifest_summary_json(&m));
 	text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
 	if (text)
 		puts(text);

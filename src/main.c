@@ -17,6 +17,7 @@
 #include "run.h"
 #include "util/err.h"
 #include "util/fdutil.h"
+#include "util/macro.h"
 
 static const char main_help[] =
 	"usage: agentbox COMMAND [OPTIONS...]\n"
@@ -45,14 +46,44 @@ print_error(const struct ab_err *err)
 		fprintf(stderr, "Try 'agentbox run --help' for more information.\n");
 }
 
-static void
-write_report(const struct ab_run_opts *o, const struct ab_result *res)
+/* agentbox's own peak resident set, VmHWM. Not getrusage: ru_maxrss also counts the image
+ * our parent had before exec. -1 when unknown. */
+static int64_t
+peak_rss_kib(void)
 {
-	json_t *rep = report_build(res);
+	char buf[4096];
+	const char *p;
+
+	if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) > 0 &&
+	    (p = strstr(buf, "VmHWM:")))
+		return strtoll(p + 6, NULL, 10);
+	return -1;
+}
+
+/* agentbox_max_rss_kib is measured last: building and serialising the report (a long listing)
+ * is where agentbox's memory peaks, so the report is serialised once with a placeholder as
+ * long as any value, the peak is read, and the number is patched into the text, which then
+ * goes to both places unchanged. */
+static void
+write_report(const struct ab_run_opts *o, struct ab_result *res)
+{
+	cleanup_free char *text = NULL;
+	size_t len = 0;
+	json_t *rep;
 	int r;
 
+	res->supervisor_max_rss_kib = INT64_MAX;
+	rep = report_build(res);
+	text = report_dumps(rep, &len);
+	json_decref(rep);
+	if (!text) {
+		fprintf(stderr, "agentbox: cannot serialise the report: out of memory\n");
+		return;
+	}
+	res->supervisor_max_rss_kib = peak_rss_kib();
+	(void) report_patch_int(&text, &len, "agentbox_max_rss_kib", res->supervisor_max_rss_kib);
 	if (o->report_path) {
-		r = report_write(o->report_path, rep);
+		r = report_write_text(o->report_path, text, len);
 		if (r < 0)
 			fprintf(stderr, "agentbox: cannot write the report '%s': %s\n",
 				o->report_path, strerror(-r));
@@ -62,11 +93,10 @@ write_report(const struct ab_run_opts *o, const struct ab_result *res)
 		char *path = NULL;
 
 		if (asprintf(&path, "%s/report.json", res->run_dir) >= 0) {
-			(void) report_write(path, rep);
+			(void) report_write_text(path, text, len);
 			free(path);
 		}
 	}
-	json_decref(rep);
 }
 
 static int
@@ -110,15 +140,8 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 	/* The report is built only when someone will read it: --report, or a kept run. */
 	if (res.status != AB_STATUS_DRY_RUN &&
 	    (o.report_path || (res.run_dir && res.run_dir_kept))) {
-		char buf[4096];
-		const char *p;
-
-		/* VmHWM, not getrusage: ru_maxrss also counts the image our parent had before
-		 * exec. Every fd of the run is closed by now: one more than we started with is a
-		 * leak. */
-		if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) > 0 &&
-		    (p = strstr(buf, "VmHWM:")))
-			res.supervisor_max_rss_kib = strtoll(p + 6, NULL, 10);
+		/* Every fd of the run is closed by now: one more than we started with is a leak.
+		 * agentbox_max_rss_kib is measured in write_report, last. */
 		if (fds_before >= 0)
 			res.supervisor_fds_left = fds_count_from(3) - fds_before;
 		write_report(&o, &res);

@@ -68,6 +68,7 @@ result_done(struct ab_result *r)
 	free(r->script);
 	free(r->interpreter);
 	json_decref(r->files);
+	json_decref(r->files_summary);
 	json_decref(r->collected);
 	json_decref(r->inputs);
 	for (int i = 0; i < AB_LIM_COUNT; i++)
@@ -262,6 +263,8 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "run_dir_kept", json_boolean(r->run_dir_kept));
 	json_object_set_new(o, "workspace", str_or_null(r->workspace));
 	json_object_set_new(o, "files", r->files ? json_incref(r->files) : json_array());
+	if (r->files_summary)
+		json_object_set_new(o, "files_summary", json_incref(r->files_summary));
 	if (r->inputs)
 		json_object_set_new(o, "inputs", json_incref(r->inputs));
 	if (r->collected)
@@ -293,21 +296,67 @@ report_build(const struct ab_result *r)
 	return o;
 }
 
-int
-report_write(const char *path, const json_t *report)
+char *
+report_dumps(const json_t *report, size_t *ret_len)
 {
-	cleanup_free char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
-	cleanup_free char *tmp = NULL;
-	cleanup_fd int fd = -1;
+	char *text = json_dumps(report, JSON_INDENT(2) | JSON_SORT_KEYS);
 	size_t len;
-	int r;
 
 	if (!text)
-		return -ENOMEM;
+		return NULL;
 	len = strlen(text);
 	text = xrealloc(text, len + 2);
 	text[len++] = '\n';
 	text[len] = '\0';
+	*ret_len = len;
+	return text;
+}
+
+int
+report_patch_int(char **text, size_t *len, const char *key, int64_t v)
+{
+	cleanup_free char *needle = xasprintf("\n  \"%s\": ", key);
+	char num[32], *at = strstr(*text, needle), *end;
+	size_t n, old, off;
+
+	if (!at)
+		return -ENOENT;
+	at += strlen(needle);
+	end = at + strspn(at, "-0123456789nul"); /* a number or null */
+	n = v < 0 ? (size_t) snprintf(num, sizeof(num), "null")
+		  : (size_t) snprintf(num, sizeof(num), "%jd", (intmax_t) v);
+	old = (size_t) (end - at);
+	off = (size_t) (at - *text);
+	if (n > old) {
+		*text = xrealloc(*text, *len + n - old + 1);
+		at = *text + off;
+		end = at + old;
+	}
+	memmove(at + n, end, *len - (off + old) + 1); /* the tail and its NUL */
+	memcpy(at, num, n);
+	*len = *len - old + n;
+	return 0;
+}
+
+int
+report_write(const char *path, const json_t *report)
+{
+	cleanup_free char *text = NULL;
+	size_t len = 0;
+
+	text = report_dumps(report, &len);
+	if (!text)
+		return -ENOMEM;
+	return report_write_text(path, text, len);
+}
+
+int
+report_write_text(const char *path, const char *text, size_t len)
+{
+	cleanup_free char *tmp = NULL;
+	cleanup_fd int fd = -1;
+	int r;
+
 	if (strcmp(path, "-") == 0)
 		return write_all(STDOUT_FILENO, text, len);
 	tmp = xasprintf("%s.tmp-XXXXXX", path);

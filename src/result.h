@@ -95,6 +95,8 @@ struct ab_result {
 	const char *workspace_mode; /* "tmpfs", "idmapped" or "bind" (static), NULL before */
 	struct strv warnings;
 	struct strv limits_hit; /* every limit with evidence it was reached */
+	/* what the walk of the workspace skipped and why (owned) or NULL */
+	json_t *files_summary;
 };
 
 void result_init(struct ab_result *r, struct ab_run_opts *opts);

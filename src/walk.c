@@ -33,10 +33,12 @@
 #define WALK_DEFAULT_MAX_ENTRIES 100000
 #define WALK_DEFAULT_MAX_DEPTH   4096
 #define WALK_DEFAULT_HASH_MAX    (64ULL << 20)
+#define WALK_DEFAULT_HASH_BUDGET (512ULL << 20)
+#define WALK_DEFAULT_LIST_BYTES  (8ULL << 20)
+#define WALK_DEFAULT_TIME_MS     60000
 #define WALK_LINK_MAX            4096          /* bytes of a symlink target kept */
 #define WALK_SPARSE_MIN          (1ULL << 20)  /* smaller files are never flagged sparse */
 #define WALK_OPEN_FRAMES         32            /* directory levels whose fds stay open */
-#define WALK_MAX_PATH            32768         /* longest manifest path; deeper is not entered */
 #define WALK_MAX_NAME_BYTES      (64ULL << 20) /* paths + link targets held by one manifest */
 #define WALK_BUF_SIZE            ((size_t) 64 * 1024) /* getdents64 and copy buffer */
 
@@ -48,6 +50,18 @@
 #define WALK_COPY_MODE_MASK    0755
 #define WALK_COPY_FILE_MODE(m) (((m) &WALK_COPY_MODE_MASK) | 0600)
 #define WALK_COPY_DIR_MODE(m)  (((m) &WALK_COPY_MODE_MASK) | 0700)
+
+/* What strip_uid removes in place. */
+#define WALK_STRIP_BITS (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH)
+
+/* The JSON cost model (entry_json_cost): indentation as deep as `collected.files` in the report
+ * with JSON_INDENT(2), plus slack, and the longest reason any entry can get. */
+#define JSON_ITEM_INDENT 8
+#define JSON_KEY_INDENT  10
+#define JSON_FLAG_INDENT 12
+#define WALK_REASON_MAX  100
+
+#define WALK_NO_ENTRY SIZE_MAX
 
 #define WALK_RESOLVE \
 	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
@@ -64,9 +78,19 @@ static const char *const type_names[AB_ENTRY_TYPE_COUNT] = {
 	[AB_ENTRY_BLOCKDEV] = "blockdev", [AB_ENTRY_OTHER] = "other",
 };
 
-static const char *const flag_names[] = {
+static const char *const flag_names[AB_FLAG_COUNT] = {
 	"symlink", "special",    "setid",    "hardlink", "sparse",
-	"too_big", "unreadable", "other_fs", "over_cap",
+	"too_big", "unreadable", "other_fs", "over_cap", "stripped",
+};
+
+/* per enum ab_walk_cap bit: the report's name, and the text of truncated_by */
+static const char *const cap_names[AB_CAP_COUNT] = {
+	"entries", "depth", "path_length", "manifest_size", "total_bytes", "time", "hash_budget",
+};
+static const char *const cap_texts[AB_CAP_COUNT] = {
+	"the entry cap",         "the depth cap",      "the path length cap",
+	"the manifest size cap", "the total size cap", "the walk time budget",
+	"the hash budget",
 };
 
 static const char zeros[WALK_BUF_SIZE];
@@ -104,7 +128,8 @@ open_beneath(int dirfd, const char *name, int flags)
 {
 	int fd;
 
-	flags |= O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
+	/* openat2() refuses O_PATH with any flag but O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC */
+	flags |= O_NOFOLLOW | O_CLOEXEC | (flags & O_PATH ? 0 : O_NOCTTY);
 	if (!walk_force_no_openat2 && !openat2_missing) {
 		struct open_how how = {
 			.flags = (uint64_t) (unsigned) flags,
@@ -227,6 +252,34 @@ manifest_done(struct ab_manifest *m)
 	memset(m, 0, sizeof(*m));
 }
 
+const char *
+walk_cap_name(enum ab_walk_cap cap)
+{
+	for (size_t b = 0; b < AB_CAP_COUNT; b++)
+		if ((unsigned) cap == 1U << b)
+			return cap_names[b];
+	return NULL;
+}
+
+char *
+walk_caps_text(unsigned caps)
+{
+	char *out = xstrdup(""), *next;
+	unsigned left = caps & ((1U << AB_CAP_COUNT) - 1);
+
+	for (size_t b = 0; b < AB_CAP_COUNT; b++) {
+		if (!(left & (1U << b)))
+			continue;
+		left &= ~(1U << b);
+		next = xasprintf("%s%s%s", out, !*out ? "" : left ? ", " : " and ", cap_texts[b]);
+		free(out);
+		out = next;
+	}
+	return out;
+}
+
+/* ---- the listing as JSON, and what it may cost ---- */
+
 static void
 json_put(json_t *obj, const char *key, json_t *value)
 {
@@ -234,6 +287,84 @@ json_put(json_t *obj, const char *key, json_t *value)
 	if (!value || json_object_set_new(obj, key, value) < 0)
 		abort();
 }
+
+/* Bytes of the JSON string a raw name becomes: walk_escape_name() turns every byte but
+ * printable ASCII other than '\' into \xNN, and jansson then writes that '\' as "\\" and a '"'
+ * as "\"". */
+static uint64_t
+raw_str_cost(const char *raw)
+{
+	uint64_t n = 2;
+
+	for (const unsigned char *c = (const unsigned char *) raw; *c; c++)
+		n += *c >= 0x20 && *c < 0x7f && *c != '\\' ? 1 + (*c == '"') : 5;
+	return n;
+}
+
+/* The same for a static ASCII text (a reason). */
+static uint64_t
+text_cost(const char *s)
+{
+	uint64_t n = 2;
+
+	for (; *s; s++)
+		n += 1 + (*s == '"' || *s == '\\');
+	return n;
+}
+
+static uint64_t
+digits(uint64_t v)
+{
+	uint64_t n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+/* "\n<indent>\"key\": value," */
+static uint64_t
+key_cost(const char *key, uint64_t value)
+{
+	return 1 + JSON_KEY_INDENT + 2 + strlen(key) + 2 + value + 1;
+}
+
+/* An upper bound of the bytes e takes in manifest_to_json()'s JSON_INDENT(2) dump, nested as
+ * deep as `collected.files` in the report. worst: as if every flag, a sha256, the longest
+ * reason and 20-digit sizes were still to come (what an entry may grow to once recorded). */
+static uint64_t
+entry_json_cost(const struct ab_entry *e, bool worst)
+{
+	uint64_t c = 2 * (1 + JSON_ITEM_INDENT + 1) + 1, fl = 0;
+
+	c += key_cost("path", raw_str_cost(e->path ? e->path : ""));
+	c += key_cost("type",
+		      2 + (worst || e->type >= AB_ENTRY_TYPE_COUNT ? 8 /* "blockdev" */
+								   : strlen(type_names[e->type])));
+	c += key_cost("size", worst ? 20 : digits(e->size));
+	c += key_cost("blocks_bytes", worst ? 20 : digits(e->blocks_bytes));
+	c += key_cost("mode", 6);
+	if (worst || e->sha256[0])
+		c += key_cost("sha256", 66);
+	if (e->link_target)
+		c += key_cost("link_target", raw_str_cost(e->link_target));
+	for (size_t b = 0; b < AB_FLAG_COUNT; b++)
+		if (worst || e->flags & (1U << b))
+			fl += 1 + JSON_FLAG_INDENT + 2 + strlen(flag_names[b]) + 1;
+	if (fl)
+		c += key_cost("flags", 1 + fl + 1 + JSON_KEY_INDENT + 1);
+	c += key_cost("collected", 5);
+	if (worst)
+		c += key_cost("reason", 2 + WALK_REASON_MAX);
+	else if (e->reason)
+		c += key_cost("reason", text_cost(e->reason));
+	return c;
+}
+
+/* "[", its closing line, and the key around it */
+#define JSON_ARRAY_COST (1 + 1 + JSON_ITEM_INDENT + 1 + 16)
 
 json_t *
 manifest_to_json(const struct ab_manifest *m)
@@ -270,7 +401,7 @@ manifest_to_json(const struct ab_manifest *m)
 
 			if (!flags)
 				abort();
-			for (size_t b = 0; b < ARRAY_SIZE(flag_names); b++)
+			for (size_t b = 0; b < AB_FLAG_COUNT; b++)
 				if (e->flags & (1U << b) &&
 				    json_array_append_new(flags, json_string(flag_names[b])) < 0)
 					abort();
@@ -285,6 +416,32 @@ manifest_to_json(const struct ab_manifest *m)
 	return arr;
 }
 
+json_t *
+manifest_summary_json(const struct ab_manifest *m)
+{
+	json_t *o = json_object(), *by = json_array();
+
+	if (!o || !by)
+		abort();
+	for (size_t b = 0; b < AB_CAP_COUNT; b++)
+		if (m->truncated_caps & (1U << b) &&
+		    json_array_append_new(by, json_string(cap_names[b])) < 0)
+			abort();
+	json_put(o, "listed", json_integer((json_int_t) m->n));
+	json_put(o, "entries", json_integer((json_int_t) m->total_entries));
+	json_put(o, "unlisted", json_integer((json_int_t) m->unlisted));
+	json_put(o, "truncated", json_boolean(m->truncated));
+	json_put(o, "truncated_by", by);
+	json_put(o, "list_bytes", json_integer((json_int_t) m->list_bytes));
+	json_put(o, "hashed_bytes", json_integer((json_int_t) m->hashed_bytes));
+	json_put(o, "hashes_reused", json_integer((json_int_t) m->hashes_reused));
+	json_put(o, "unhashed", json_integer((json_int_t) m->unhashed));
+	json_put(o, "stripped", json_integer((json_int_t) m->stripped));
+	json_put(o, "strip_failed", json_integer((json_int_t) m->strip_failed));
+	json_put(o, "walk_ms", json_integer((json_int_t) m->walk_ms));
+	return o;
+}
+
 /* ---- walk_tree ---- */
 
 struct walk_frame {
@@ -292,22 +449,38 @@ struct walk_frame {
 	int dst_fd;   /* its copy; -1 while evicted or when this level is not copied */
 	bool has_dst; /* this level is copied */
 	bool own_dst; /* dst_fd is ours (false for the caller's destination) */
+	bool listed;  /* its entries may be listed: the root, or a listed directory */
 	dev_t dev, dst_dev;
 	ino_t ino, dst_ino;
-	mode_t dst_mode; /* sanitized mode, applied to the copy once its contents are in */
-	size_t entry;    /* manifest index of this directory; SIZE_MAX for the root */
-	uint64_t depth;  /* 0 for the root */
+	mode_t dst_mode;   /* sanitized mode, applied to the copy once its contents are in */
+	size_t entry;      /* manifest index of this directory; WALK_NO_ENTRY for the root and
+			    * for directories that are not listed */
+	uint64_t reserved; /* list_bytes held for its entry until it is done */
+	uint64_t depth;    /* 0 for the root */
+	uint64_t path_len; /* bytes of its path below the root */
 	struct strv names;
 	size_t next;
+};
+
+/* hashes_from, by inode */
+struct walk_reuse {
+	uint64_t ino;
+	size_t idx;
 };
 
 struct walk {
 	struct ab_walk_opts o; /* with defaults filled in */
 	struct ab_manifest m;
 	dev_t root_dev;
-	uint64_t name_bytes;  /* bytes held in manifest paths and link targets */
-	bool listing_stopped; /* entry cap: nothing more is listed */
-	bool stopped;         /* memory cap: nothing more is recorded */
+	uint64_t name_bytes;     /* bytes held in manifest paths and link targets */
+	bool listing_stopped;    /* entry cap: no more directories are listed */
+	bool list_full;          /* manifest size cap: no more entries are listed */
+	bool stopped;            /* time budget: nothing more is walked */
+	bool strip;              /* o.strip_uid / o.strip_since are in force */
+	int64_t deadline_ns;     /* CLOCK_MONOTONIC */
+	struct ab_entry scratch; /* the entry being walked when it is not listed */
+	struct walk_reuse *reuse;
+	size_t n_reuse;
 	struct walk_frame *st;
 	size_t n, cap;
 	char *buf;
@@ -329,22 +502,54 @@ walk_entry_at(struct walk *w, size_t i)
 /* Reasons that only inform: the entry is still collected. Any other reason replaces them. */
 static const char reason_setid[] = "setuid/setgid/sticky bit (stripped on copy)";
 static const char reason_sparse[] = "sparse file (holes kept on copy)";
+static const char reason_sparse_unhashed[] = "sparse file (not hashed; holes kept on copy)";
+static const char reason_hash_too_big[] = "over the hash size cap (not hashed)";
+static const char reason_hash_budget[] = "hash budget used up (not hashed)";
 
-/* Records that a cap stopped the walk or the listing; the first cap is the one named. */
+static bool
+reason_informs(const char *r)
+{
+	return !r || r == reason_setid || r == reason_sparse || r == reason_sparse_unhashed ||
+	       r == reason_hash_too_big || r == reason_hash_budget;
+}
+
+/* Records that a cap cut the walk or the listing; the first cap is the one named. */
 static void
-truncate_by(struct walk *w, const char *cap)
+truncate_by(struct walk *w, enum ab_walk_cap cap)
 {
 	w->m.truncated = true;
-	if (!w->m.truncated_by)
-		w->m.truncated_by = cap;
+	w->m.truncated_caps |= cap;
+	for (size_t b = 0; b < AB_CAP_COUNT && !w->m.truncated_by; b++)
+		if ((unsigned) cap == 1U << b)
+			w->m.truncated_by = cap_texts[b];
 }
 
 static void
 entry_mark(struct ab_entry *e, unsigned flag, const char *reason)
 {
 	e->flags |= flag;
-	if (!e->reason || e->reason == reason_setid || e->reason == reason_sparse)
+	if (reason_informs(e->reason))
 		e->reason = reason;
+}
+
+/* For error messages: the entry's path, or its name when it is not listed. Escaped. */
+static char *
+entry_display(const struct ab_entry *e, const char *name)
+{
+	return walk_escape_name(e->path ? e->path : name);
+}
+
+/* The time budget: true (and the walk stops) once it is spent. */
+static bool
+walk_out_of_time(struct walk *w)
+{
+	if (w->stopped)
+		return true;
+	if (now_ns() < w->deadline_ns)
+		return false;
+	w->stopped = true;
+	truncate_by(w, AB_CAP_TIME);
+	return true;
 }
 
 static void
@@ -368,10 +573,11 @@ walk_list(struct walk *w, struct walk_frame *f)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (f->entry == SIZE_MAX)
+			if (f->depth == 0)
 				return ab_err_set(w->err, -errno, "list the walk root");
-			entry_mark(walk_entry_at(w, f->entry), AB_FLAG_UNREADABLE,
-				   "directory listing failed part way");
+			if (f->entry != WALK_NO_ENTRY)
+				entry_mark(walk_entry_at(w, f->entry), AB_FLAG_UNREADABLE,
+					   "directory listing failed part way");
 			return 0;
 		}
 		if (n == 0)
@@ -384,8 +590,8 @@ walk_list(struct walk *w, struct walk_frame *f)
 				continue;
 			if (w->m.total_entries >= w->o.max_entries) {
 				w->listing_stopped = true;
-				truncate_by(w, "the entry cap");
-				if (f->entry != SIZE_MAX)
+				truncate_by(w, AB_CAP_ENTRIES);
+				if (f->entry != WALK_NO_ENTRY)
 					entry_mark(walk_entry_at(w, f->entry), AB_FLAG_OVER_CAP,
 						   "entry cap reached (listing incomplete)");
 				return 0;
@@ -428,6 +634,17 @@ walk_push(struct walk *w, const struct walk_frame *nf)
 	return 0;
 }
 
+/* A listed entry is complete: its reservation becomes its exact cost. */
+static void
+list_settle(struct walk *w, size_t idx, uint64_t reserved)
+{
+	const struct ab_entry *e = walk_entry_at(w, idx);
+
+	w->m.list_bytes = w->m.list_bytes - reserved + entry_json_cost(e, false);
+	if (e->type == AB_ENTRY_FILE && !e->sha256[0])
+		w->m.unhashed++;
+}
+
 /* The level on top is done: give its copy the sanitized mode, bring the parent's fds back if
  * they were evicted, and drop the level. */
 static int
@@ -436,6 +653,8 @@ walk_pop(struct walk *w)
 	struct walk_frame *f = walk_top(w);
 	int r = 0;
 
+	if (f->entry != WALK_NO_ENTRY)
+		list_settle(w, f->entry, f->reserved);
 	if (f->own_dst && f->dst_fd >= 0 && fchmod(f->dst_fd, f->dst_mode) < 0)
 		r = ab_err_set(w->err, -errno, "chmod a copied directory");
 	if (r == 0 && w->n >= 2) {
@@ -476,13 +695,15 @@ sha256_hex(struct sha256_ctx *ctx, char out[65])
 enum copy_result {
 	COPY_OK = 0,
 	COPY_SOURCE_FAILED = 1, /* the workspace file could not be read in full */
+	COPY_TIMED_OUT = 2,     /* the time budget ran out part way */
 };
 
 /* Reads [0, size) of src once, feeding the hash (holes as zeros) and writing data ranges to
  * dst at the same offsets so that holes stay holes. Never reads past size. Returns COPY_OK,
- * COPY_SOURCE_FAILED, or -errno when writing the copy failed. */
+ * COPY_SOURCE_FAILED, COPY_TIMED_OUT (past deadline_ns), or -errno when writing the copy
+ * failed. */
 static int
-copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf,
+copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf, int64_t deadline_ns,
 	  uint64_t *ret_written)
 {
 	uint64_t off = 0, written = 0;
@@ -520,8 +741,11 @@ copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf,
 		while (off < hole) {
 			size_t want =
 				hole - off < WALK_BUF_SIZE ? (size_t) (hole - off) : WALK_BUF_SIZE;
-			ssize_t r = RETRY_EINTR(pread(src, buf, want, (off_t) off));
+			ssize_t r;
 
+			if (now_ns() >= deadline_ns)
+				return COPY_TIMED_OUT;
+			r = RETRY_EINTR(pread(src, buf, want, (off_t) off));
 			if (r <= 0)
 				return COPY_SOURCE_FAILED; /* read error, or it shrank */
 			if (hash)
@@ -546,11 +770,165 @@ copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf,
 	return COPY_OK;
 }
 
+/* ---- strip_uid ---- */
+
+static bool
+strip_applies(const struct walk *w, const struct stat *st)
+{
+	const struct timespec *c = &st->st_ctim, *s = &w->o.strip_since;
+
+	return w->strip && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
+	       st->st_uid == w->o.strip_uid && st->st_dev == w->root_dev &&
+	       (c->tv_sec > s->tv_sec || (c->tv_sec == s->tv_sec && c->tv_nsec >= s->tv_nsec)) &&
+	       (st->st_mode & WALK_STRIP_BITS);
+}
+
+static void
+strip_failed(struct walk *w, struct ab_entry *e)
+{
+	/* no flag: the entry may well have been read and copied; strip_failed tells the caller */
+	w->m.strip_failed++;
+	entry_mark(e, 0, "special bits could not be removed in place");
+}
+
+/* Strips the entry open on fd, whose fstat is fst. fd is an O_PATH fd when by_proc: fchmod()
+ * refuses those, so it goes through /proc/self/fd/N, which names this inode and no other. */
+static void
+strip_fd(struct walk *w, struct ab_entry *e, int fd, const struct stat *fst, bool by_proc)
+{
+	mode_t mode = fst->st_mode & 07777;
+	int r;
+
+	if (!strip_applies(w, fst))
+		return;
+	if (by_proc) {
+		char p[64];
+
+		(void) snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		r = chmod(p, mode & ~(mode_t) WALK_STRIP_BITS);
+	} else {
+		r = fchmod(fd, mode & ~(mode_t) WALK_STRIP_BITS);
+	}
+	if (r < 0) {
+		strip_failed(w, e);
+		return;
+	}
+	e->flags |= AB_FLAG_STRIPPED;
+	w->m.stripped++;
+}
+
+/* Strips `name` below dirfd, which the walk did not (or could not) open readable: an O_PATH
+ * fd beneath dirfd (never through a symlink, never across a mount), checked to be the inode
+ * and type lstat saw. Never opens a FIFO or a device for reading. */
 static int
-walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
+strip_at(struct walk *w, struct ab_entry *e, int dirfd, const char *name, const struct stat *st)
+{
+	cleanup_fd int fd = -1;
+	struct stat fst;
+
+	if (!strip_applies(w, st))
+		return 0;
+	fd = open_beneath(dirfd, name, O_PATH);
+	if (fd < 0) {
+		if (is_fd_exhaustion(fd))
+			return ab_err_set(w->err, fd, "open a workspace entry to strip it");
+		strip_failed(w, e);
+		return 0;
+	}
+	if (fstat(fd, &fst) < 0 || fst.st_dev != st->st_dev || fst.st_ino != st->st_ino ||
+	    (fst.st_mode & S_IFMT) != (st->st_mode & S_IFMT)) {
+		strip_failed(w, e);
+		return 0;
+	}
+	strip_fd(w, e, fd, &fst, true);
+	return 0;
+}
+
+/* ---- hashing ---- */
+
+static int
+reuse_cmp(const void *a, const void *b)
+{
+	const struct walk_reuse *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void
+reuse_index(struct walk *w)
+{
+	const struct ab_manifest *hf = w->o.hashes_from;
+
+	for (size_t i = 0; hf && i < hf->n; i++) {
+		if (hf->entries[i].type != AB_ENTRY_FILE || !hf->entries[i].sha256[0])
+			continue;
+		if (w->n_reuse % 1024 == 0)
+			w->reuse = xrealloc(w->reuse, (w->n_reuse + 1024) * sizeof(*w->reuse));
+		w->reuse[w->n_reuse++] = (struct walk_reuse){ hf->entries[i].ino, i };
+	}
+	if (w->n_reuse)
+		qsort(w->reuse, w->n_reuse, sizeof(*w->reuse), reuse_cmp);
+}
+
+/* The sha256 of an unchanged file from hashes_from: same inode, size and ctime. */
+static bool
+reuse_hash(struct walk *w, struct ab_entry *e)
+{
+	struct walk_reuse key = { .ino = e->ino }, *r;
+
+	if (!w->n_reuse)
+		return false;
+	r = bsearch(&key, w->reuse, w->n_reuse, sizeof(*w->reuse), reuse_cmp);
+	/* equal inodes are adjacent: find the first */
+	while (r && r > w->reuse && r[-1].ino == e->ino)
+		r--;
+	for (; r && r < w->reuse + w->n_reuse && r->ino == e->ino; r++) {
+		const struct ab_entry *o = &w->o.hashes_from->entries[r->idx];
+
+		if (o->size == e->size && o->ctime.tv_sec == e->ctime.tv_sec &&
+		    o->ctime.tv_nsec == e->ctime.tv_nsec) {
+			memcpy(e->sha256, o->sha256, sizeof(e->sha256));
+			w->m.hashes_reused++;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether to hash a listed regular file, charging the hash budget if so. A file that is not
+ * hashed gets a flag saying why. The charge is the allocated blocks, or the apparent size
+ * where that is bigger (holes are hashed as zeros); sparse files past WALK_SPARSE_HASH_MAX are
+ * not hashed at all, so holes never cost more than that per file. */
+static bool
+hash_wanted(struct walk *w, struct ab_entry *e)
+{
+	uint64_t cost = e->blocks_bytes > e->size ? e->blocks_bytes : e->size;
+
+	if (e->flags & AB_FLAG_HARDLINK || reuse_hash(w, e))
+		return false;
+	if (e->flags & AB_FLAG_SPARSE &&
+	    (e->size > WALK_SPARSE_HASH_MAX || e->size > w->o.hash_max_bytes)) {
+		if (reason_informs(e->reason))
+			e->reason = reason_sparse_unhashed;
+		return false;
+	}
+	if (e->size > w->o.hash_max_bytes) {
+		entry_mark(e, AB_FLAG_TOO_BIG, reason_hash_too_big);
+		return false;
+	}
+	if (cost > w->o.hash_budget_bytes - w->m.hashed_bytes) {
+		entry_mark(e, AB_FLAG_OVER_CAP, reason_hash_budget);
+		w->m.truncated_caps |= AB_CAP_HASH;
+		return false;
+	}
+	w->m.hashed_bytes += cost;
+	return true;
+}
+
+static int
+walk_file(struct walk *w, struct ab_entry *e, const char *name, const struct stat *st)
 {
 	struct walk_frame *f = walk_top(w);
-	struct ab_entry *e = walk_entry_at(w, idx);
 	uint64_t size = e->size, written = 0;
 	cleanup_fd int fd = -1, dfd = -1;
 	struct sha256_ctx ctx;
@@ -571,18 +949,19 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	copy = f->has_dst && !(e->flags & ~(unsigned) (AB_FLAG_SPARSE | AB_FLAG_SETID));
 	if (copy && w->o.max_total_bytes && size > w->o.max_total_bytes - w->m.copied_bytes) {
 		entry_mark(e, AB_FLAG_OVER_CAP, "over the total size cap");
-		truncate_by(w, "the total size cap");
+		truncate_by(w, AB_CAP_TOTAL_BYTES);
 		copy = false;
 	}
 	if (w->o.dst_dirfd >= 0 && !f->has_dst && !e->reason)
 		e->reason = "inside a directory that was not copied";
-	hash = !(e->flags & AB_FLAG_HARDLINK) && size <= w->o.hash_max_bytes;
 	if (e->flags & AB_FLAG_SETID && !e->reason)
 		e->reason = reason_setid;
 	if (e->flags & AB_FLAG_SPARSE && !e->reason)
 		e->reason = reason_sparse;
+	/* only what is listed is hashed: nobody would see the hash of the rest */
+	hash = e->path && hash_wanted(w, e);
 	if (!copy && !hash)
-		return 0;
+		return strip_at(w, e, f->fd, name, st);
 
 	fd = open_beneath(f->fd, name, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
@@ -593,7 +972,7 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 		else
 			entry_mark(e, AB_FLAG_UNREADABLE, "cannot be opened");
 		e->collected = false;
-		return 0;
+		return fd == -EXDEV ? 0 : strip_at(w, e, f->fd, name, st);
 	}
 	/* Still the regular file lstat saw? A FIFO swapped in is never read (and never blocked
 	 * on: O_NONBLOCK). */
@@ -602,6 +981,7 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 		entry_mark(e, AB_FLAG_UNREADABLE, "changed while walking");
 		return 0;
 	}
+	strip_fd(w, e, fd, &fst, false);
 
 	if (copy) {
 		dfd = RETRY_EINTR(openat(f->dst_fd, name,
@@ -611,7 +991,7 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 			e->reason = "destination name already exists (not overwritten)";
 			copy = false;
 		} else if (dfd < 0) {
-			cleanup_free char *p = walk_escape_name(e->path);
+			cleanup_free char *p = entry_display(e, name);
 
 			return ab_err_set(w->err, -errno, "create the copy of '%s'", p);
 		}
@@ -627,14 +1007,22 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 
 	if (hash)
 		sha256_init(&ctx);
-	r = copy_data(fd, copy ? dfd : -1, size, hash ? &ctx : NULL, w->buf, &written);
+	r = copy_data(fd, copy ? dfd : -1, size, hash ? &ctx : NULL, w->buf, w->deadline_ns,
+		      &written);
 	if (r != COPY_OK) {
 		if (copy)
 			(void) unlinkat(f->dst_fd, name, 0); /* our own partial copy */
+		e->collected = false;
 		if (r < 0) {
-			cleanup_free char *p = walk_escape_name(e->path);
+			cleanup_free char *p = entry_display(e, name);
 
 			return ab_err_set(w->err, r, "write the copy of '%s'", p);
+		}
+		if (r == COPY_TIMED_OUT) {
+			(void) walk_out_of_time(w);
+			entry_mark(e, AB_FLAG_OVER_CAP,
+				   "walk time budget reached (not read in full)");
+			return 0;
 		}
 		entry_mark(e, AB_FLAG_UNREADABLE, "read failed or file changed while reading");
 		return 0;
@@ -653,11 +1041,13 @@ walk_file(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	return 0;
 }
 
+/* Enters the directory `name` (entry e, manifest index idx or WALK_NO_ENTRY) unless a cap or
+ * its state says not to; reserved is what its listing holds until it is done. */
 static int
-walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
+walk_dir(struct walk *w, struct ab_entry *e, size_t idx, uint64_t reserved, const char *name,
+	 uint64_t path_len, const struct stat *st)
 {
 	struct walk_frame *f = walk_top(w);
-	struct ab_entry *e = walk_entry_at(w, idx);
 	cleanup_fd int fd = -1, dfd = -1;
 	struct walk_frame nf = { .fd = -1, .dst_fd = -1, .own_dst = true };
 	struct stat fst;
@@ -669,36 +1059,32 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 	if (w->listing_stopped) {
 		e->flags |= AB_FLAG_OVER_CAP;
 		e->reason = "entry cap reached (not listed)";
-		return 0;
+		return strip_at(w, e, f->fd, name, st);
 	}
 	if (f->depth + 1 >= w->o.max_depth) {
 		e->flags |= AB_FLAG_OVER_CAP;
 		e->reason = "depth cap reached (not entered)";
-		truncate_by(w, "the depth cap");
-		return 0;
-	}
-	if (strlen(e->path) + 1 + NAME_MAX >= WALK_MAX_PATH) {
-		e->flags |= AB_FLAG_OVER_CAP;
-		e->reason = "path length cap reached (not entered)";
-		truncate_by(w, "the path length cap");
-		return 0;
+		truncate_by(w, AB_CAP_DEPTH);
+		return strip_at(w, e, f->fd, name, st);
 	}
 
 	fd = open_beneath(f->fd, name, O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
 		if (is_fd_exhaustion(fd))
 			return ab_err_set(w->err, fd, "open a workspace directory");
-		if (fd == -EXDEV)
+		if (fd == -EXDEV) {
 			entry_mark(e, AB_FLAG_OTHER_FS, "mount point (not entered)");
-		else
-			entry_mark(e, AB_FLAG_UNREADABLE, "cannot be opened (not entered)");
-		return 0;
+			return 0;
+		}
+		entry_mark(e, AB_FLAG_UNREADABLE, "cannot be opened (not entered)");
+		return strip_at(w, e, f->fd, name, st);
 	}
 	if (fstat(fd, &fst) < 0 || !S_ISDIR(fst.st_mode) || fst.st_dev != st->st_dev ||
 	    fst.st_ino != st->st_ino || fst.st_dev != w->root_dev) {
 		entry_mark(e, AB_FLAG_UNREADABLE, "changed while walking");
 		return 0;
 	}
+	strip_fd(w, e, fd, &fst, false);
 	if (w->o.dst_dirfd >= 0 && fst.st_dev == w->st[0].dst_dev &&
 	    fst.st_ino == w->st[0].dst_ino) {
 		/* The destination inside the source: copying it into itself would never end. */
@@ -716,7 +1102,7 @@ walk_dir(struct walk *w, size_t idx, const char *name, const struct stat *st)
 				e->reason = "destination name already exists (not overwritten)";
 				goto push;
 			}
-			p = walk_escape_name(e->path);
+			p = entry_display(e, name);
 			return ab_err_set(w->err, -errno, "create the copy of '%s'", p);
 		}
 		dfd = RETRY_EINTR(
@@ -735,30 +1121,55 @@ push:
 	nf.dev = st->st_dev;
 	nf.ino = st->st_ino;
 	nf.entry = idx;
+	nf.listed = idx != WALK_NO_ENTRY;
+	nf.reserved = reserved;
 	nf.depth = f->depth + 1;
+	nf.path_len = path_len;
 	nf.fd = steal_fd(&fd);
 	nf.dst_fd = steal_fd(&dfd);
 	return walk_push(w, &nf);
 }
 
-/* Records one entry of the directory on top of the stack, and enters it if it is one. */
-static int
-walk_one(struct walk *w, const char *name)
+/* Decides whether the entry `name` of the directory on top is listed. Returns its manifest
+ * index and sets *ret_reserved (what its JSON may cost, held in list_bytes), or returns
+ * WALK_NO_ENTRY: it is walked all the same (copied, stripped, counted), through w->scratch. */
+static size_t
+walk_record(struct walk *w, const char *name, uint64_t path_len, const char *link,
+	    uint64_t *ret_reserved)
 {
 	struct walk_frame *f = walk_top(w);
-	const char *prefix = f->entry == SIZE_MAX ? NULL : walk_entry_at(w, f->entry)->path;
-	char *path = prefix ? xasprintf("%s/%s", prefix, name) : xstrdup(name);
+	struct ab_entry *parent = f->entry == WALK_NO_ENTRY ? NULL : walk_entry_at(w, f->entry);
 	struct ab_entry *e;
-	struct stat st;
+	uint64_t cost;
 	size_t idx;
+	char *path;
 
-	if (w->name_bytes + strlen(path) + 1 > WALK_MAX_NAME_BYTES) {
-		free(path);
-		w->stopped = true;
-		truncate_by(w, "the name memory cap");
-		return 0;
+	if (!f->listed || w->list_full)
+		return WALK_NO_ENTRY;
+	if (path_len > WALK_LIST_PATH_MAX) {
+		truncate_by(w, AB_CAP_PATH_LENGTH);
+		if (parent)
+			entry_mark(parent, AB_FLAG_OVER_CAP,
+				   "path length cap reached (contents not all listed)");
+		return WALK_NO_ENTRY;
 	}
-	w->name_bytes += strlen(path) + 1;
+	path = parent ? xasprintf("%s/%s", parent->path, name) : xstrdup(name);
+	w->scratch.path = path;
+	w->scratch.link_target = (char *) link;
+	cost = entry_json_cost(&w->scratch, true);
+	w->scratch.path = w->scratch.link_target = NULL;
+	if (w->m.list_bytes + cost > w->o.max_list_bytes ||
+	    w->name_bytes + path_len + 1 + (link ? strlen(link) + 1 : 0) > WALK_MAX_NAME_BYTES) {
+		free(path);
+		w->list_full = true;
+		truncate_by(w, AB_CAP_MANIFEST);
+		if (parent)
+			entry_mark(parent, AB_FLAG_OVER_CAP,
+				   "manifest size cap reached (contents not all listed)");
+		return WALK_NO_ENTRY;
+	}
+	w->m.list_bytes += cost;
+	w->name_bytes += path_len + 1 + (link ? strlen(link) + 1 : 0);
 	if (w->m.n == w->m.cap) {
 		w->m.cap = w->m.cap ? w->m.cap * 2 : 64;
 		w->m.entries = xrealloc(w->m.entries, w->m.cap * sizeof(*w->m.entries));
@@ -767,39 +1178,74 @@ walk_one(struct walk *w, const char *name)
 	e = walk_entry_at(w, idx);
 	memset(e, 0, sizeof(*e));
 	e->path = path;
+	e->link_target = link ? xstrdup(link) : NULL;
+	*ret_reserved = cost;
+	return idx;
+}
 
-	if (fstatat(f->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+/* Records one entry of the directory on top of the stack, and enters it if it is one. */
+static int
+walk_one(struct walk *w, const char *name)
+{
+	struct walk_frame *f = walk_top(w);
+	uint64_t path_len = (f->depth ? f->path_len + 1 : 0) + strlen(name), reserved = 0;
+	char target[WALK_LINK_MAX + 1];
+	const char *link = NULL;
+	size_t idx, frames = w->n;
+	struct ab_entry *e;
+	struct stat st;
+	int r = 0, stat_err;
+
+	if (walk_out_of_time(w))
+		return 0;
+	stat_err = fstatat(f->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0;
+	if (!stat_err && S_ISLNK(st.st_mode)) {
+		ssize_t n = readlinkat(f->fd, name, target, WALK_LINK_MAX);
+
+		if (n >= 0) {
+			target[n] = '\0';
+			link = target;
+		}
+	}
+	idx = walk_record(w, name, path_len, link, &reserved);
+	if (idx == WALK_NO_ENTRY) {
+		w->m.unlisted++;
+		e = &w->scratch;
+		memset(e, 0, sizeof(*e));
+	} else {
+		e = walk_entry_at(w, idx);
+	}
+
+	if (stat_err) {
 		e->type = AB_ENTRY_OTHER;
 		entry_mark(e, AB_FLAG_UNREADABLE, "vanished or cannot be examined");
-		return 0;
+		goto done;
 	}
 	e->type = type_of(st.st_mode);
 	e->size = st.st_size > 0 ? (uint64_t) st.st_size : 0;
 	e->blocks_bytes = (uint64_t) st.st_blocks * 512;
 	e->mode = st.st_mode & 07777;
+	e->ino = (uint64_t) st.st_ino;
+	e->ctime = st.st_ctim;
 	if (st.st_dev != w->root_dev) {
 		entry_mark(e, AB_FLAG_OTHER_FS, "on another filesystem (mount point; not entered)");
-		return 0;
+		goto done;
 	}
 
 	switch (e->type) {
 	case AB_ENTRY_FILE:
-		return walk_file(w, idx, name, &st);
+		r = walk_file(w, e, name, &st);
+		break;
 	case AB_ENTRY_DIR:
-		return walk_dir(w, idx, name, &st);
-	case AB_ENTRY_SYMLINK: {
-		char target[WALK_LINK_MAX + 1];
-		ssize_t n = readlinkat(f->fd, name, target, WALK_LINK_MAX);
-
+		r = walk_dir(w, e, idx, reserved, name, path_len, &st);
+		if (w->n > frames)
+			return r; /* entered: its listing settles when the level is done */
+		break;
+	case AB_ENTRY_SYMLINK:
 		entry_mark(e, AB_FLAG_SYMLINK, "symbolic link (not followed)");
-		if (n >= 0 && w->name_bytes + (size_t) n + 1 <= WALK_MAX_NAME_BYTES) {
-			e->link_target = xstrndup(target, (size_t) n);
-			w->name_bytes += (size_t) n + 1;
-		} else if (n < 0) {
+		if (!link)
 			e->flags |= AB_FLAG_UNREADABLE;
-		}
-		return 0;
-	}
+		break;
 	case AB_ENTRY_FIFO:
 	case AB_ENTRY_SOCKET:
 	case AB_ENTRY_CHARDEV:
@@ -807,9 +1253,12 @@ walk_one(struct walk *w, const char *name)
 	case AB_ENTRY_OTHER:
 	case AB_ENTRY_TYPE_COUNT:
 		entry_mark(e, AB_FLAG_SPECIAL, "special file (fifo, socket or device; not opened)");
-		return 0;
+		break;
 	}
-	return 0;
+done:
+	if (idx != WALK_NO_ENTRY)
+		list_settle(w, idx, reserved);
+	return r;
 }
 
 static void
@@ -819,15 +1268,18 @@ walk_free(struct walk *w)
 		frame_close(&w->st[--w->n]);
 	free(w->st);
 	free(w->buf);
+	free(w->reuse);
 	w->st = NULL;
 	w->buf = NULL;
+	w->reuse = NULL;
 }
 
 int
 walk_tree(int root_dirfd, const struct ab_walk_opts *o, struct ab_manifest *ret, struct ab_err *err)
 {
 	struct walk w = { .err = err };
-	struct walk_frame root = { .fd = -1, .dst_fd = -1, .entry = SIZE_MAX };
+	struct walk_frame root = { .fd = -1, .dst_fd = -1, .entry = WALK_NO_ENTRY, .listed = true };
+	int64_t t0 = now_ns();
 	struct stat st;
 	int r;
 
@@ -841,6 +1293,18 @@ walk_tree(int root_dirfd, const struct ab_walk_opts *o, struct ab_manifest *ret,
 		w.o.max_depth = WALK_DEFAULT_MAX_DEPTH;
 	if (!w.o.hash_max_bytes)
 		w.o.hash_max_bytes = WALK_DEFAULT_HASH_MAX;
+	if (!w.o.hash_budget_bytes)
+		w.o.hash_budget_bytes = WALK_DEFAULT_HASH_BUDGET;
+	if (!w.o.max_list_bytes)
+		w.o.max_list_bytes = WALK_DEFAULT_LIST_BYTES;
+	if (!w.o.time_budget_ms)
+		w.o.time_budget_ms = WALK_DEFAULT_TIME_MS;
+	w.deadline_ns = t0 + (int64_t) (w.o.time_budget_ms > INT64_MAX / 2000000
+						? INT64_MAX / 2
+						: w.o.time_budget_ms * 1000000);
+	w.strip = w.o.strip_uid != (uid_t) -1 &&
+		  (w.o.strip_since.tv_sec != 0 || w.o.strip_since.tv_nsec != 0);
+	w.m.list_bytes = JSON_ARRAY_COST;
 
 	if (fstat(root_dirfd, &st) < 0)
 		return ab_err_set(err, -errno, "fstat the walk root");
@@ -868,6 +1332,7 @@ walk_tree(int root_dirfd, const struct ab_walk_opts *o, struct ab_manifest *ret,
 	}
 
 	w.buf = xmalloc(WALK_BUF_SIZE);
+	reuse_index(&w);
 	r = walk_push(&w, &root);
 	while (r == 0 && w.n > 0) {
 		struct walk_frame *f = walk_top(&w);
@@ -882,6 +1347,7 @@ walk_tree(int root_dirfd, const struct ab_walk_opts *o, struct ab_manifest *ret,
 		manifest_done(&w.m);
 		return r;
 	}
+	w.m.walk_ms = (uint64_t) ((now_ns() - t0) / 1000000);
 	*ret = w.m;
 	return 0;
 }

@@ -669,17 +669,50 @@ ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err)
 	return 0;
 }
 
+/* Post-run work runs outside every limit of the run, so it is bounded by totals for the whole
+ * run (docs/design.md, "Post-run work is bounded"): one time budget and one hash budget shared
+ * by the walk of the workspace and the --collect walk (the first gets half the time when there
+ * is a second, so that it cannot starve it), and a listing cap for each. */
+#define WS_POST_RUN_MS 60000
+#define WS_HASH_BUDGET (512ULL << 20)
+#define WS_LIST_BYTES  (8ULL << 20)
+#define WS_HASH_MAX    (64ULL << 20)
+#define WS_MAX_ENTRIES 100000
+
+/* Says in the warnings what a cap cut from the walk `what`. */
+static void
+warn_walk(struct ab_result *res, const char *what, const struct ab_manifest *m)
+{
+	cleanup_free char *caps = walk_caps_text(m->truncated_caps & ~(unsigned) AB_CAP_HASH);
+
+	if (m->truncated)
+		result_warn(res,
+			    "%s is incomplete: %s stopped it (%ju entries walked but not "
+			    "listed; see files_summary)",
+			    what, *caps ? caps : "a cap", (uintmax_t) m->unlisted);
+	if (m->truncated_caps & AB_CAP_HASH)
+		result_warn(res,
+			    "%s: the hash budget (%llu MiB a run) is used up: %ju files have "
+			    "no sha256 (flag over_cap)",
+			    what, WS_HASH_BUDGET >> 20, (uintmax_t) m->unhashed);
+}
+
 int
 ws_collect(struct run_ctx *c, struct ab_err *err)
 {
+	int64_t deadline = now_ms() + WS_POST_RUN_MS;
 	struct ab_walk_opts wo = {
-		.max_entries = 100000,
+		.max_entries = WS_MAX_ENTRIES,
 		.max_file_bytes = 0,
 		.max_total_bytes = 0,
-		.hash_max_bytes = 64ULL << 20,
+		.hash_max_bytes = WS_HASH_MAX,
+		.hash_budget_bytes = WS_HASH_BUDGET,
+		.max_list_bytes = WS_LIST_BYTES,
+		.time_budget_ms = c->o->collect_dir ? WS_POST_RUN_MS / 2 : WS_POST_RUN_MS,
 		.dst_dirfd = -1,
 		.chown_uid = (uid_t) -1,
 		.chown_gid = (gid_t) -1,
+		.strip_uid = (uid_t) -1, /* idmapped --workspace: the uid its files map to */
 	};
 	struct ab_manifest m = { 0 };
 	cleanup_fd int keep_fd = -1, coll_fd = -1;
@@ -698,43 +731,56 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 	if (r < 0)
 		return r;
 	c->res->files = manifest_to_json(&m);
+	c->res->files_summary = manifest_summary_json(&m);
 	c->res->usage.workspace_bytes = (int64_t) m.total_bytes;
 	c->res->usage.workspace_entries = (int64_t) m.total_entries;
-	if (m.truncated)
-		result_warn(c->res, "the workspace listing is incomplete: %s stopped it",
-			    m.truncated_by ? m.truncated_by : "a cap");
-	manifest_done(&m);
+	warn_walk(c->res, "the workspace listing", &m);
 
 	if (c->o->collect_dir) {
 		struct ab_walk_opts co = wo;
 		struct ab_manifest cm = { 0 };
+		int64_t left = deadline - now_ms();
 		size_t skipped = 0;
 
-		if (mkdir(c->o->collect_dir, 0755) < 0 && errno != EEXIST)
-			return ab_err_set(err, -errno, "--collect '%s': %s", c->o->collect_dir,
-					  strerror(errno));
+		if (mkdir(c->o->collect_dir, 0755) < 0 && errno != EEXIST) {
+			r = ab_err_set(err, -errno, "--collect '%s': %s", c->o->collect_dir,
+				       strerror(errno));
+			goto out;
+		}
 		coll_fd = open(c->o->collect_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (coll_fd < 0)
-			return ab_err_set(err, -errno, "--collect '%s': %s", c->o->collect_dir,
-					  strerror(errno));
+		if (coll_fd < 0) {
+			r = ab_err_set(err, -errno, "--collect '%s': %s", c->o->collect_dir,
+				       strerror(errno));
+			goto out;
+		}
 		co.dst_dirfd = coll_fd;
 		co.chown_uid = (uid_t) -1;
 		co.chown_gid = (gid_t) -1;
 		co.max_file_bytes = c->o->limits[AB_LIM_FILE_SIZE].value;
 		co.max_total_bytes = c->o->limits[AB_LIM_DISK].value;
+		/* the same files: take their hashes instead of reading them again, and spend
+		 * only what is left of the run's budgets (1 rather than 0, the default) */
+		co.hashes_from = &m;
+		co.hash_budget_bytes =
+			WS_HASH_BUDGET > m.hashed_bytes ? WS_HASH_BUDGET - m.hashed_bytes : 1;
+		co.time_budget_ms = left > 0 ? (uint64_t) left : 1;
 		r = walk_tree(c->work_fd, &co, &cm, err);
 		if (r < 0)
-			return r;
+			goto out;
 		for (size_t i = 0; i < cm.n; i++)
 			if (!cm.entries[i].collected)
 				skipped++;
-		c->res->collected =
-			json_pack("{s:s, s:I, s:I, s:o}", "dir", c->o->collect_dir, "bytes",
-				  (json_int_t) cm.copied_bytes, "skipped_count",
-				  (json_int_t) skipped, "files", manifest_to_json(&cm));
+		c->res->collected = json_pack(
+			"{s:s, s:I, s:I, s:o, s:o}", "dir", c->o->collect_dir, "bytes",
+			(json_int_t) cm.copied_bytes, "skipped_count", (json_int_t) skipped,
+			"files", manifest_to_json(&cm), "summary", manifest_summary_json(&cm));
+		warn_walk(c->res, "--collect", &cm);
 		manifest_done(&cm);
 	}
-	return 0;
+	r = 0;
+out:
+	manifest_done(&m);
+	return r;
 }
 
 void

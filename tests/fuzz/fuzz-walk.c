@@ -10,7 +10,12 @@
  *   - a copy is not a regular file or directory, or has special bits or group/other write;
  *   - a collected entry is not what the manifest says (type, flags, sha256 of the copy);
  *   - a cap is exceeded, an escaped name is not printable ASCII, the JSON cannot be built;
- *   - walk_remove_tree does not remove the whole tree, or removes the canary.
+ *   - walk_remove_tree does not remove the whole tree, or removes the canary;
+ *   - the listing's JSON is longer than list_bytes or the cap, hashing cost more than the
+ *     budget, or a listed regular file has no sha256 and no flag saying why;
+ *   - the in-place strip (strip_uid) changed anything but the setuid/setgid/g+w/o+w bits of
+ *     regular files and directories, missed one in a walk no cap cut short, or reached
+ *     through a symlink (the canary file is setuid).
  *
  * clang -fsanitize=fuzzer,address ... (see tests/meson.build, option 'fuzz'), or with
  * -DAB_FUZZ_MAIN a plain main() that replays the files named on the command line (gcc). */
@@ -39,6 +44,9 @@
 #define FUZZ_CHAIN_MAX    48
 #define FUZZ_CANARY       "canary\n"
 #define FUZZ_CANARY_ATIME 1000000000
+#define FUZZ_CANARY_MODE  04755
+#define FUZZ_SNAP_MAX     512
+#define STRIP_BITS        (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -388,6 +396,7 @@ check_canary(struct fuzz *z)
 	CHECK(fstatat(z->canary, "c.txt", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode));
 	CHECK(st.st_atim.tv_sec == FUZZ_CANARY_ATIME); /* never read */
 	CHECK(st.st_size == (off_t) strlen(FUZZ_CANARY));
+	CHECK((st.st_mode & 07777) == FUZZ_CANARY_MODE); /* the strip never reached it */
 }
 
 static bool
@@ -479,17 +488,97 @@ check_dst_tree(struct fuzz *z)
 	manifest_done(&m);
 }
 
+/* Every entry of the source tree with its type and mode, found by opening directories
+ * (never following a link), to compare before and after the walk. */
+struct snap {
+	char path[FUZZ_SNAP_MAX][PATH_MAX];
+	mode_t mode[FUZZ_SNAP_MAX]; /* st_mode, type included */
+	size_t n;
+};
+
+static void
+snap_dir(struct snap *sn, int dirfd, const char *prefix, int depth)
+{
+	cleanup_fd int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char buf[4096];
+
+	if (fd < 0 || depth > FUZZ_MAX_DEPTH + FUZZ_CHAIN_MAX + 2)
+		return;
+	for (;;) {
+		ssize_t r = getdents64(fd, buf, sizeof(buf));
+
+		if (r <= 0)
+			return;
+		for (ssize_t off = 0; off < r;) {
+			struct dirent64 *d = (struct dirent64 *) (void *) (buf + off);
+			struct stat st;
+
+			off += d->d_reclen;
+			if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
+			    sn->n == FUZZ_SNAP_MAX ||
+			    strlen(prefix) + strlen(d->d_name) + 2 > PATH_MAX ||
+			    fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			snprintf(sn->path[sn->n], PATH_MAX, "%s/%s", prefix, d->d_name);
+			sn->mode[sn->n++] = st.st_mode;
+			if (S_ISDIR(st.st_mode)) {
+				cleanup_fd int sub =
+					openat(fd, d->d_name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+				if (sub >= 0)
+					snap_dir(sn, sub, sn->path[sn->n - 1], depth + 1);
+			}
+		}
+	}
+}
+
+/* The strip changed the strip bits of regular files and directories, only those, and all of
+ * them when no cap cut the walk short. */
+static void
+check_strip(const struct snap *a, const struct snap *b, bool strip, const struct ab_manifest *m)
+{
+	bool complete = !(m->truncated_caps & (AB_CAP_ENTRIES | AB_CAP_DEPTH | AB_CAP_TIME)) &&
+			m->strip_failed == 0;
+	uint64_t changed = 0;
+
+	CHECK(a->n == b->n);
+	for (size_t i = 0; i < a->n; i++) {
+		mode_t want = a->mode[i];
+
+		CHECK(strcmp(a->path[i], b->path[i]) == 0);
+		if (strip && (S_ISREG(want) || S_ISDIR(want)))
+			want &= ~(mode_t) STRIP_BITS;
+		if (b->mode[i] != a->mode[i])
+			changed++;
+		CHECK(b->mode[i] == want || (!complete && b->mode[i] == a->mode[i]));
+	}
+	CHECK(strip || m->stripped == 0);
+	/* a hardlinked inode changes under each of its names but is stripped once */
+	CHECK(m->stripped <= changed);
+}
+
+/* Why a listed regular file may have no sha256. */
+#define UNHASHED_WHY                                                                \
+	(AB_FLAG_HARDLINK | AB_FLAG_SPARSE | AB_FLAG_TOO_BIG | AB_FLAG_UNREADABLE | \
+	 AB_FLAG_OTHER_FS | AB_FLAG_OVER_CAP)
+
 static void
 check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk_opts *o)
 {
+	/* over_cap: listing cut; stripped: in the source, not the copy */
 	const unsigned ok_when_collected =
-		AB_FLAG_SPARSE | AB_FLAG_SETID | AB_FLAG_OVER_CAP; /* over_cap: listing cut */
-	json_t *j;
+		AB_FLAG_SPARSE | AB_FLAG_SETID | AB_FLAG_OVER_CAP | AB_FLAG_STRIPPED;
+	json_t *j, *wrap;
 	char *dump;
 
 	CHECK(m->n <= o->max_entries && m->total_entries <= o->max_entries);
+	CHECK(m->n + m->unlisted <= m->total_entries);
 	if (o->max_total_bytes)
 		CHECK(m->copied_bytes <= o->max_total_bytes);
+	if (o->max_list_bytes)
+		CHECK(m->n == 0 || m->list_bytes <= o->max_list_bytes);
+	CHECK(m->hashed_bytes <= (o->hash_budget_bytes ? o->hash_budget_bytes : 512ULL << 20));
 	for (size_t i = 0; i < m->n; i++) {
 		const struct ab_entry *e = &m->entries[i];
 		cleanup_free char *p = walk_escape_name(e->path);
@@ -502,13 +591,19 @@ check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk
 		CHECK(printable(p) && (!t || printable(t)));
 		CHECK(e->type < AB_ENTRY_TYPE_COUNT);
 		CHECK(!e->link_target || e->type == AB_ENTRY_SYMLINK);
+		CHECK(strlen(e->path) <= WALK_LIST_PATH_MAX);
 		if (e->type == AB_ENTRY_FILE && e->collected && o->max_file_bytes)
 			CHECK(e->size <= o->max_file_bytes);
+		if (e->type == AB_ENTRY_FILE && !e->sha256[0])
+			CHECK(e->flags & UNHASHED_WHY);
 		if (!e->collected)
 			continue;
 		CHECK(e->type == AB_ENTRY_FILE || e->type == AB_ENTRY_DIR);
-		CHECK(!(e->flags & ~ok_when_collected));
-		CHECK(e->type == AB_ENTRY_DIR || !(e->flags & AB_FLAG_OVER_CAP));
+		/* too_big on a collected file: too big to hash, not to copy */
+		CHECK(!(e->flags & ~ok_when_collected) ||
+		      (e->type == AB_ENTRY_FILE && !e->sha256[0] &&
+		       !(e->flags & ~(ok_when_collected | AB_FLAG_TOO_BIG))));
+		CHECK(e->type == AB_ENTRY_DIR || !(e->flags & AB_FLAG_OVER_CAP) || !e->sha256[0]);
 		check_copy(z->dst, e);
 	}
 	j = manifest_to_json(m);
@@ -518,7 +613,12 @@ check_manifest(struct fuzz *z, const struct ab_manifest *m, const struct ab_walk
 	if (getenv("FUZZ_WALK_DEBUG"))
 		fprintf(stderr, "%s\n", dump);
 	free(dump);
-	json_decref(j);
+	/* nested as deep as the report's collected.files: within list_bytes */
+	wrap = json_pack("{s:{s:o}}", "collected", "files", j);
+	dump = json_dumps(wrap, JSON_INDENT(2) | JSON_SORT_KEYS);
+	CHECK(dump && strlen(dump) <= m->list_bytes + 32);
+	free(dump);
+	json_decref(wrap);
 }
 
 static void
@@ -541,6 +641,7 @@ setup(struct fuzz *z)
 	CHECK(z->src >= 0 && z->dst >= 0 && z->canary >= 0);
 	fd = openat(z->canary, "c.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	CHECK(fd >= 0 && write_all(fd, FUZZ_CANARY, strlen(FUZZ_CANARY)) == 0);
+	CHECK(fchmod(fd, FUZZ_CANARY_MODE) == 0);
 	CHECK(utimensat(z->canary, "c.txt", ts, 0) == 0);
 }
 
@@ -574,12 +675,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint64_t file_caps[] = { 0, 1, 100, 4096, 65536, 1 << 20, 4 << 20 };
 	static const uint64_t total_caps[] = { 0, 1, 10, 300, 5000, 1 << 20 };
+	static const uint64_t list_caps[] = { 0, 1, 700, 3000, 20000, 200000 };
+	static const uint64_t hash_budgets[] = { 0, 1, 100, 5000, 1 << 20, 5 << 20 };
 	struct reader r = { data, size };
 	struct fuzz z = { .depth = 0 };
 	struct ab_manifest m = { 0 };
 	struct ab_walk_opts o = { .chown_uid = (uid_t) -1, .chown_gid = (gid_t) -1 };
 	struct ab_err err = { 0 };
-	uint8_t flags;
+	static struct snap before, after;
+	uint8_t flags, budgets;
 	int ret;
 
 	o.max_entries = 1 + take_or(&r, 63) % 64;
@@ -588,15 +692,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.max_total_bytes = total_caps[take_or(&r, 0) % ARRAY_SIZE(total_caps)];
 	flags = take_or(&r, 0);
 	o.hash_max_bytes = flags & 4 ? 10 : 0;
+	budgets = take_or(&r, 0);
+	o.max_list_bytes = list_caps[budgets % ARRAY_SIZE(list_caps)];
+	o.hash_budget_bytes = hash_budgets[(budgets >> 3) % ARRAY_SIZE(hash_budgets)];
+	/* strip: the tree's owner (every entry), or another uid (none) */
+	o.strip_uid = flags & 8 ? geteuid() + (flags & 16 ? 1 : 0) : (uid_t) -1;
+	o.strip_since = (struct timespec){ .tv_sec = 1 };
 
 	setup(&z);
 	run_script(&z, &r);
 	o.dst_dirfd = flags & 2 ? -1 : z.dst;
 	walk_force_no_openat2 = flags & 1;
+	before.n = after.n = 0;
+	snap_dir(&before, z.src, "", 0);
 	ret = walk_tree(z.src, &o, &m, &err);
 	if (ret != 0)
 		fprintf(stderr, "fuzz-walk: walk_tree: %d %s\n", ret, err.msg);
 	CHECK(ret == 0);
+	snap_dir(&after, z.src, "", 0);
+	check_strip(&before, &after, (flags & 24) == 8, &m);
 	if (!o.max_depth)
 		o.max_depth = 4096;
 	check_manifest(&z, &m, &o);

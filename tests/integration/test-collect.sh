@@ -235,7 +235,7 @@ for lang in py js; do
     # -- the 10,000-deep chain: listed down to the depth cap, no further
     ndeep=$(jq '[.files[] | select(.path | test("^d(/d)*$"))] | length' "$WORK/r.json")
     if [ "$ndeep" -ge 1000 ] && [ "$ndeep" -lt 10000 ]; then
-        ok "$lang files[]: the deep chain is listed down to a depth cap ($ndeep levels)"
+        ok "$lang files[]: the deep chain is listed down to a cap ($ndeep levels: path length)"
     else
         not_ok "$lang files[]: the deep chain is listed down to a depth cap" "levels listed: $ndeep"
     fi
@@ -338,6 +338,103 @@ is "$(cj .collected big.bin)|$(cj '(.flags // []) | join(",")' big.bin)" "false|
     "--collect: a file over --file-size is skipped, flagged too_big"
 refute "--collect: the too-big file is not in DIR" test -e "$WORK/coll-cap/big.bin"
 is "$(cat "$WORK/coll-cap/small.txt" 2>/dev/null)" small "--collect: the small file is in DIR"
+
+# ---- issue 13: post-run work is bounded ---------------------------------------------------
+# 200 sparse 64 MiB files (made in milliseconds; hashing their holes took 8 s a walk, twice with
+# --collect) and a 120-deep chain of 255-byte names, 17 empty files a level (every path listed
+# in full and escaped made a 319 MiB report and a 967 MiB agentbox, outside every limit). Small
+# --disk and --inodes and an outer timeout: a regression fails this test, it cannot take the
+# machine down.
+cat >"$WORK/amp.py" <<'EOF'
+import os
+os.chdir('/work')
+for i in range(200):
+    with open('sp%03d' % i, 'wb') as f:
+        f.truncate(64 << 20)
+top = os.open('.', os.O_RDONLY)
+n = 0
+for lvl in range(120):
+    for k in range(17):
+        os.close(os.open(b'%02d' % k + b'\xff' * 200 + b'F' * 53, os.O_CREAT | os.O_WRONLY, 0o644))
+        n += 1
+    d = b'%03d' % lvl + b'\xfe' * 200 + b'D' * 52
+    os.mkdir(d)
+    os.chdir(d)
+    n += 1
+os.fchdir(top)
+print('AMP', n)
+EOF
+AMP_MAX_POST_MS=10000               # post-run work: both walks and the report
+AMP_MAX_REPORT=$((8 * 1024 * 1024)) # bytes, files[] and collected.files[] together
+AMP_MAX_RSS_KIB=$((64 * 1024))
+rm -rf "$WORK/coll-amp" "$WORK/r.json"
+TIMEF=
+if [ -x /usr/bin/time ]; then TIMEF=/usr/bin/time; fi
+rc=0
+if [ -n "$TIMEF" ]; then
+    bounded 120 env AGENTBOX_TIMING=1 "$TIMEF" -o "$WORK/amp.rss" -f '%M' \
+        "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --disk 16M --inodes 4096 \
+        --collect "$WORK/coll-amp" "$WORK/amp.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+else
+    bounded 120 env AGENTBOX_TIMING=1 \
+        "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --disk 16M --inodes 4096 \
+        --collect "$WORK/coll-amp" "$WORK/amp.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+fi
+is "$rc|$(jr .status)|$(cat "$WORK/out")" "0|exited|AMP 2160" \
+    "amplification: the run made its 2,160 entries and exited"
+# post-run: from "interpreted" (the sandbox is gone) to "report written"
+post=$(awk '/timing .* ms interpreted$/ { a = $3 } /timing .* ms report written$/ { b = $3 }
+    END { if (a == "" || b == "") print -1; else printf "%d\n", b - a }' "$WORK/err")
+if [ "$post" -ge 0 ] && [ "$post" -lt "$AMP_MAX_POST_MS" ]; then
+    ok "amplification: post-run work (both walks, the report) took ${post} ms (< ${AMP_MAX_POST_MS})"
+else
+    not_ok "amplification: post-run work within ${AMP_MAX_POST_MS} ms" "took: ${post} ms"
+fi
+size=$(wc -c <"$WORK/r.json")
+if [ "$size" -lt "$AMP_MAX_REPORT" ]; then
+    ok "amplification: the report is $size bytes (< $AMP_MAX_REPORT)"
+else
+    not_ok "amplification: the report is below $AMP_MAX_REPORT bytes" "size: $size"
+fi
+is "$(jq '[.files[] | select(.path | test("^sp[0-9]+$")) |
+        select(.sha256 == null and .flags == ["sparse"] and (.reason | test("not hashed")))] |
+        length' "$WORK/r.json")" \
+    200 "amplification: the 200 sparse files are flagged sparse, not hashed, with the reason"
+is "$(jq '[.files[], .collected.files[] | select(.type == "file" and .sha256 == null and
+        (.flags // []) == [])] | length' "$WORK/r.json")" \
+    0 "amplification: every file without a sha256 has a flag saying why"
+is "$(jq -c '.files_summary | [.truncated, (.truncated_by | index("path_length") != null),
+        .unlisted > 0, .listed + .unlisted == .entries]' "$WORK/r.json")" \
+    '[true,true,true,true]' "amplification: files_summary says the path length cap cut the listing, and by how much"
+check "amplification: no listed path is over 4096 bytes (escaped: at most 4 characters a byte)" \
+    test "$(jq '[.files[].path | length] | max' "$WORK/r.json")" -le 16384
+is "$(jq '[.warnings[] | select(test("path length cap"))] | length > 0' "$WORK/r.json")" true \
+    "amplification: a warning names the cap"
+is "$(jq -c '[.collected.summary.hashes_reused > 0, .collected.summary.hashed_bytes]' "$WORK/r.json")" \
+    '[true,0]' "amplification: --collect took the first walk's hashes and hashed nothing again"
+ws=$(jr .workspace)
+is "$(find "$ws" -mindepth 1 -type d | wc -l)" 120 \
+    "amplification: the kept copy has the whole chain (the walk goes on past the listing)"
+rss=$(jr .agentbox_max_rss_kib)
+if [ "$rss" -gt 0 ] && [ "$rss" -lt "$AMP_MAX_RSS_KIB" ]; then
+    ok "amplification: agentbox's own peak RSS is $rss KiB (< $AMP_MAX_RSS_KIB)"
+else
+    not_ok "amplification: agentbox's own peak RSS below $AMP_MAX_RSS_KIB KiB" "agentbox_max_rss_kib: $rss"
+fi
+if [ -n "$TIMEF" ] && [ -s "$WORK/amp.rss" ]; then
+    # time(1) reports the largest of agentbox and its children (python is smaller here); the
+    # report's figure, read after serialising, is within 10% of it
+    trss=$(tail -n 1 "$WORK/amp.rss")
+    if [ $((rss * 10)) -ge $((trss * 9)) ] && [ "$rss" -le "$trss" ]; then
+        ok "amplification: agentbox_max_rss_kib ($rss) matches time(1)'s peak ($trss KiB): measured last"
+    else
+        not_ok "amplification: agentbox_max_rss_kib is measured after the report" \
+            "report: $rss KiB, time(1): $trss KiB"
+    fi
+else
+    skip "amplification: agentbox_max_rss_kib against time(1)" "/usr/bin/time is not installed"
+fi
+rm -rf "$WORK/coll-amp"
 
 # ---- agentbox collect RUN_DIR DIR ---------------------------------------------------------
 # A kept run, then hostile entries planted in its kept workspace on the host (what a tampered or

@@ -1,4 +1,5 @@
 /* Unit tests for report.c: the fixed schema, escaping of hostile output, status names. */
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,56 @@ static const char *const keys[] = {
 	"limits",         "usage",  "limits_hit", "message",   "fix",     "lang",    "interpreter",
 	"agentbox_exit",
 };
+
+/* agentbox_max_rss_kib is patched into the serialised report (main.c write_report). */
+static void
+test_patch(void)
+{
+	struct ab_run_opts o;
+	struct ab_result r;
+	json_t *j, *back;
+	char *text;
+	size_t len = 0;
+
+	run_opts_init(&o);
+	result_init(&r, &o);
+	r.status = AB_STATUS_EXITED;
+	/* a script that prints what looks like the key on a line of its own */
+	r.out.buf = xstrdup("\n  \"agentbox_max_rss_kib\": 1,\n");
+	r.out.len = strlen(r.out.buf);
+	r.supervisor_max_rss_kib = INT64_MAX;
+	j = report_build(&r);
+	text = report_dumps(j, &len);
+	json_decref(j);
+	TAP_OK(text && len == strlen(text) && text[len - 1] == '\n', "report_dumps: text, newline");
+	TAP_OK(report_patch_int(&text, &len, "agentbox_max_rss_kib", 123456) == 0 &&
+		       len == strlen(text),
+	       "report_patch_int: patched");
+	back = json_loads(text, 0, NULL);
+	TAP_OK(back && json_integer_value(json_object_get(back, "agentbox_max_rss_kib")) == 123456,
+	       "report_patch_int: the report parses, with the new value");
+	TAP_OK(back && strstr(json_string_value(
+				      json_object_get(json_object_get(back, "stdout"), "text")),
+			      "\"agentbox_max_rss_kib\": 1,"),
+	       "report_patch_int: the look-alike in the script's output is untouched");
+	json_decref(back);
+	TAP_OK(report_patch_int(&text, &len, "agentbox_max_rss_kib", -1) == 0 &&
+		       (back = json_loads(text, 0, NULL)) &&
+		       json_is_null(json_object_get(back, "agentbox_max_rss_kib")),
+	       "report_patch_int: -1 becomes null");
+	json_decref(back);
+	TAP_OK(report_patch_int(&text, &len, "agentbox_max_rss_kib", 9876543210LL) == 0 &&
+		       (back = json_loads(text, 0, NULL)) &&
+		       json_integer_value(json_object_get(back, "agentbox_max_rss_kib")) ==
+			       9876543210LL,
+	       "report_patch_int: a longer value grows the text");
+	json_decref(back);
+	TAP_OK(report_patch_int(&text, &len, "no_such_key", 1) == -ENOENT,
+	       "report_patch_int: a missing key is -ENOENT");
+	free(text);
+	result_done(&r);
+	run_opts_done(&o);
+}
 
 int
 main(void)
@@ -79,5 +130,6 @@ main(void)
 		       "status %d has a name (%s)", st, result_status_name((enum ab_status) st));
 	result_done(&r);
 	run_opts_done(&o);
+	test_patch();
 	return tap_done();
 }

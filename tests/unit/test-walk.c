@@ -1,8 +1,10 @@
-/* test-walk.c: walk_tree, manifest_to_json, walk_escape_name and walk_remove_tree against a
- * crafted hostile tree in a temp dir under /tmp (issue 5; threats T25-T28).
+/* test-walk.c: walk_tree, manifest_to_json, walk_escape_name and
+ * walk_remove_tree against a crafted hostile tree in a temp dir under /tmp
+ * (issue 5; threats T25-T28).
  *
- * The tests run in a forked child; the parent removes the temp dir afterwards whatever
- * happened to the child (a hang ends in SIGALRM), so a failing run leaves nothing behind. */
+ * The tests run in a forked child; the parent removes the temp dir afterwards
+ * whatever happened to the child (a hang ends in SIGALRM), so a failing run
+ * leaves nothing behind. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -244,7 +246,8 @@ build_tree(void)
 	dst = mkdir_open(base_fd, "dst", 0755);
 	canary = mkdir_open(base_fd, "canary", 0755);
 
-	/* Outside the tree: must stay untouched and unread (atime set to the past). */
+	/* Outside the tree: must stay untouched and unread (atime set to the past).
+	 */
 	mkfile(canary, "secret.txt", "canary\n", 7, 0644);
 	if (utimensat(canary, "secret.txt", ts, 0) < 0)
 		bail("set the canary atime");
@@ -280,7 +283,8 @@ build_tree(void)
 	offs[0] = 0;
 	offs[1] = TIB / 2;
 	mksparse(src, "huge.sparse", TIB, offs, 2, 'X');
-	/* holes.bin: 'A' at 0, 'Z' at the end, zeros between; exactly at the per-file cap. */
+	/* holes.bin: 'A' at 0, 'Z' at the end, zeros between; exactly at the per-file
+	 * cap. */
 	mksparse(src, "holes.bin", FILE_CAP, offs, 1, 'A');
 	{
 		cleanup_fd int fd = openat(src, "holes.bin", O_WRONLY | O_CLOEXEC);
@@ -323,7 +327,8 @@ build_tree(void)
 	long_name[255] = '\0';
 	mkfile(src, long_name, "l\n", 2, 0644);
 
-	/* The destination already holds a symlink where the source has a directory. */
+	/* The destination already holds a symlink where the source has a directory.
+	 */
 	planted = mkdir_open(src, "planted", 0755);
 	mkfile(planted, "payload", "payload\n", 8, 0644);
 	snprintf(path, sizeof(path), "%s/canary", base);
@@ -344,7 +349,8 @@ run_walk(int root, const struct ab_walk_opts *o, struct ab_manifest *m, int64_t 
 	int64_t t0 = now_ms();
 	int r;
 
-	alarm(WALK_ALARM_S); /* a walker blocked on the FIFO dies here: the test fails */
+	alarm(WALK_ALARM_S); /* a walker blocked on the FIFO dies here: the test fails
+			      */
 	r = walk_tree(root, o, m, &err);
 	alarm(0);
 	if (ret_ms)
@@ -375,7 +381,8 @@ check_canary(const char *when)
 
 	TAP_OK(count_entries(base_fd, "canary") == 1, "%s: nothing was written into the canary dir",
 	       when);
-	/* atime first: reading the content below touches it (and it is put back afterwards). */
+	/* atime first: reading the content below touches it (and it is put back
+	 * afterwards). */
 	TAP_OK(fstatat(canary, "secret.txt", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		       st.st_atim.tv_sec == CANARY_ATIME_S,
 	       "%s: the canary file was never read (atime untouched)", when);
@@ -483,17 +490,47 @@ check_types_and_flags(const struct ab_manifest *m)
 	       "planted-file: destination symlink not overwritten");
 }
 
+/* Levels of the chain name/d/d/... below dirfd, name included, counted by
+ * opening them (no listing cap). */
+static size_t
+chain_depth(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	size_t n = fd >= 0;
+
+	while (fd >= 0) {
+		int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		(void) close(fd);
+		fd = next;
+		n += fd >= 0;
+	}
+	return n;
+}
+
+/* The listing stops at WALK_LIST_PATH_MAX bytes of path ("deep" + 2 bytes a
+ * level); the walk goes on to max_depth (checked on the copy, in check_copies).
+ */
 static void
 check_deep(const struct ab_manifest *m)
 {
-	cleanup_free char *last = deep_path(DEFAULT_MAX_DEP - 1);
-	cleanup_free char *over = deep_path(DEFAULT_MAX_DEP);
+	size_t listed = (WALK_LIST_PATH_MAX - 4) / 2;
+	cleanup_free char *last = deep_path(listed);
+	cleanup_free char *over = deep_path(listed + 1);
 	const struct ab_entry *e = find(m, last);
 
-	TAP_OK(e && e->type == AB_ENTRY_DIR && (e->flags & AB_FLAG_OVER_CAP) && !e->collected,
-	       "10,000-deep chain: the level at max_depth is flagged over_cap");
-	TAP_OK(!find(m, over), "10,000-deep chain: nothing below max_depth is listed");
-	TAP_OK(m->truncated, "manifest says truncated");
+	TAP_OK(e && e->type == AB_ENTRY_DIR && (e->flags & AB_FLAG_OVER_CAP) && e->collected &&
+		       e->reason && strstr(e->reason, "path length"),
+	       "10,000-deep chain: the last level within the listed path length is "
+	       "flagged "
+	       "over_cap (and copied)");
+	TAP_OK(!find(m, over), "10,000-deep chain: nothing with a longer path is listed");
+	TAP_OK(m->truncated && (m->truncated_caps & AB_CAP_DEPTH) &&
+		       (m->truncated_caps & AB_CAP_PATH_LENGTH) &&
+		       m->unlisted >= DEFAULT_MAX_DEP - 1 - listed,
+	       "manifest says truncated, by the depth and the path length caps (%ju "
+	       "unlisted)",
+	       (uintmax_t) m->unlisted);
 }
 
 static void
@@ -512,8 +549,6 @@ check_copies(int dst)
 
 		if (strcmp(e->path, "planted") == 0 || strcmp(e->path, "planted-file") == 0)
 			continue; /* our own planted symlinks */
-		if (strncmp(e->path, "deep", 4) == 0)
-			deep++;
 		/* over_cap: the depth cap; sparse: holes.bin keeps its holes */
 		if ((e->type != AB_ENTRY_FILE && e->type != AB_ENTRY_DIR) || (e->mode & 07022) ||
 		    (e->flags & ~(unsigned) (AB_FLAG_OVER_CAP | AB_FLAG_SPARSE))) {
@@ -528,8 +563,9 @@ check_copies(int dst)
 	       "copies are regular files and directories only, no special bits, no g/o "
 	       "write (%zu entries)",
 	       m.n);
-	TAP_OK(deep == DEFAULT_MAX_DEP - 1, "the deep chain is copied down to the depth cap (%zu)",
-	       deep);
+	deep = chain_depth(dst, "deep");
+	TAP_OK(deep == DEFAULT_MAX_DEP - 1,
+	       "the deep chain is copied down to the depth cap, past the listing (%zu)", deep);
 	TAP_OK(!exists_at(dst, "link") && !exists_at(dst, "up") && !exists_at(dst, "outdir") &&
 		       !exists_at(dst, "canlink") && !exists_at(dst, "fifo") &&
 		       !exists_at(dst, "sock") && !exists_at(dst, "hard1") &&
@@ -680,7 +716,8 @@ manifests_equal(const struct ab_manifest *a, const struct ab_manifest *b)
 	for (size_t i = 0; i < a->n; i++) {
 		const struct ab_entry *x = &a->entries[i], *y = &b->entries[i];
 
-		/* Same directory, same listing order; look the path up only if that fails. */
+		/* Same directory, same listing order; look the path up only if that fails.
+		 */
 		if (strcmp(x->path, y->path) != 0)
 			y = find(b, x->path);
 
@@ -824,9 +861,12 @@ test_deep_few_fds(void)
 	o = copy_opts(dst);
 	r = run_walk(deep, &o, &m, NULL);
 	set_nofile(old.rlim_cur);
-	TAP_OK(r == 0 && m.n == DEFAULT_MAX_DEP && m.truncated,
-	       "deep chain with RLIMIT_NOFILE 100: walked and copied to the depth cap (n=%zu)",
-	       m.n);
+	TAP_OK(r == 0 && m.n + m.unlisted == DEFAULT_MAX_DEP && m.truncated &&
+		       chain_depth(dst, "d") == DEFAULT_MAX_DEP - 1,
+	       "deep chain with RLIMIT_NOFILE 100: walked and copied to the depth "
+	       "cap (n=%zu, "
+	       "unlisted %ju)",
+	       m.n, (uintmax_t) m.unlisted);
 	manifest_done(&m);
 	set_nofile(100);
 	r = walk_remove_tree(base_fd, "dst-fds", &err);
@@ -927,7 +967,8 @@ walk_summary(int src, size_t *ret_n, size_t *ret_collected, unsigned *ret_flag_s
 	return walk_remove_tree(base_fd, name, NULL) == 0;
 }
 
-/* The real fallback: a seccomp filter makes openat2() fail with ENOSYS, as on Linux < 5.6. */
+/* The real fallback: a seccomp filter makes openat2() fail with ENOSYS, as on
+ * Linux < 5.6. */
 static void
 enosys_child(int src, int wfd)
 {
@@ -994,7 +1035,9 @@ test_real_enosys(int src)
 		return;
 	}
 	TAP_OK(res.walked && res.n == n && res.collected == collected && res.flag_sum == flag_sum,
-	       "openat2 -> ENOSYS: the fallback walk gives the same manifest (%zu entries)", res.n);
+	       "openat2 -> ENOSYS: the fallback walk gives the same manifest (%zu "
+	       "entries)",
+	       res.n);
 	TAP_OK(res.removed && res.canary_ok,
 	       "openat2 -> ENOSYS: remove works, the canary behind a symlink survives");
 }
@@ -1060,7 +1103,8 @@ mount_child(int wfd)
 	if (unshare(CLONE_NEWNS) < 0) {
 		char map[64];
 
-		/* Not root: an unprivileged user namespace may still allow a private mount. */
+		/* Not root: an unprivileged user namespace may still allow a private mount.
+		 */
 		if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
 			snprintf(res.why, sizeof(res.why), "cannot unshare the mount namespace: %s",
 				 strerror(errno));
@@ -1082,8 +1126,9 @@ mount_child(int wfd)
 		res.skip = true;
 		goto out;
 	}
-	/* An fd opened before unshare() resolves through the old namespace's mounts, where the
-	 * mounts below would not be visible: reopen the temp dir by path. */
+	/* An fd opened before unshare() resolves through the old namespace's mounts,
+	 * where the mounts below would not be visible: reopen the temp dir by path.
+	 */
 	(void) close(base_fd);
 	base_fd = open(base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (base_fd < 0)
@@ -1182,6 +1227,592 @@ test_mount_point(void)
 	TAP_OK(res.removed_after, "remove: succeeds once the mounts are gone");
 }
 
+/* ---- post-run budgets (issue 13 item 4) ---- */
+
+static bool
+has_flag_name(json_t *o, const char *name)
+{
+	json_t *f = json_object_get(o, "flags");
+
+	for (size_t i = 0; i < json_array_size(f); i++)
+		if (strcmp(json_string_value(json_array_get(f, i)), name) == 0)
+			return true;
+	return false;
+}
+
+/* Every listed regular file without a sha256 says why. */
+static bool
+unhashed_all_flagged(const struct ab_manifest *m)
+{
+	const unsigned why = AB_FLAG_HARDLINK | AB_FLAG_SPARSE | AB_FLAG_TOO_BIG |
+			     AB_FLAG_UNREADABLE | AB_FLAG_OTHER_FS | AB_FLAG_OVER_CAP;
+	bool ok = true;
+
+	for (size_t i = 0; i < m->n; i++) {
+		const struct ab_entry *e = &m->entries[i];
+
+		if (e->type == AB_ENTRY_FILE && !e->sha256[0] && !(e->flags & why)) {
+			cleanup_free char *p = walk_escape_name(e->path);
+
+			printf("#   unhashed without a flag: '%s'\n", p);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* The JSON_INDENT(2) dump of the manifest nested as the report's
+ * collected.files. */
+static size_t
+nested_dump_len(const struct ab_manifest *m)
+{
+	json_t *wrap = json_pack("{s:{s:o}}", "collected", "files", manifest_to_json(m));
+	char *d = json_dumps(wrap, JSON_INDENT(2) | JSON_SORT_KEYS);
+	size_t n = d ? strlen(d) : SIZE_MAX;
+
+	free(d);
+	json_decref(wrap);
+	return n;
+}
+
+static void
+mkdense(int dirfd, const char *name, size_t len)
+{
+	char *buf = xmalloc(len);
+
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (char) (i * 7 + 1);
+	mkfile(dirfd, name, buf, len, 0644);
+	free(buf);
+}
+
+static void
+test_hash_budget(void)
+{
+	cleanup_fd int d = mkdir_open(base_fd, "hashb", 0755);
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	struct ab_manifest m = { 0 };
+	const struct ab_entry *a, *b, *e;
+	uint64_t offs[1] = { 0 };
+	char name[32];
+	bool sparse_ok = true;
+	int64_t ms = 0;
+	int hashed;
+
+	/* 50 sparse 64 MiB files: made in milliseconds; hashing their holes took ~4 s
+	 */
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "sp%02d", i);
+		mksparse(d, name, 64 * MIB, offs, 1, 'S');
+	}
+	mkdense(d, "dense1", MIB);
+	mkdense(d, "dense2", MIB);
+	mkdense(d, "toobig", 2 * MIB);
+	mkfile(d, "small", "0123456789", 10, 0644);
+
+	o.hash_budget_bytes = 3 * MIB / 2; /* one dense file fits, not two */
+	o.hash_max_bytes = 3 * MIB / 2;
+	TAP_OK(run_walk(d, &o, &m, &ms) == 0, "hash budget: walk (%jd ms)", (intmax_t) ms);
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "sp%02d", i);
+		e = find(&m, name);
+		if (!e || e->sha256[0] || e->flags != AB_FLAG_SPARSE || !e->reason ||
+		    !strstr(e->reason, "not hashed"))
+			sparse_ok = false;
+	}
+	TAP_OK(sparse_ok, "50 sparse 64 MiB files: flagged sparse, not hashed, with a reason");
+	TAP_OK(ms < 1000 && m.hashed_bytes <= o.hash_budget_bytes,
+	       "sparse files cost no hash time: %jd ms, %ju bytes charged (budget %ju)",
+	       (intmax_t) ms, (uintmax_t) m.hashed_bytes, (uintmax_t) o.hash_budget_bytes);
+	a = find(&m, "dense1");
+	b = find(&m, "dense2");
+	hashed = (a && a->sha256[0]) + (b && b->sha256[0]);
+	e = a && a->sha256[0] ? b : a;
+	TAP_OK(hashed == 1 && e && (e->flags & AB_FLAG_OVER_CAP) && e->reason &&
+		       strstr(e->reason, "hash budget"),
+	       "hash budget: one dense 1 MiB file hashed, the other flagged over_cap "
+	       "(budget)");
+	e = a && a->sha256[0] ? a : b;
+	TAP_OK(e && m.hashed_bytes >= e->blocks_bytes && e->blocks_bytes >= MIB,
+	       "hash budget: charged by allocated blocks (%ju bytes for a 1 MiB file)",
+	       (uintmax_t) (e ? e->blocks_bytes : 0));
+	TAP_OK(!m.truncated && (m.truncated_caps & AB_CAP_HASH) && m.unhashed == 52,
+	       "hash budget: the listing is complete; caps say hash_budget; %ju "
+	       "unhashed",
+	       (uintmax_t) m.unhashed);
+	e = find(&m, "toobig");
+	TAP_OK(e && e->flags == AB_FLAG_TOO_BIG && !e->sha256[0] && e->reason &&
+		       strstr(e->reason, "hash size cap"),
+	       "a file over hash_max_bytes: too_big, not hashed, with a reason");
+	e = find(&m, "small");
+	TAP_OK(e && e->sha256[0], "a small file is hashed while budget is left");
+	TAP_OK(unhashed_all_flagged(&m), "hash budget: every unhashed file carries a flag");
+	{
+		json_t *j = manifest_to_json(&m);
+
+		TAP_OK(has_flag_name(json_find(j, "toobig"), "too_big") &&
+			       !json_object_get(json_find(j, "toobig"), "sha256") &&
+			       has_flag_name(json_find(j, a && a->sha256[0] ? "dense2" : "dense1"),
+					     "over_cap") &&
+			       has_flag_name(json_find(j, "sp00"), "sparse"),
+		       "hash budget: the JSON of an unhashed file has no sha256 and says why");
+		json_decref(j);
+	}
+	manifest_done(&m);
+	(void) close(d);
+	d = -1;
+	TAP_OK(walk_remove_tree(base_fd, "hashb", NULL) == 0, "hash budget: remove");
+}
+
+/* The --collect walk takes the first walk's hashes instead of reading the files
+ * again. */
+static void
+test_hashes_from(void)
+{
+	cleanup_fd int d = mkdir_open(base_fd, "reuse", 0755), fd = -1;
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	struct ab_manifest first = { 0 }, m = { 0 };
+	const struct ab_entry *e;
+	bool same = true;
+
+	mkdense(d, "a", MIB);
+	mkdense(d, "b", 4096);
+	mkfile(d, "c", "c\n", 2, 0644);
+	TAP_OK(run_walk(d, &o, &first, NULL) == 0 && first.hashed_bytes > MIB,
+	       "reuse: the first walk hashes %ju bytes", (uintmax_t) first.hashed_bytes);
+	o.hashes_from = &first;
+	o.hash_budget_bytes = 1; /* no fresh hashing */
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0, "reuse: second walk");
+	for (size_t i = 0; i < first.n; i++) {
+		e = find(&m, first.entries[i].path);
+		if (!e || strcmp(e->sha256, first.entries[i].sha256) != 0)
+			same = false;
+	}
+	TAP_OK(same && m.hashes_reused == 3 && m.hashed_bytes == 0,
+	       "reuse: every sha256 taken from the first walk, nothing hashed again");
+	manifest_done(&m);
+
+	fd = openat(d, "a", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, "X", 1, 0) != 1)
+		bail("change a");
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0, "reuse: walk after a file changed");
+	e = find(&m, "a");
+	TAP_OK(e && !e->sha256[0] && (e->flags & AB_FLAG_OVER_CAP) && m.hashes_reused == 2,
+	       "reuse: a changed file (new ctime) is not given its old hash");
+	manifest_done(&m);
+	manifest_done(&first);
+	(void) close(d);
+	d = -1;
+	TAP_OK(walk_remove_tree(base_fd, "reuse", NULL) == 0, "reuse: remove");
+}
+
+/* 255-byte names, mostly bytes that are escaped as \xNN (5 bytes of JSON each).
+ */
+static void
+hostile_name(char out[256], int tag, char fill, char last)
+{
+	memset(out, fill, 255);
+	snprintf(out, 8, "%05d", tag);
+	out[5] = fill;
+	out[254] = last;
+	out[255] = '\0';
+}
+
+static void
+test_manifest_cap(void)
+{
+	cleanup_fd int d = mkdir_open(base_fd, "many", 0755);
+	cleanup_fd int dst = mkdir_open(base_fd, "many-dst", 0755);
+	struct ab_walk_opts o = copy_opts(dst);
+	struct ab_manifest m = { 0 };
+	char name[256];
+	size_t dump;
+
+	for (int i = 0; i < 300; i++) {
+		hostile_name(name, i, '\xff', 'F');
+		mkfile(d, name, "x", 1, 0644);
+	}
+	o.max_list_bytes = 64 << 10;
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0, "manifest cap: walk 300 long hostile names");
+	dump = nested_dump_len(&m);
+	TAP_OK(m.truncated && (m.truncated_caps & AB_CAP_MANIFEST) && m.truncated_by &&
+		       strstr(m.truncated_by, "manifest size"),
+	       "manifest cap: truncated by the manifest size cap");
+	TAP_OK(m.n > 0 && m.n < 300 && m.n + m.unlisted == 300,
+	       "manifest cap: %zu listed, %ju walked but not listed", m.n, (uintmax_t) m.unlisted);
+	TAP_OK(dump <= m.list_bytes && m.list_bytes <= o.max_list_bytes,
+	       "manifest cap: the JSON (%zu bytes, escaping included) <= list_bytes "
+	       "(%ju) <= cap",
+	       dump, (uintmax_t) m.list_bytes);
+	TAP_OK(count_entries(base_fd, "many-dst") == 300,
+	       "manifest cap: every file is still copied (the cap is on the listing)");
+	manifest_done(&m);
+	(void) close(d);
+	(void) close(dst);
+	d = dst = -1;
+	TAP_OK(walk_remove_tree(base_fd, "many", NULL) == 0 &&
+		       walk_remove_tree(base_fd, "many-dst", NULL) == 0,
+	       "manifest cap: remove");
+}
+
+static int64_t
+vm_hwm_kib(void)
+{
+	char buf[4096];
+	const char *p;
+
+	if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) <= 0 ||
+	    !(p = strstr(buf, "VmHWM:")))
+		return -1;
+	return strtoll(p + 6, NULL, 10);
+}
+
+struct deep_result {
+	int r;
+	size_t n, dump, longest;
+	uint64_t unlisted, total, list_bytes, caps;
+	int64_t ms, rss_kib;
+};
+
+/* In a fresh child, so that VmHWM measures this walk and its JSON only. */
+static void
+deep_names_child(int src, int wfd)
+{
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	struct deep_result res = { 0 };
+	struct ab_manifest m = { 0 };
+	int64_t hwm0 = vm_hwm_kib();
+
+	res.r = run_walk(src, &o, &m, &res.ms);
+	res.dump = nested_dump_len(&m);
+	res.rss_kib = vm_hwm_kib() - hwm0;
+	res.n = m.n;
+	res.unlisted = m.unlisted;
+	res.total = m.total_entries;
+	res.list_bytes = m.list_bytes;
+	res.caps = m.truncated_caps;
+	for (size_t i = 0; i < m.n; i++)
+		if (strlen(m.entries[i].path) > res.longest)
+			res.longest = strlen(m.entries[i].path);
+	manifest_done(&m);
+	(void) write_all(wfd, &res, sizeof(res));
+}
+
+/* The report amplification of issue 13: a deep chain of 255-byte names, 17
+ * empty files a level, every path stored in full and escaped 5 times over, made
+ * a 319 MiB report. */
+static void
+test_deep_long_names(void)
+{
+	cleanup_fd int d = mkdir_open(base_fd, "deepnames", 0755);
+	struct deep_result res = { .r = -1 };
+	int fd = fcntl(d, F_DUPFD_CLOEXEC, 3), p[2];
+	uint64_t full = 0, plen = 0;
+	char name[256];
+	pid_t pid;
+
+	for (int lvl = 0; lvl < 120; lvl++) {
+		int next;
+
+		for (int k = 0; k < 17; k++) {
+			hostile_name(name, k, '\xff', 'F');
+			mkfile(fd, name, "", 0, 0644);
+			full += (plen + 256) * 5;
+		}
+		hostile_name(name, lvl, '\xfe', 'D');
+		next = mkdir_open(fd, name, 0755);
+		full += (plen + 256) * 5;
+		plen += 256;
+		(void) close(fd);
+		fd = next;
+	}
+	(void) close(fd);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		bail("pipe");
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail("fork");
+	if (pid == 0) {
+		(void) close(p[0]);
+		deep_names_child(d, p[1]);
+		_exit(0);
+	}
+	(void) close(p[1]);
+	if (read(p[0], &res, sizeof(res)) != (ssize_t) sizeof(res))
+		res.r = -1;
+	(void) close(p[0]);
+	(void) waitpid(pid, NULL, 0);
+	TAP_OK(res.r == 0 && res.total == 120 * 18 && res.n + res.unlisted == res.total,
+	       "deep chain of long names: all %ju entries walked, %zu listed (%jd ms)",
+	       (uintmax_t) res.total, res.n, (intmax_t) res.ms);
+	TAP_OK(res.longest <= WALK_LIST_PATH_MAX && (res.caps & AB_CAP_PATH_LENGTH),
+	       "deep chain of long names: no listed path is over %d bytes (longest %zu)",
+	       WALK_LIST_PATH_MAX, res.longest);
+	TAP_OK(res.dump <= res.list_bytes && res.list_bytes <= (8 << 20),
+	       "deep chain of long names: JSON %zu bytes (<= list_bytes %ju <= 8 "
+	       "MiB); listing "
+	       "every path in full would take ~%ju MiB",
+	       res.dump, (uintmax_t) res.list_bytes, (uintmax_t) (full >> 20));
+	TAP_OK(res.rss_kib >= 0 && res.rss_kib < 64 * 1024,
+	       "deep chain of long names: walk + JSON + dump grew the peak RSS by "
+	       "%jd KiB",
+	       (intmax_t) res.rss_kib);
+	(void) close(d);
+	d = -1;
+	TAP_OK(walk_remove_tree(base_fd, "deepnames", NULL) == 0, "deep chain of long names: "
+								  "remove");
+}
+
+static void
+test_time_budget(int src)
+{
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1, .time_budget_ms = 1 };
+	struct ab_manifest m = { 0 };
+	int64_t ms = 0;
+
+	TAP_OK(run_walk(src, &o, &m, &ms) == 0 && m.truncated && (m.truncated_caps & AB_CAP_TIME) &&
+		       ms < 1000,
+	       "time budget 1 ms: the 10,000-deep tree is cut short (%jd ms, %zu "
+	       "listed)",
+	       (intmax_t) ms, m.n);
+	manifest_done(&m);
+}
+
+/* ---- in-place strip (issue 12) ---- */
+
+static const char *const strip_names[] = {
+	"old-file",   "old-dir", "new-file", "new-unreadable", "new-dir", "new-dir/inner",
+	"new-sticky", "hl",      "hl2",      "fifo",           "outlink", "other",
+	"plain",
+};
+
+struct strip_snap {
+	struct stat st[ARRAY_SIZE(strip_names)];
+	bool there[ARRAY_SIZE(strip_names)];
+	struct stat outside;
+};
+
+static void
+strip_snapshot(int t, int outside_dir, struct strip_snap *s)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(strip_names); i++)
+		s->there[i] = fstatat(t, strip_names[i], &s->st[i], AT_SYMLINK_NOFOLLOW) == 0;
+	if (fstatat(outside_dir, "suid", &s->outside, AT_SYMLINK_NOFOLLOW) < 0)
+		bail("stat the outside file");
+}
+
+static bool
+same_stat(const struct stat *a, const struct stat *b)
+{
+	return a->st_mode == b->st_mode && a->st_uid == b->st_uid && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size && a->st_nlink == b->st_nlink &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int
+strip_index(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(strip_names); i++)
+		if (strcmp(strip_names[i], name) == 0)
+			return (int) i;
+	bail("no such strip test entry");
+}
+
+/* Builds the strip tree in `dir`: entries left before *since, then entries
+ * changed after. */
+static int
+strip_build(const char *dir, int outside_dir, struct timespec *since)
+{
+	int t = mkdir_open(base_fd, dir, 0755);
+	cleanup_fd int nd = -1, od = -1;
+	char path[PATH_MAX];
+	struct stat st;
+
+	mkfile(t, "old-file", "o\n", 2, 06777);
+	od = mkdir_open(t, "old-dir", 0755);
+	if (fchmod(od, 02777) < 0)
+		bail("chmod old-dir");
+	*since = (struct timespec){ 0 };
+	for (int i = 0; i < 2; i++) {
+		if (fstatat(t, i ? "old-dir" : "old-file", &st, AT_SYMLINK_NOFOLLOW) < 0)
+			bail("stat an old entry");
+		if (st.st_ctim.tv_sec > since->tv_sec ||
+		    (st.st_ctim.tv_sec == since->tv_sec && st.st_ctim.tv_nsec > since->tv_nsec))
+			*since = st.st_ctim;
+	}
+	/* since: just after the old entries; wait until a new change has a later
+	 * ctime */
+	since->tv_nsec++;
+	if (since->tv_nsec >= 1000000000) {
+		since->tv_sec++;
+		since->tv_nsec = 0;
+	}
+	for (int i = 0; i < 200; i++) {
+		usleep(10000);
+		mkfile(t, "probe", "", 0, 0644);
+		if (fstatat(t, "probe", &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    unlinkat(t, "probe", 0) < 0)
+			bail("probe the ctime");
+		if (st.st_ctim.tv_sec > since->tv_sec ||
+		    (st.st_ctim.tv_sec == since->tv_sec && st.st_ctim.tv_nsec > since->tv_nsec))
+			break;
+	}
+
+	mkfile(t, "new-file", "n\n", 2, 06777);
+	mkfile(t, "new-unreadable", "u\n", 2, 04002); /* its owner cannot open it to read */
+	nd = mkdir_open(t, "new-dir", 0755);
+	mkfile(nd, "inner", "i\n", 2, 04755);
+	if (fchmod(nd, 02777) < 0)
+		bail("chmod new-dir");
+	(void) close(mkdir_open(t, "new-sticky", 01777));
+	if (fchmodat(t, "new-sticky", 01777, 0) < 0)
+		bail("chmod new-sticky");
+	mkfile(t, "hl", "h\n", 2, 06755);
+	if (linkat(t, "hl", t, "hl2", 0) < 0)
+		bail("link");
+	if (mkfifoat(t, "fifo", 0666) < 0 || fchmodat(t, "fifo", 0666, 0) < 0)
+		bail("mkfifo");
+	snprintf(path, sizeof(path), "%s/strip-outside/suid", base);
+	if (symlinkat(path, t, "outlink") < 0)
+		bail("symlink");
+	mkfile(t, "other", "x\n", 2, 06777);
+	if (privileged && fchownat(t, "other", 4242, 4242, AT_SYMLINK_NOFOLLOW) < 0)
+		bail("chown other");
+	if (privileged && fchmodat(t, "other", 06777, 0) < 0) /* chown cleared the bits */
+		bail("chmod other");
+	mkfile(t, "plain", "p\n", 2, 0644);
+	(void) outside_dir;
+	return t;
+}
+
+/* by_path: hashing off, so no file is opened readable and every strip takes the
+ * O_PATH + /proc/self/fd route; fallback: openat2 is not used. */
+static void
+test_strip(const char *tag, bool by_path, bool fallback)
+{
+	static const char *const stripped[] = { "new-file",      "new-unreadable", "new-dir",
+						"new-dir/inner", "new-sticky",     "hl" };
+	cleanup_fd int t = -1, outside = -1;
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	struct ab_manifest m = { 0 };
+	struct strip_snap before, after;
+	char dir[64];
+	bool ok = true;
+	json_t *j;
+	int r;
+
+	snprintf(dir, sizeof(dir), "strip-%s", tag);
+	outside = mkdir_open(base_fd, "strip-outside", 0755);
+	mkfile(outside, "suid", "s\n", 2, 04755);
+	t = strip_build(dir, outside, &o.strip_since);
+	strip_snapshot(t, outside, &before);
+
+	/* another owner: nothing changes */
+	o.strip_uid = geteuid() + 1;
+	o.hash_max_bytes = by_path ? 1 : 0;
+	walk_force_no_openat2 = fallback;
+	r = run_walk(t, &o, &m, NULL);
+	strip_snapshot(t, outside, &after);
+	for (size_t i = 0; i < ARRAY_SIZE(strip_names); i++)
+		ok = ok && before.there[i] && after.there[i] &&
+		     same_stat(&before.st[i], &after.st[i]);
+	TAP_OK(r == 0 && ok && m.stripped == 0,
+	       "strip %s: strip_uid of nobody here: every entry's stat is identical", tag);
+	manifest_done(&m);
+
+	o.strip_uid = geteuid();
+	r = run_walk(t, &o, &m, NULL);
+	walk_force_no_openat2 = false;
+	strip_snapshot(t, outside, &after);
+	TAP_OK(r == 0 && m.stripped == ARRAY_SIZE(stripped) && m.strip_failed == 0,
+	       "strip %s: %ju entries stripped (hl and hl2 are one inode)", tag,
+	       (uintmax_t) m.stripped);
+	ok = true;
+	for (size_t i = 0; i < ARRAY_SIZE(stripped); i++) {
+		int k = strip_index(stripped[i]);
+		const struct ab_entry *e = find(&m, stripped[i]);
+		/* the walk flags whichever name of the pair it meets first */
+		const struct ab_entry *e2 = strcmp(stripped[i], "hl") ? NULL : find(&m, "hl2");
+		mode_t want =
+			before.st[k].st_mode & ~(mode_t) (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH);
+
+		if (after.st[k].st_mode != want || after.st[k].st_ino != before.st[k].st_ino ||
+		    !e || !((e->flags | (e2 ? e2->flags : 0)) & AB_FLAG_STRIPPED) ||
+		    (e->mode != (before.st[k].st_mode & 07777) && !e2)) {
+			printf("#   %s: mode %o -> %o (want %o)\n", stripped[i],
+			       before.st[k].st_mode & 07777, after.st[k].st_mode & 07777,
+			       want & 07777);
+			ok = false;
+		}
+	}
+	TAP_OK(ok,
+	       "strip %s: setuid/setgid/g+w/o+w removed from new files and "
+	       "directories of the "
+	       "owner, in place (same inode), flagged stripped, mode as found kept",
+	       tag);
+	TAP_OK((after.st[strip_index("new-sticky")].st_mode & 07777) == 01755,
+	       "strip %s: the sticky bit stays (01777 -> 01755)", tag);
+	ok = true;
+	for (size_t i = 0; i < ARRAY_SIZE(strip_names); i++) {
+		const char *n = strip_names[i];
+
+		if (!strcmp(n, "old-file") || !strcmp(n, "old-dir") || !strcmp(n, "fifo") ||
+		    !strcmp(n, "outlink") || !strcmp(n, "plain") ||
+		    (!strcmp(n, "other") && privileged))
+			if (!same_stat(&before.st[i], &after.st[i])) {
+				printf("#   %s changed\n", n);
+				ok = false;
+			}
+	}
+	TAP_OK(ok,
+	       "strip %s: older ctime, another owner%s, a FIFO, a symlink and a "
+	       "plain file: "
+	       "stat before and after identical",
+	       tag, privileged ? "" : " (not root: skipped)");
+	TAP_OK(same_stat(&before.outside, &after.outside) &&
+		       (after.outside.st_mode & 07777) == (before.outside.st_mode & 07777) &&
+		       (before.outside.st_mode & S_ISUID),
+	       "strip %s: the setuid file outside, behind a symlink, is untouched", tag);
+	j = manifest_to_json(&m);
+	TAP_OK(has_flag_name(json_find(j, "new-file"), "stripped") &&
+		       !has_flag_name(json_find(j, "old-file"), "stripped"),
+	       "strip %s: the JSON says \"stripped\"", tag);
+	json_decref(j);
+	manifest_done(&m);
+	(void) close(t);
+	(void) close(outside);
+	t = outside = -1;
+	TAP_OK(walk_remove_tree(base_fd, dir, NULL) == 0 &&
+		       walk_remove_tree(base_fd, "strip-outside", NULL) == 0,
+	       "strip %s: remove", tag);
+}
+
+/* A zero-initialised ab_walk_opts (strip_uid 0, strip_since {0, 0}) never
+ * strips. */
+static void
+test_strip_off_by_default(void)
+{
+	cleanup_fd int t = mkdir_open(base_fd, "strip-zero", 0755);
+	struct ab_walk_opts o = { .dst_dirfd = -1, .chown_uid = (uid_t) -1 };
+	struct ab_manifest m = { 0 };
+	struct stat st;
+
+	mkfile(t, "f", "f\n", 2, 06777);
+	if (privileged && (fchownat(t, "f", 0, 0, AT_SYMLINK_NOFOLLOW) < 0 ||
+			   fchmodat(t, "f", 06777, 0) < 0)) /* chown clears the bits */
+		bail("chown");
+	TAP_OK(run_walk(t, &o, &m, NULL) == 0 && m.stripped == 0 &&
+		       fstatat(t, "f", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       (st.st_mode & 07777) == (privileged ? 06777 : (st.st_mode & 07777)),
+	       "strip: a zero-initialised ab_walk_opts strips nothing (uid 0, since "
+	       "{0, 0})");
+	manifest_done(&m);
+	(void) close(t);
+	t = -1;
+	(void) walk_remove_tree(base_fd, "strip-zero", NULL);
+}
+
 static void
 run_tests(void)
 {
@@ -1227,6 +1858,15 @@ run_tests(void)
 	test_real_enosys(src);
 	test_remove_small();
 	test_mount_point();
+	test_hash_budget();
+	test_hashes_from();
+	test_manifest_cap();
+	test_deep_long_names();
+	test_time_budget(src);
+	test_strip("fd", false, false);
+	test_strip("opath", true, false);
+	test_strip("fallback", true, true);
+	test_strip_off_by_default();
 
 	(void) close(src);
 	src = -1;
@@ -1234,8 +1874,9 @@ run_tests(void)
 	r = walk_remove_tree(base_fd, "src", &err);
 	set_nofile(nofile.rlim_cur);
 	TAP_OK(r == 0 && !exists_at(base_fd, "src"),
-	       "remove the whole hostile tree (10,000 deep, 000 dir, long names) (%d %s)", r,
-	       err.msg);
+	       "remove the whole hostile tree (10,000 deep, 000 dir, long names) (%d "
+	       "%s)",
+	       r, err.msg);
 	r = walk_remove_tree(base_fd, "dst", &err);
 	TAP_OK(r == 0 && !exists_at(base_fd, "dst"), "remove the copy, planted symlinks included");
 	check_canary("remove");
@@ -1281,7 +1922,8 @@ main(void)
 		}
 	}
 	if (WIFSIGNALED(status)) {
-		printf("Bail out! the test process died of signal %d (a hang ends in SIGALRM)\n",
+		printf("Bail out! the test process died of signal %d (a hang ends in "
+		       "SIGALRM)\n",
 		       WTERMSIG(status));
 		return 1;
 	}
