@@ -431,6 +431,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_mount_dir(&c, err);
 		if (r < 0)
 			goto out;
+		r = ws_snapshot_workspace(&c, err);
+		if (r < 0)
+			goto out;
 	} else {
 		r = ws_mount_workspace(&c, err);
 		if (r < 0)
@@ -621,5 +624,6 @@ out:
 	if (c.ws_dir_fd >= 0)
 		(void) close(c.ws_dir_fd);
 	free(c.script_name);
+	free(c.strip_keep);
 	return r;
 }

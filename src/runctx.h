@@ -16,6 +16,7 @@
 #include "rundir.h"
 #include "supervise.h"
 #include "util/err.h"
+#include "walk.h"
 
 struct run_ctx {
 	struct ab_run_opts *o;
@@ -38,6 +39,9 @@ struct run_ctx {
 	uid_t ws_owner_uid; /* --workspace DIR's owner: new files belong to it on the host */
 	gid_t ws_owner_gid;
 	struct timespec started_rt; /* CLOCK_REALTIME before the sandbox starts (for ctimes) */
+	mode_t ws_root_bits;        /* --workspace DIR's own strip bits before the run */
+	struct ab_strip_keep *strip_keep; /* entries of DIR that had strip bits before */
+	size_t n_strip_keep;
 	int script_fd;
 	int seccomp_fd;
 	int stdin_fd;
@@ -49,6 +53,7 @@ int ws_enter_mntns(struct run_ctx *c, struct ab_err *err);
 int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err);
 int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
+int ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_mount_etc(struct run_ctx *c, struct ab_err *err);
 int ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err);
 int ws_open_script(struct run_ctx *c, struct ab_err *err);

@@ -52,7 +52,6 @@
 #define WALK_COPY_DIR_MODE(m)  (((m) &WALK_COPY_MODE_MASK) | 0700)
 
 /* What strip_uid removes in place. */
-#define WALK_STRIP_BITS (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH)
 
 /* The JSON cost model (entry_json_cost): indentation as deep as `collected.files` in the report
  * with JSON_INDENT(2), plus slack, and the longest reason any entry can get. */
@@ -772,6 +771,47 @@ copy_data(int src, int dst, uint64_t size, struct sha256_ctx *hash, char *buf, i
 
 /* ---- strip_uid ---- */
 
+static int
+keep_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct ab_strip_keep *) a)->ino,
+		 y = ((const struct ab_strip_keep *) b)->ino;
+
+	return x < y ? -1 : x > y;
+}
+
+struct ab_strip_keep *
+walk_strip_keep_list(const struct ab_manifest *m, size_t *ret_n)
+{
+	struct ab_strip_keep *k = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		if (!(m->entries[i].mode & WALK_STRIP_BITS))
+			continue;
+		k = xrealloc(k, (n + 1) * sizeof(*k));
+		k[n].ino = m->entries[i].ino;
+		k[n].bits = m->entries[i].mode & WALK_STRIP_BITS;
+		n++;
+	}
+	if (n)
+		qsort(k, n, sizeof(*k), keep_cmp);
+	*ret_n = n;
+	return k;
+}
+
+/* The bits a strip removes from this inode: those it has that it did not have before. */
+static mode_t
+strip_bits(const struct walk *w, const struct stat *st)
+{
+	struct ab_strip_keep key = { .ino = (uint64_t) st->st_ino };
+	const struct ab_strip_keep *k = NULL;
+
+	if (w->o.strip_keep)
+		k = bsearch(&key, w->o.strip_keep, w->o.n_strip_keep, sizeof(key), keep_cmp);
+	return (st->st_mode & WALK_STRIP_BITS) & ~(k ? k->bits : 0);
+}
+
 static bool
 strip_applies(const struct walk *w, const struct stat *st)
 {
@@ -780,7 +820,7 @@ strip_applies(const struct walk *w, const struct stat *st)
 	return w->strip && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
 	       st->st_uid == w->o.strip_uid && st->st_dev == w->root_dev &&
 	       (c->tv_sec > s->tv_sec || (c->tv_sec == s->tv_sec && c->tv_nsec >= s->tv_nsec)) &&
-	       (st->st_mode & WALK_STRIP_BITS);
+	       strip_bits(w, st);
 }
 
 static void
@@ -801,13 +841,14 @@ strip_fd(struct walk *w, struct ab_entry *e, int fd, const struct stat *fst, boo
 
 	if (!strip_applies(w, fst))
 		return;
+	mode &= ~strip_bits(w, fst);
 	if (by_proc) {
 		char p[64];
 
 		(void) snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-		r = chmod(p, mode & ~(mode_t) WALK_STRIP_BITS);
+		r = chmod(p, mode);
 	} else {
-		r = fchmod(fd, mode & ~(mode_t) WALK_STRIP_BITS);
+		r = fchmod(fd, mode);
 	}
 	if (r < 0) {
 		strip_failed(w, e);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "util/err.h"
@@ -138,7 +139,24 @@ struct ab_walk_opts {
 	 * ab_walk_opts never strips (uid 0 is a valid strip_uid; pass {0, 1} for "any ctime"). */
 	uid_t strip_uid;
 	struct timespec strip_since;
+	/* Bits an inode already had before the run (from walk_strip_keep_list): they are not
+	 * the run's doing and stay; sorted by ino (NULL = none). */
+	const struct ab_strip_keep *strip_keep;
+	size_t n_strip_keep;
 };
+
+/* An inode of the walked filesystem and the setuid/setgid/g+w/o+w bits it had before. */
+struct ab_strip_keep {
+	uint64_t ino;
+	mode_t bits;
+};
+
+/* The entries of an earlier manifest-only walk that carry any of the bits a strip removes,
+ * sorted for ab_walk_opts.strip_keep. malloc'd (NULL when there are none); *ret_n set. */
+struct ab_strip_keep *walk_strip_keep_list(const struct ab_manifest *m, size_t *ret_n);
+
+/* The bits a strip removes: setuid, setgid, group and other write. */
+#define WALK_STRIP_BITS (S_ISUID | S_ISGID | S_IWGRP | S_IWOTH)
 
 /* Walks the tree under root_dirfd (an O_DIRECTORY fd the caller opened with O_NOFOLLOW) and
  * fills ret. When o->dst_dirfd >= 0 copies regular files (special bits stripped, sparse-aware,

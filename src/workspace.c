@@ -697,6 +697,63 @@ warn_walk(struct ab_result *res, const char *what, const struct ab_manifest *m)
 			    what, WS_HASH_BUDGET >> 20, (uintmax_t) m->unhashed);
 }
 
+/* --workspace DIR, before the run: which entries already carry setuid/setgid/g+w/o+w bits.
+ * After the run those bits stay where they were and are removed wherever the run added them
+ * (a strip by ctime alone would also strip a setgid directory the script merely wrote in). */
+int
+ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err)
+{
+	struct ab_walk_opts wo = {
+		.max_entries = WS_MAX_ENTRIES,
+		.hash_max_bytes = 1, /* no hashing: only modes and inodes are wanted */
+		.time_budget_ms = WS_POST_RUN_MS / 6,
+		.dst_dirfd = -1,
+		.chown_uid = (uid_t) -1,
+		.chown_gid = (gid_t) -1,
+		.strip_uid = (uid_t) -1,
+	};
+	struct ab_manifest m = { 0 };
+	struct stat st;
+	int r;
+
+	if (fstat(c->ws_dir_fd, &st) < 0)
+		return ab_err_set(err, -errno, "stat --workspace: %s", strerror(errno));
+	c->ws_root_bits = st.st_mode & WALK_STRIP_BITS;
+	r = walk_tree(c->work_fd, &wo, &m, err);
+	if (r < 0)
+		return r;
+	c->strip_keep = walk_strip_keep_list(&m, &c->n_strip_keep);
+	if (m.truncated)
+		result_warn(c->res,
+			    "--workspace holds more than agentbox lists (%ju entries not listed): "
+			    "setuid/setgid/g+w/o+w bits on those, where the run wrote, are "
+			    "removed afterwards even if they were there before",
+			    (uintmax_t) m.unlisted);
+	manifest_done(&m);
+	return 0;
+}
+
+/* The workspace directory itself, after the run: the bits the run added to it go (the walk
+ * strips everything below it). Through its O_PATH fd, never by name. */
+static void
+strip_workspace_root(struct run_ctx *c)
+{
+	struct stat st;
+	mode_t bits;
+	char p[64];
+
+	if (fstat(c->ws_dir_fd, &st) < 0 || st.st_uid != c->ws_owner_uid)
+		return;
+	bits = (st.st_mode & WALK_STRIP_BITS) & ~c->ws_root_bits;
+	if (!bits)
+		return;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", c->ws_dir_fd);
+	if (chmod(p, (st.st_mode & 07777) & ~bits) < 0)
+		result_warn(c->res,
+			    "could not remove mode bits %04o the run set on --workspace: %s",
+			    (unsigned) bits, strerror(errno));
+}
+
 int
 ws_collect(struct run_ctx *c, struct ab_err *err)
 {
@@ -712,11 +769,23 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 		.dst_dirfd = -1,
 		.chown_uid = (uid_t) -1,
 		.chown_gid = (gid_t) -1,
-		.strip_uid = (uid_t) -1, /* idmapped --workspace: the uid its files map to */
+		.strip_uid = (uid_t) -1,
 	};
 	struct ab_manifest m = { 0 };
 	cleanup_fd int keep_fd = -1, coll_fd = -1;
 	int r;
+
+	if (c->ws_dir_fd >= 0) {
+		/* --workspace DIR: what the run created or changed (ctime) loses the setuid,
+		 * setgid, group- and other-write bits it did not have before: the host never
+		 * keeps a setuid file or a world-writable directory from a run (issue 12). The
+		 * script could write only as DIR's owner (idmapped) or the caller. */
+		wo.strip_uid = c->ws_owner_uid;
+		wo.strip_since = c->started_rt;
+		wo.strip_keep = c->strip_keep;
+		wo.n_strip_keep = c->n_strip_keep;
+		strip_workspace_root(c);
+	}
 
 	if (c->tmpfs_mounted && !c->o->rm) {
 		/* the kept copy: run/work, sanitized (regular files and directories only) */
@@ -730,6 +799,11 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 	r = walk_tree(c->work_fd, &wo, &m, err);
 	if (r < 0)
 		return r;
+	if (m.strip_failed)
+		result_warn(c->res,
+			    "%ju entries of --workspace keep setuid/setgid/group- or other-write "
+			    "bits the run set: agentbox could not remove them (see files)",
+			    (uintmax_t) m.strip_failed);
 	c->res->files = manifest_to_json(&m);
 	c->res->files_summary = manifest_summary_json(&m);
 	c->res->usage.workspace_bytes = (int64_t) m.total_bytes;

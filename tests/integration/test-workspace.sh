@@ -119,6 +119,53 @@ is "$(ls -A "$WORK/ws-where")" inside.py "DIR holds only what it held"
 abb 60 --workspace "$WORK/ws-where" "$WORK/ws-where/inside.py"
 check "a script inside DIR runs in place" has "FILE /work/inside.py"
 
+# ---- what the run leaves: no setuid/setgid bit, nothing group/world-writable that it made so --
+# (seccomp refuses the s-bits; --without seccomp shows the post-run strip on its own). Bits an
+# entry had before the run stay, also where the script wrote.
+SWS=$WORK/ws-strip
+mkdir -m 0755 "$SWS" "$SWS/old-dir" "$SWS/shared"
+chmod 2775 "$SWS/shared"
+echo old >"$SWS/old.txt"
+chmod 0644 "$SWS/old.txt"
+cat >"$WORK/loosen.py" <<'EOF'
+import os, shutil
+os.umask(0)
+os.mkdir("/work/open-dir", 0o777)
+os.chmod("/work/open-dir", 0o777)
+open("/work/open.txt", "w").write("x")
+os.chmod("/work/open.txt", 0o666)
+os.chmod("/work/old.txt", 0o666)
+os.chmod("/work/old-dir", 0o777)
+open("/work/shared/in-shared.txt", "w").write("x")
+shutil.copy("/usr/bin/true", "/work/sp")
+for m in (0o4755, 0o2755):
+    try:
+        os.chmod("/work/sp", m)
+        print("CHMOD", oct(m), "ok")
+    except OSError as e:
+        print("CHMOD", oct(m), e.errno)
+os.chmod("/work", 0o777)
+EOF
+for mode in default without-seccomp; do
+    if [ $mode = default ]; then abb 60 --workspace "$SWS" "$WORK/loosen.py"; else
+        abb 60 --without seccomp --workspace "$SWS" "$WORK/loosen.py"; fi
+    is "$rc" 0 "strip ($mode): the run exits 0"
+    is "$(find "$SWS" -perm /6000 ! -path "$SWS/shared" | tr '\n' ' ')" "" \
+        "strip ($mode): nothing in DIR has a setuid/setgid bit afterwards"
+    is "$(find "$SWS" -perm /022 ! -path "$SWS/shared" | tr '\n' ' ')" "" \
+        "strip ($mode): nothing the run made group/world-writable stays so (DIR itself included)"
+    is "$(stat -c %a "$SWS/shared")" 2775 "strip ($mode): a setgid, group-writable directory the script wrote in keeps its mode"
+    check "strip ($mode): the report flags what it stripped" \
+        jq -e '[.files[] | select((.flags // []) | index("stripped"))] | length > 0' "$WORK/r.json"
+    if [ -n "$SWS" ] && [ -d "$SWS/old-dir" ]; then
+        rm -rf "${SWS:?}/open-dir" "${SWS:?}/open.txt" "${SWS:?}/sp" "${SWS:?}/shared/in-shared.txt"
+        chmod 0644 "$SWS/old.txt"
+        chmod 0755 "$SWS/old-dir" "$SWS"
+    fi
+done
+check "strip (without seccomp): the script could set the bit inside (so the strip was tested)" \
+    has "CHMOD 0o4755 ok"
+
 # ---- refusals: exit 2, the rule named, nothing touched ----------------------------------------
 refuse_ws() { # LABEL PATTERN DIR [AGENTBOX ARGS...]
     _l=$1 _pat=$2 _dir=$3
