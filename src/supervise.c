@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "plan.h"
+#include "relay.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
@@ -128,36 +129,24 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	child_fail(errpipe, "execve bwrap");
 }
 
-/* Neutralises terminal control sequences: C0 controls other than \n and \t, DEL, and UTF-8
- * encoded C1 controls become visible \xNN text (T29). Returns a malloc'd buffer. */
-static char *
-sanitize_for_tty(const char *buf, size_t len, size_t *ret_len)
-{
-	char *out = xmalloc(len * 4 + 1), *q = out;
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char) buf[i];
-
-		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-			q += sprintf(q, "\\x%02x", c);
-		} else if (c == 0xc2 && i + 1 < len && (unsigned char) buf[i + 1] >= 0x80 &&
-			   (unsigned char) buf[i + 1] <= 0x9f) {
-			q += sprintf(q, "\\x%02x", (unsigned char) buf[i + 1]);
-			i++;
-		} else {
-			*q++ = (char) c;
-		}
-	}
-	*ret_len = (size_t) (q - out);
-	return out;
-}
-
 struct stream_state {
 	int fd;
 	int relay_fd;
 	bool sanitize;
+	struct ab_ttysan ts; /* the sanitiser's state: a UTF-8 sequence split across reads */
 	struct ab_stream *s;
 };
+
+/* End of a stream: what the sanitiser still holds (an incomplete sequence) goes out escaped. */
+static void
+relay_end(struct stream_state *st, bool relay)
+{
+	char out[16];
+	size_t l = ttysan_finish(&st->ts, out);
+
+	if (relay && l > 0)
+		(void) write_all(st->relay_fd, out, l);
+}
 
 /* Reads what is there. Returns 1 when the stream went past the cap, 0 otherwise; closes and
  * sets fd to -1 on EOF. */
@@ -181,6 +170,7 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 		if (n == 0) {
 			(void) close(st->fd);
 			st->fd = -1;
+			relay_end(st, relay);
 			return 0;
 		}
 		st->s->bytes += (uint64_t) n;
@@ -192,8 +182,8 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 			st->s->len += take;
 			if (relay) {
 				if (st->sanitize) {
-					size_t l;
-					char *clean = sanitize_for_tty(buf, take, &l);
+					char *clean = xmalloc(AB_TTYSAN_ROOM(take));
+					size_t l = ttysan_feed(&st->ts, buf, take, clean);
 
 					(void) write_all(st->relay_fd, clean, l);
 					free(clean);
@@ -333,10 +323,15 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
-	struct stream_state so = { -1, sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
-				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
-				   &res->out };
-	struct stream_state se = { -1, STDERR_FILENO, sp->sanitize_err, &res->err };
+	struct stream_state so = {
+		.fd = -1,
+		.relay_fd = sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
+		.sanitize = sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
+		.s = &res->out,
+	};
+	struct stream_state se = {
+		.fd = -1, .relay_fd = STDERR_FILENO, .sanitize = sp->sanitize_err, .s = &res->err
+	};
 	sigset_t mask;
 	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
@@ -591,6 +586,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	}
 	if (st_p[0] >= 0)
 		read_status(&st_p[0], oc);
+	relay_end(&so, sp->relay); /* a stream stopped at the cap: its held bytes */
+	relay_end(&se, sp->relay);
 	if (!oc->bwrap_reaped)
 		oc->wall_ms = now_ms() - t0;
 	if (kill_at >= 0)
