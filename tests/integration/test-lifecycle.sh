@@ -3,6 +3,8 @@
 # and daemons (double-forked setsid, detached Node children), the run ends when the script's
 # main process exits and nothing survives it, and killing agentbox itself (TERM, HUP, KILL)
 # leaves no sandbox process behind. No process with the run's token may be left on the host.
+# A reader of agentbox's output that does not read (a FIFO, a terminal) holds up neither the
+# timeout nor SIGTERM, and the report still has all of the output (issue 13).
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
@@ -225,5 +227,136 @@ else
         if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$tok"; then kill -KILL "${p#/proc/}" 2>/dev/null; fi
     done
 fi
+
+# ---- a reader that never reads: the limits do not wait for it (issue 13) -------------------
+# now_ms: a wall clock in ms (GNU date)
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+cat >"$WORK/flood.py" <<'EOF'
+import sys, time
+out = sys.stdout
+for i in range(65536):
+    out.write("%08d %s\n" % (i, "y" * 54))    # 4 MiB of numbered 64-byte lines
+out.flush()
+print("FLOODED", file=sys.stderr, flush=True)
+time.sleep(3600)
+EOF
+python3 -c 'import sys
+for i in range(65536): sys.stdout.write("%08d %s\n" % (i, "y" * 54))' >"$WORK/flood.want"
+# stalled_reader GOFILE OUTFILE: holds the FIFO $WORK/stall open for reading and reads nothing
+# until GOFILE exists, then copies what is left to OUTFILE. Sets $reader.
+mkfifo "$WORK/stall"
+stalled_reader() {
+    rm -f "$1"
+    {
+        while [ ! -f "$1" ]; do sleep 0.1; done
+        cat >"$2"
+    } <"$WORK/stall" &
+    reader=$!
+}
+# expect_flood LABEL: the report holds all 4 MiB, and says what the reader did not get
+expect_flood() {
+    is "$(jr .stdout.captured_bytes)" 4194304 "$1: the report captured all 4 MiB of stdout"
+    is "$(jr .stdout.truncated)" false "$1: stdout is not truncated"
+    jq -j .stdout.text "$WORK/r.json" >"$WORK/flood.got" 2>/dev/null
+    check "$1: the report's stdout.text is the script's output, byte for byte" \
+        cmp -s "$WORK/flood.got" "$WORK/flood.want"
+    _d=$(jr .stdout.relay_dropped_bytes)
+    if [ "${_d:-0}" -gt 0 ] 2>/dev/null && [ "$_d" -le 4194304 ]; then
+        ok "$1: stdout.relay_dropped_bytes says what the reader did not get ($_d)"
+    else
+        not_ok "$1: stdout.relay_dropped_bytes says what the reader did not get" "got: '$_d'"
+    fi
+    check "$1: a warning says the relay fell behind" relay_warned
+}
+relay_warned() { jq -e '.warnings | any(test("not relayed"))' "$WORK/r.json" >/dev/null; }
+
+stalled_reader "$WORK/go-g" "$WORK/relayed-g"
+rm -f "$WORK/r.json"
+rc=0
+t0=$(now_ms)
+bounded 40 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 3s \
+    --output-limit 8M "$WORK/flood.py" "${T}g" >"$WORK/stall" 2>"$WORK/err" || rc=$?
+el=$(($(now_ms) - t0))
+touch "$WORK/go-g"
+wait "$reader"
+is "$rc" 124 "stalled reader, --timeout 3s: agentbox exits 124"
+is "$(jr .status)" timeout "stalled reader: status timeout"
+w=$(jr .wall_ms)
+# Before the fix the run lasted as long as the reader held on (here until the outer timeout
+# killed agentbox, with no report at all).
+if between "${w:-0}" 3000 10000; then ok "stalled reader: the timeout ended the run ($w ms)"; else
+    not_ok "stalled reader: the timeout ended the run (wall_ms in [3000, 10000])" "wall_ms=$w"
+fi
+# 3 s, at most 2 s of bounded flush, and slack for a loaded machine
+if [ "$el" -lt 20000 ]; then ok "stalled reader: agentbox returned in $el ms"; else
+    not_ok "stalled reader: agentbox returned within 20 s" "took $el ms"
+fi
+expect_flood "stalled reader"
+n=$(wc -c <"$WORK/relayed-g")
+check "stalled reader: what the reader got is a clean prefix of the output ($n bytes)" \
+    cmp -s -n "$n" "$WORK/relayed-g" "$WORK/flood.want"
+d=$(jr '.stdout.relay_dropped_bytes // 0' 2>/dev/null)
+is "$((n + ${d:-0}))" 4194304 "stalled reader: bytes relayed + relay_dropped_bytes = bytes captured"
+expect_no_procs "stalled reader" "${T}g"
+
+# SIGTERM while the reader stalls: answered at once, the report written.
+stalled_reader "$WORK/go-h" /dev/null
+rm -f "$WORK/r.json"
+: >"$WORK/err"
+"$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 60s --output-limit 8M \
+    "$WORK/flood.py" "${T}h" >"$WORK/stall" 2>"$WORK/err" &
+bg=$!
+_t=0
+while ! grep -q FLOODED "$WORK/err" && [ $_t -lt 400 ]; do sleep 0.05; _t=$((_t + 1)); done
+check "SIGTERM, stalled reader: stderr was relayed while stdout's reader stalled" \
+    grep -q FLOODED "$WORK/err"
+t0=$(now_ms)
+kill -TERM "$bg"
+_t=0
+while st=$(cut -d' ' -f3 "/proc/$bg/stat" 2>/dev/null) && [ "$st" != Z ] && [ $_t -lt 300 ]; do
+    sleep 0.05
+    _t=$((_t + 1))
+done
+el=$(($(now_ms) - t0))
+kill -KILL "$bg" 2>/dev/null || true
+rc=0
+wait "$bg" || rc=$?
+touch "$WORK/go-h"
+wait "$reader"
+is "$rc" 130 "SIGTERM, stalled reader: agentbox exits 130"
+is "$(jr .status)" interrupted "SIGTERM, stalled reader: status interrupted"
+# no flush wait after an interrupt: only the teardown of the run
+if [ "$el" -lt 10000 ]; then ok "SIGTERM, stalled reader: agentbox was gone $el ms after the signal"; else
+    not_ok "SIGTERM, stalled reader: agentbox was gone within 10 s of the signal" "took $el ms"
+fi
+expect_flood "SIGTERM, stalled reader"
+expect_no_procs "SIGTERM, stalled reader" "${T}h"
+
+# A terminal whose reader never reads: a pty whose master nobody reads.
+cat >"$WORK/ptyhold.py" <<'EOF'
+import os, pty, subprocess, sys, time
+m, s = pty.openpty()
+t0 = time.monotonic()
+p = subprocess.Popen(sys.argv[1:], stdout=s, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+os.close(s)
+try:
+    rc = p.wait(timeout=40)
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = p.wait()
+print("rc=%d ms=%d" % (rc, (time.monotonic() - t0) * 1000))
+EOF
+rm -f "$WORK/r.json"
+python3 "$WORK/ptyhold.py" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 3s \
+    --output-limit 8M "$WORK/flood.py" "${T}i" >"$WORK/pty.out" 2>&1
+sed "s/^/# pty: /" "$WORK/pty.out"
+is "$(sed -n 's/^rc=\([0-9-]*\) .*/\1/p' "$WORK/pty.out")" 124 "stalled terminal: agentbox exits 124"
+is "$(jr .status)" timeout "stalled terminal: status timeout"
+w=$(jr .wall_ms)
+if between "${w:-0}" 3000 10000; then ok "stalled terminal: the timeout ended the run ($w ms)"; else
+    not_ok "stalled terminal: the timeout ended the run (wall_ms in [3000, 10000])" "wall_ms=$w"
+fi
+expect_flood "stalled terminal"
+expect_no_procs "stalled terminal" "${T}i"
 
 done_testing
