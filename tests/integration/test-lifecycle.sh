@@ -37,15 +37,17 @@ leftovers() {
         tr '\0' ' ' 2>/dev/null <"$_p/cmdline" | grep -- "$1" && echo " (pid ${_p#/proc/})"
     done
 }
-# expect_timeout LABEL: the last run ended by the 2 s timeout
+# expect_timeout LABEL: the last run ended by the 2 s timeout. The deadline cannot come early;
+# how late the kill lands depends on the machine's load, so the upper bound is generous (the
+# runs it catches hang until the test's own 30 s net).
 expect_timeout() {
     is "$rc" 124 "$1: agentbox exits 124"
     is "$(jr .status)" timeout "$1: status timeout"
     is "$(jr .agentbox_exit)" 124 "$1: agentbox_exit 124"
     is "$(jr '.limits_hit | index("timeout") != null')" true "$1: limits_hit names timeout"
     _w=$(jr .wall_ms)
-    if between "${_w:-0}" 2000 4000; then ok "$1: wall_ms $_w is in [2000, 4000]"; else
-        not_ok "$1: wall_ms is in [2000, 4000]" "wall_ms=$_w"
+    if between "${_w:-0}" 2000 10000; then ok "$1: wall_ms $_w is in [2000, 10000]"; else
+        not_ok "$1: wall_ms is in [2000, 10000]" "wall_ms=$_w"
     fi
 }
 # expect_no_procs LABEL TOKEN: checked right after agentbox returned
@@ -98,13 +100,16 @@ print("DAEMON " + up.decode(), flush=True)
 if main_sleeps:
     time.sleep(3600)
 EOF
-abb 30 --timeout 10s "$WORK/daemon.py" "${T}b" exit
+# A run that waited for the daemon (or its hold on the pipes, T15) would last until the 30 s
+# timeout: "at once" is anything well under that, whatever the machine's load.
+abb 60 --timeout 30s "$WORK/daemon.py" "${T}b" exit
 is "$rc" 0 "py double-fork daemon, main exits: agentbox exits 0"
 is "$(jr .status)" exited "py double-fork daemon, main exits: status exited"
+is "$(jr '.limits_hit | length')" 0 "py double-fork daemon, main exits: no limit was hit"
 check "py double-fork daemon, main exits: the daemon was up" test "$(cat "$(jr .workspace)/daemon-up")" = up
 w=$(jr .wall_ms)
-if between "${w:-99999}" 0 2000; then ok "py double-fork daemon, main exits: the run ends at once ($w ms)"; else
-    not_ok "py double-fork daemon, main exits: the run ends at once" "wall_ms=$w"
+if between "${w:-99999}" 0 15000; then ok "py double-fork daemon, main exits: the run ends at once ($w ms)"; else
+    not_ok "py double-fork daemon, main exits: the run ends at once (wall_ms < 15000 of the 30 s timeout)" "wall_ms=$w"
 fi
 expect_no_procs "py double-fork daemon, main exits" "${T}b"
 
@@ -114,7 +119,7 @@ rc=0
 bounded 30 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 2s \
     "$WORK/daemon.py" "${T}c" sleep >"$WORK/out" 2>"$WORK/err" &
 bg=$!
-if seen_within 2 "${T}c-daemon"; then
+if seen_within 10 "${T}c-daemon"; then
     ok "py daemon + sleeping main: the daemon shows up on the host (the check can see it)"
 else
     not_ok "py daemon + sleeping main: the daemon shows up on the host"
@@ -146,13 +151,14 @@ c.on('spawn', () => {
 });
 c.on('error', (e) => { console.log('CHILD error ' + e.code); process.exit(3); });
 EOF
-abb 30 --timeout 10s "$WORK/detach.js" "${T}e" exit
+abb 60 --timeout 30s "$WORK/detach.js" "${T}e" exit
 is "$rc" 0 "node detached+unref child, main exits: agentbox exits 0"
 is "$(jr .status)" exited "node detached+unref child, main exits: status exited"
+is "$(jr '.limits_hit | length')" 0 "node detached+unref child, main exits: no limit was hit"
 is "$(jr .stdout.text)" "CHILD up" "node detached+unref child, main exits: the child was spawned"
 w=$(jr .wall_ms)
-if between "${w:-99999}" 0 3000; then ok "node detached+unref child, main exits: the run ends at once ($w ms)"; else
-    not_ok "node detached+unref child, main exits: the run ends at once" "wall_ms=$w"
+if between "${w:-99999}" 0 15000; then ok "node detached+unref child, main exits: the run ends at once ($w ms)"; else
+    not_ok "node detached+unref child, main exits: the run ends at once (wall_ms < 15000 of the 30 s timeout)" "wall_ms=$w"
 fi
 expect_no_procs "node detached+unref child, main exits" "${T}e"
 
@@ -183,7 +189,7 @@ for sig in TERM HUP; do
     tok=${T}k$sig
     start_bg "$tok"
     check "kill -$sig agentbox: the script was running" grep -q READY "$WORK/out"
-    if seen_within 1 "/work/sleeper.py $tok"; then
+    if seen_within 10 "/work/sleeper.py $tok"; then
         ok "kill -$sig agentbox: the sandboxed script is visible on the host before the kill"
     else
         not_ok "kill -$sig agentbox: the sandboxed script is visible on the host before the kill"
@@ -211,17 +217,19 @@ done
 tok=${T}kKILL
 start_bg "$tok"
 check "kill -KILL agentbox: the script was running" grep -q READY "$WORK/out"
-if seen_within 1 "/work/sleeper.py $tok"; then
+if seen_within 10 "/work/sleeper.py $tok"; then
     ok "kill -KILL agentbox: the sandboxed script is visible on the host before the kill"
 else
     not_ok "kill -KILL agentbox: the sandboxed script is visible on the host before the kill"
 fi
 kill -KILL "$bg"
 wait "$bg" 2>/dev/null || true
-if gone_within 2 "$tok"; then
-    ok "kill -KILL agentbox: no sandbox process is left within 2 s"
+# PR_SET_PDEATHSIG and the PID namespace kill at once; the kernel's teardown of the processes
+# takes longer on a loaded machine, so the bound is generous (it returns as soon as they are gone)
+if gone_within 10 "$tok"; then
+    ok "kill -KILL agentbox: no sandbox process is left within 10 s"
 else
-    not_ok "kill -KILL agentbox: no sandbox process is left within 2 s" "$(leftovers "$tok" | tr '\n' ' ')"
+    not_ok "kill -KILL agentbox: no sandbox process is left within 10 s" "$(leftovers "$tok" | tr '\n' ' ')"
     # do not leave it running on the host
     for p in /proc/[0-9]*; do
         if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$tok"; then kill -KILL "${p#/proc/}" 2>/dev/null; fi
