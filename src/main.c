@@ -128,15 +128,11 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 							       : AB_STATUS_SETUP_ERROR;
 	}
 	if (r < 0) {
-		print_error(&err);
 		result_set_message(&res, err.msg, err.fix);
 		res.agentbox_exit = err.exit ? err.exit : AB_EXIT_SETUP;
 	} else {
 		res.agentbox_exit = run_exit_code(&res);
 	}
-	/* a refused run printed its one line; its warnings stay in the report */
-	for (size_t i = 0; r >= 0 && i < res.warnings.n; i++)
-		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);
 	/* The report is built only when someone will read it: --report, or a kept run. */
 	if (res.status != AB_STATUS_DRY_RUN &&
 	    (o.report_path || (res.run_dir && res.run_dir_kept))) {
@@ -146,6 +142,13 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 			res.supervisor_fds_left = fds_count_from(3) - fds_before;
 		write_report(&o, &res);
 	}
+	/* Printed after the report: a reader of our stderr that does not read blocks these
+	 * writes, and must not keep the report from being written (issue 13). A refused run
+	 * prints its one line; its warnings stay in the report. */
+	if (r < 0)
+		print_error(&err);
+	for (size_t i = 0; r >= 0 && i < res.warnings.n; i++)
+		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);
 	code = res.agentbox_exit;
 	timing_mark("report written");
 	result_done(&res);

@@ -170,9 +170,11 @@ stream_json(const struct ab_stream *s)
 	size_t len;
 	bool lossy;
 	char *text = utf8_sanitize(s->buf ? s->buf : "", s->len, &len, &lossy);
-	json_t *o = json_pack("{s:I, s:I, s:b, s:s%, s:b}", "bytes", (json_int_t) s->bytes,
-			      "captured_bytes", (json_int_t) s->len, "truncated", s->truncated,
-			      "text", text, len, "text_lossy", lossy);
+	json_t *o =
+		json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o}", "bytes", (json_int_t) s->bytes,
+			  "captured_bytes", (json_int_t) s->len, "truncated", s->truncated, "text",
+			  text, len, "text_lossy", lossy, "relay_dropped_bytes",
+			  s->relayed ? json_integer((json_int_t) s->relay_dropped) : json_null());
 
 	free(text);
 	return o;

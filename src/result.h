@@ -35,6 +35,8 @@ struct ab_stream {
 	size_t len;     /* captured length */
 	uint64_t bytes; /* everything read from the stream (reading stops past the cap) */
 	bool truncated;
+	bool relayed;           /* the live relay to agentbox's stdout/stderr was on */
+	uint64_t relay_dropped; /* captured bytes the relay did not pass on (slow reader) */
 };
 
 struct ab_limit_result {

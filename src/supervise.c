@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
 #include <sched.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 
 #include "plan.h"
+#include "relay.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
@@ -128,41 +130,16 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	child_fail(errpipe, "execve bwrap");
 }
 
-/* Neutralises terminal control sequences: C0 controls other than \n and \t, DEL, and UTF-8
- * encoded C1 controls become visible \xNN text (T29). Returns a malloc'd buffer. */
-static char *
-sanitize_for_tty(const char *buf, size_t len, size_t *ret_len)
-{
-	char *out = xmalloc(len * 4 + 1), *q = out;
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char) buf[i];
-
-		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-			q += sprintf(q, "\\x%02x", c);
-		} else if (c == 0xc2 && i + 1 < len && (unsigned char) buf[i + 1] >= 0x80 &&
-			   (unsigned char) buf[i + 1] <= 0x9f) {
-			q += sprintf(q, "\\x%02x", (unsigned char) buf[i + 1]);
-			i++;
-		} else {
-			*q++ = (char) c;
-		}
-	}
-	*ret_len = (size_t) (q - out);
-	return out;
-}
-
 struct stream_state {
 	int fd;
-	int relay_fd;
-	bool sanitize;
+	struct ab_relay_src rs; /* the live copy to our stdout/stderr; rs.dst NULL: none */
 	struct ab_stream *s;
 };
 
-/* Reads what is there. Returns 1 when the stream went past the cap, 0 otherwise; closes and
- * sets fd to -1 on EOF. */
+/* Reads what is there, keeps up to cap bytes for the report and queues them for the relay.
+ * Returns 1 when the stream went past the cap, 0 otherwise; closes and sets fd to -1 on EOF. */
 static int
-pump(struct stream_state *st, uint64_t cap, bool relay)
+pump(struct stream_state *st, uint64_t cap)
 {
 	char buf[65536];
 	int rounds = 0;
@@ -181,6 +158,7 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 		if (n == 0) {
 			(void) close(st->fd);
 			st->fd = -1;
+			relay_src_end(&st->rs);
 			return 0;
 		}
 		st->s->bytes += (uint64_t) n;
@@ -190,17 +168,7 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 			st->s->buf = xrealloc(st->s->buf, st->s->len + take);
 			memcpy(st->s->buf + st->s->len, buf, take);
 			st->s->len += take;
-			if (relay) {
-				if (st->sanitize) {
-					size_t l;
-					char *clean = sanitize_for_tty(buf, take, &l);
-
-					(void) write_all(st->relay_fd, clean, l);
-					free(clean);
-				} else {
-					(void) write_all(st->relay_fd, buf, take);
-				}
-			}
+			relay_push(&st->rs, buf, take); /* never waits for our reader */
 		}
 		if (st->s->bytes > cap) {
 			st->s->truncated = true;
@@ -208,6 +176,41 @@ pump(struct stream_state *st, uint64_t cap, bool relay)
 		}
 		if (++rounds >= 16)
 			return 0; /* back to poll: a fast writer must not starve the loop */
+	}
+}
+
+/* After the run: what is still queued for our readers goes out while they take it, bounded:
+ * RELAY_FLUSH_STALL_MS without progress or RELAY_FLUSH_MAX_MS in all, nothing more after an
+ * interrupt. What did not go out is counted in the report, with a warning. */
+#define RELAY_FLUSH_STALL_MS 2000
+#define RELAY_FLUSH_MAX_MS   10000
+
+static void
+relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_dst **dst,
+	      size_t ndst, int sfd, bool interrupted, struct ab_result *res)
+{
+	struct stream_state *st[] = { so, se };
+	static const char *const name[] = { "stdout", "stderr" };
+
+	relay_src_end(&so->rs); /* a stream stopped at the cap: its held bytes */
+	relay_src_end(&se->rs);
+	if (ndst > 0)
+		(void) relay_flush(dst, ndst, sfd, interrupted ? 0 : RELAY_FLUSH_STALL_MS,
+				   interrupted ? 0 : RELAY_FLUSH_MAX_MS);
+	for (size_t i = 0; i < ndst; i++)
+		relay_dst_close(dst[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(st); i++) {
+		const struct ab_relay_dst *d = st[i]->rs.dst;
+
+		st[i]->s->relayed = d != NULL;
+		st[i]->s->relay_dropped = st[i]->rs.dropped;
+		if (d && st[i]->rs.dropped > 0)
+			result_warn(res,
+				    "%" PRIu64 " of the %zu captured bytes of the script's %s were "
+				    "not relayed to agentbox's %s: %s (the report has them all)",
+				    st[i]->rs.dropped, st[i]->s->len, name[i],
+				    d->caller_fd == STDERR_FILENO ? "stderr" : "stdout",
+				    relay_stop_reason(d));
 	}
 }
 
@@ -334,10 +337,10 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
-	struct stream_state so = { -1, sp->relay_to_stderr ? STDERR_FILENO : STDOUT_FILENO,
-				   sp->relay_to_stderr ? sp->sanitize_err : sp->sanitize_out,
-				   &res->out };
-	struct stream_state se = { -1, STDERR_FILENO, sp->sanitize_err, &res->err };
+	struct stream_state so = { .fd = -1, .s = &res->out }, se = { .fd = -1, .s = &res->err };
+	struct ab_relay_dst dout = { .fd = -1 }, derr = { .fd = -1 };
+	struct ab_relay_dst *dst[2];
+	size_t ndst = 0;
 	sigset_t mask;
 	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
@@ -462,6 +465,22 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	(void) fd_set_nonblock(se.fd, 1);
 	(void) fd_set_nonblock(st_p[0], 1);
 
+	/* The live relay: one destination per fd of ours, shared when stdout and stderr lead
+	 * to the same pipe or terminal (2>&1) so their order is kept. After the fork: the
+	 * child has no use for our private descriptions. */
+	if (sp->relay) {
+		relay_dst_open(&derr, STDERR_FILENO, sp->sanitize_err);
+		dst[ndst++] = &derr;
+		se.rs.dst = &derr;
+		if (sp->relay_to_stderr || relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
+			so.rs.dst = &derr;
+		} else {
+			relay_dst_open(&dout, STDOUT_FILENO, sp->sanitize_out);
+			dst[ndst++] = &dout;
+			so.rs.dst = &dout;
+		}
+	}
+
 	/* Did bwrap start? The error pipe is CLOEXEC: EOF without data means exec worked. */
 	{
 		struct child_err ce;
@@ -481,7 +500,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	deadline = t0 + (int64_t) sp->lp->timeout_ms;
 	next_tick = t0 + 50;
 	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[5];
+		struct pollfd pfd[4 + ARRAY_SIZE(dst)];
 		int nfd = 0, timeout;
 		int64_t now = now_ms();
 
@@ -512,9 +531,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
 			if (so.fd >= 0)
-				(void) pump(&so, sp->lp->output_bytes, sp->relay);
+				(void) pump(&so, sp->lp->output_bytes);
 			if (se.fd >= 0)
-				(void) pump(&se, sp->lp->output_bytes, sp->relay);
+				(void) pump(&se, sp->lp->output_bytes);
 			if (so.fd >= 0) {
 				(void) close(so.fd);
 				so.fd = -1;
@@ -529,6 +548,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		pfd[nfd++] = (struct pollfd){ .fd = so.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = se.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = st_p[0], .events = POLLIN };
+		for (size_t i = 0; i < ndst; i++)
+			pfd[nfd++] = (struct pollfd){ .fd = relay_events(dst[i]) ? dst[i]->fd : -1,
+						      .events = POLLOUT };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -545,13 +567,16 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			break;
 		}
 		if (so.fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&so, sp->lp->output_bytes, sp->relay))
+		    pump(&so, sp->lp->output_bytes))
 			over_cap(&so, oc, pid, sp, &killed, &kill_at);
 		if (se.fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&se, sp->lp->output_bytes, sp->relay))
+		    pump(&se, sp->lp->output_bytes))
 			over_cap(&se, oc, pid, sp, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_status(&st_p[0], oc);
+		for (size_t i = 0; i < ndst; i++)
+			if (pfd[4 + i].revents)
+				relay_write(dst[i]);
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -597,6 +622,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	if (kill_at >= 0)
 		oc->kill_to_reaped_ms = now_ms() - kill_at;
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
+	relay_wind_up(&so, &se, dst, ndst, sfd, oc->interrupted_by != 0, res);
 
 out_mask:
 	/* The signals stay blocked: an interrupt from now on must not cut the report or the

@@ -36,7 +36,7 @@ struct ab_spawn {
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;
 	const cpu_set_t *cpus; /* NULL: leave CPU placement alone */
-	bool relay;            /* copy the script's output to our stdout/stderr live */
+	bool relay;            /* copy the script's output to our stdout/stderr live (relay.h) */
 	bool relay_to_stderr;  /* ... both to our stderr */
 	bool sanitize_out;     /* our stdout is a terminal: neutralise control sequences */
 	bool sanitize_err;

@@ -599,6 +599,22 @@ if command -v script >/dev/null 2>&1; then
     else
         not_ok "T29: the report was written"
     fi
+    # A C1 CSI (0xc2 0x9b) written in two pieces with a pause between, so that agentbox reads
+    # them apart (issue 13): the lead byte is held until the next read, then the control is
+    # escaped. (Read together they are escaped too, so a slow machine cannot fail this.)
+    cat >"$WORK/c1split.py" <<'EOF'
+import os, time
+os.write(1, b"c1:\xc2")
+time.sleep(0.5)
+os.write(1, b"\x9b31mred\n")
+EOF
+    rc=0
+    bounded 60 script -qec "'$AGENTBOX' run --rm --runs-dir '$RUNS' '$WORK/c1split.py'" \
+        /dev/null >"$WORK/tty2.out" 2>"$WORK/tty2.err" </dev/null || rc=$?
+    is "$rc" 0 "T29 split C1: the run under a pseudo-terminal exits 0"
+    check "T29 split C1: the terminal shows it as \\x9b" grep -qF 'c1:\x9b31mred' "$WORK/tty2.out"
+    refute "T29 split C1: no raw 0xc2 0x9b reached the terminal" \
+        env LC_ALL=C grep -q "$(printf '\302\233')" "$WORK/tty2.out"
 else
     skip "T29: control sequences under a pseudo-terminal" "script(1) from util-linux is not installed"
 fi

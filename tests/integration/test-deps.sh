@@ -97,13 +97,16 @@ check "prepare --python: the wheel is installed in it" \
     test -f "$PENV/venv/lib/python3.11/site-packages/abtestpkg/__init__.py" -o \
     -n "$(find "$PENV/venv/lib" -path '*/site-packages/abtestpkg/__init__.py' 2>/dev/null)"
 
+touch "$WORK/again.stamp"
 prep --python "$WORK/req.txt" --no-index --find-links "$WORK/wheels" --cache-dir "$CACHE"
 is "$rc" 0 "prepare --python again: exit 0"
 is "$(tail -n1 "$WORK/pout")" "$PENV" "prepare --python again: the same environment"
 check "prepare --python again: stderr says cache hit" grep -q 'cache hit' "$WORK/perr"
-if [ "$pms" -lt 2000 ]; then ok "prepare --python again: fast (${pms} ms)"; else
-    not_ok "prepare --python again: fast" "took ${pms} ms"
-fi
+# A cache hit does no work: nothing in the environment was written again (asserted on its
+# mtimes, not on the wall clock, which a loaded machine stretches).
+echo "# prepare --python again: ${pms} ms"
+is "$(find "$PENV" -newer "$WORK/again.stamp" | head -n3)" "" \
+    "prepare --python again: nothing in the environment was rebuilt"
 
 cat >"$WORK/imp.py" <<'EOF'
 import sys, abtestpkg

@@ -21,7 +21,7 @@ socket.create_connection(("127.0.0.1", t), timeout=2).close()
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"host", ("127.0.0.1", u)); s.close()
 EOF
 i=0
-while [ "$(wc -l <"$L.log")" -lt 2 ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i + 1)); done
+while [ "$(wc -l <"$L.log")" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 is "$(wc -l <"$L.log")" 2 "control: the host listener logs a TCP connection and a UDP datagram from the host"
 : >"$L.log"
 
@@ -158,7 +158,7 @@ is "$(cat "$L.log")" "" "js: the host listener saw nothing"
 # The listener is still up (so an empty log means something): the host can still reach it.
 python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()' "$TPORT"
 i=0
-while [ "$(wc -l <"$L.log")" -lt 1 ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i + 1)); done
+while [ "$(wc -l <"$L.log")" -lt 1 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 is "$(wc -l <"$L.log")" 1 "control: the listener was up for the whole test"
 
 listener_stop "$L"

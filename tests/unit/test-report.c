@@ -82,6 +82,8 @@ main(void)
 	r.out.len = strlen(r.out.buf);
 	r.out.bytes = 5000;
 	r.out.truncated = true;
+	r.out.relayed = true;
+	r.out.relay_dropped = 4000;
 	r.err.buf = xmalloc(3);
 	memcpy(r.err.buf, "a\0b", 3);
 	r.err.len = 3;
@@ -106,6 +108,8 @@ main(void)
 	TAP_OK(json_is_true(json_object_get(s, "truncated")), "truncated flag");
 	TAP_OK(json_integer_value(json_object_get(s, "bytes")) == 5000, "total bytes kept");
 	TAP_OK(json_is_true(json_object_get(s, "text_lossy")), "invalid UTF-8 flagged lossy");
+	TAP_OK(json_integer_value(json_object_get(s, "relay_dropped_bytes")) == 4000,
+	       "stdout.relay_dropped_bytes: what the live relay did not pass on");
 	TAP_OK(strstr(json_string_value(json_object_get(s, "text")), "\xEF\xBF\xBD") != NULL,
 	       "invalid bytes replaced with U+FFFD");
 	text = json_dumps(j, JSON_COMPACT);
@@ -115,6 +119,8 @@ main(void)
 	free(text);
 	s = json_object_get(j, "stderr");
 	TAP_OK(json_is_true(json_object_get(s, "text_lossy")), "embedded NUL handled");
+	TAP_OK(json_is_null(json_object_get(s, "relay_dropped_bytes")),
+	       "stderr.relay_dropped_bytes is null when nothing was relayed (--quiet)");
 	TAP_OK(json_array_size(json_object_get(j, "warnings")) == 1, "warnings listed");
 	TAP_OK(json_is_true(json_object_get(
 		       json_object_get(json_object_get(j, "sandbox"), "seccomp"), "enforced")),
