@@ -33,6 +33,7 @@ plan_done(struct ab_plan *p)
 	free(p->work_src);
 	free(p->etc_src);
 	free(p->rw_bind);
+	free(p->rw_bind_src);
 	for (size_t i = 0; i < p->n_ro_binds; i++) {
 		free(p->ro_binds[i].src);
 		free(p->ro_binds[i].dest);
@@ -123,7 +124,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	/* The only writable paths: the workspace, and for `prepare` the environment. */
 	strv_push_n(av, 3, "--bind", p->work_src, AB_SANDBOX_WORK);
 	if (p->rw_bind)
-		strv_push_n(av, 3, "--bind", p->rw_bind, p->rw_bind);
+		strv_push_n(av, 3, "--bind", p->rw_bind_src ? p->rw_bind_src : p->rw_bind,
+			    p->rw_bind);
 	strv_push_n(av, 2, "--remount-ro", "/"); /* the root tmpfs itself: no stray writes */
 	strv_push_n(av, 2, "--chdir", AB_SANDBOX_WORK);
 	if (p->seccomp) {

@@ -133,6 +133,7 @@ run_opts_init(struct ab_run_opts *o)
 	o->limits[AB_LIM_FILE_SIZE].value = 256ULL << 20;
 	o->limits[AB_LIM_NOFILE].value = 1024;
 	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
+	o->env_dst_fd = -1;
 }
 
 void

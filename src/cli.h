@@ -80,8 +80,14 @@ struct ab_run_opts {
 	bool rm;
 	bool quiet; /* do not relay the script's output live */
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
-	bool share_net;       /* share agentbox's network namespace (installs need one) */
-	const char *rw_bind;  /* a host directory bound read-write at the same path */
+	bool share_net; /* share agentbox's network namespace (installs need one) */
+	/* prepare: a fresh tmpfs (env_bytes, env_inodes) bound read-write at env_path in the
+	 * sandbox; after a run that exits 0, its tree is copied into env_dst_fd (sanitised:
+	 * files, directories and links that stay inside, owned by agentbox's caller). The
+	 * install never writes to the host itself. */
+	const char *env_path;
+	uint64_t env_bytes, env_inodes;
+	int env_dst_fd;
 	bool relay_to_stderr; /* relay the script's stdout to our stderr */
 	/* With share_net: the install's own network namespace, served by the registry proxy
 	 * (netproxy.h), rather than the host's. */

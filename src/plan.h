@@ -53,7 +53,9 @@ struct ab_plan {
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
-	char *rw_bind;       /* `agentbox prepare` only: the environment being built */
+	char *rw_bind;       /* `agentbox prepare` only: the environment being built (its path
+			      * in the sandbox, writable) */
+	char *rw_bind_src;   /* ... and what is bound there: agentbox's tmpfs for it */
 
 	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
 	 * the registry proxy's in the install's own network namespace (netproxy.h). */

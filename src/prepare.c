@@ -16,11 +16,13 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "hostfs.h"
 #include "netproxy.h"
 #include "report.h"
 #include "result.h"
 #include "run.h"
 #include "rundir.h"
+#include "units.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/path.h"
@@ -97,10 +99,11 @@ hash_str(struct sha256_ctx *h, const char *s)
 static int
 hash_interpreter(struct sha256_ctx *h, const char *path)
 {
-	char real[PATH_MAX], id[PATH_MAX + 64];
+	cleanup_free char *real = hostfs_realpath(path);
+	char id[PATH_MAX + 64];
 	struct stat st;
 
-	if (!realpath(path, real) || stat(real, &st) < 0)
+	if (!real || stat(real, &st) < 0)
 		return -errno;
 	snprintf(id, sizeof(id), "%s %lld %lld", real, (long long) st.st_size,
 		 (long long) st.st_mtime);
@@ -193,9 +196,10 @@ check_env_tree(const char *real, bool python, const char *interp, struct ab_err 
 	}
 	if (python) {
 		cleanup_free char *py = xasprintf("%s/bin/python3", sub);
-		char a[PATH_MAX], b[PATH_MAX];
+		cleanup_free char *a = hostfs_realpath(py);
+		cleanup_free char *b = interp ? hostfs_realpath(interp) : NULL;
 
-		if (!interp || !realpath(py, a) || !realpath(interp, b) || strcmp(a, b) != 0) {
+		if (!a || !b || strcmp(a, b) != 0) {
 			ab_err_set(err, -EPERM,
 				   "the environment '%s' is damaged: its bin/python3 no "
 				   "longer resolves to the interpreter it was prepared with",
@@ -216,7 +220,7 @@ read_env_marker(const char *dir, char **ret_venv, char **ret_nm, struct ab_err *
 	json_t *j;
 	json_error_t je;
 	const char *kind;
-	char real[PATH_MAX];
+	cleanup_free char *real = NULL;
 	int r;
 
 	if (fd < 0) {
@@ -230,7 +234,8 @@ read_env_marker(const char *dir, char **ret_venv, char **ret_nm, struct ab_err *
 	if (!j)
 		return ab_err_set(err, -EINVAL, "'%s' is not valid JSON: %s", path, je.text);
 	kind = json_string_value(json_object_get(j, "kind"));
-	if (!realpath(dir, real)) {
+	real = hostfs_realpath(dir);
+	if (!real) {
 		r = ab_err_set(err, -errno, "'%s': %s", dir, strerror(errno));
 		json_decref(j);
 		return r;
@@ -319,23 +324,16 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 			  es.python ? "python" : "node", spec);
 }
 
-/* Written into a directory install scripts controlled: relative to an O_NOFOLLOW dirfd, the
- * temp file created O_EXCL|O_NOFOLLOW (a planted symlink is never written through), then
- * renamed over whatever is at the marker's name. */
+/* The marker, written by fd into the environment agentbox is about to publish (its own
+ * copy: no install script ever wrote there), O_EXCL|O_NOFOLLOW. */
 static int
-write_marker(const char *dir, const struct env_spec *s, const char *key, uid_t owner, gid_t group)
+write_marker(int dfd, const struct env_spec *s, const char *key)
 {
-	static const char tmp[] = AB_ENV_MARKER ".tmp";
-	cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	cleanup_fd int fd = -1;
 	json_t *j;
 	int r;
 
-	if (dfd < 0)
-		return -errno;
-	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
-		return errno == EISDIR ? -EEXIST : -errno;
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(dfd, AB_ENV_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s?, s:b, s:I}", "schema_version", 1, "kind",
@@ -344,13 +342,86 @@ write_marker(const char *dir, const struct env_spec *s, const char *key, uid_t o
 		      "created_unix", (json_int_t) time(NULL));
 	r = json_dumpfd(j, fd, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(j);
-	if (r < 0)
-		return -EIO;
-	if (owner != (uid_t) -1 && fchown(fd, owner, group) < 0)
-		return -errno;
-	if (renameat(dfd, tmp, dfd, AB_ENV_MARKER) < 0)
-		return -errno;
-	return 0;
+	return r < 0 ? -EIO : 0;
+}
+
+/* The cache directory, opened once and checked like the runs directory: created when missing
+ * (the default under the runs root), a real directory owned by the caller and writable by
+ * nobody else, or refused with the fix. *ret_path is the kernel's name for it (absolute,
+ * symlink-free): environments are built at that path. */
+static int
+open_cache(const char *given, char **ret_path, struct ab_err *err)
+{
+	const char *env = getenv("AGENTBOX_CACHE_DIR");
+	cleanup_fd int fd = -1;
+	int r;
+
+	if (!given && env && env[0] == '/')
+		given = env;
+	if (!given) {
+		struct ab_rundir rd;
+		cleanup_free char *root = rundir_default_root(geteuid());
+		cleanup_free char *display = NULL;
+
+		rundir_init(&rd);
+		r = rundir_open_root(root, geteuid() == 0, &rd, err);
+		if (r == 0) {
+			display = xasprintf("%s/envs", rd.root);
+			fd = rundir_open_private(rd.root_fd, "envs", display, err);
+		}
+		rundir_done(&rd);
+		if (r < 0)
+			return r;
+		if (fd < 0)
+			return fd;
+	} else {
+		cleanup_free char *base = NULL;
+		cleanup_fd int parent = hostfs_open_parent(given, 0, "--cache-dir", &base, err);
+		cleanup_fd int pdir = -1;
+
+		if (parent < 0)
+			return parent;
+		pdir = openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (pdir < 0)
+			return ab_err_set(err, -errno, "--cache-dir '%s': %s", given,
+					  strerror(errno));
+		fd = rundir_open_private(pdir, base, given, err);
+		if (fd < 0)
+			return fd;
+	}
+	*ret_path = hostfs_fd_path(fd);
+	if (!*ret_path)
+		return ab_err_set(err, -ENOENT,
+				  "cannot name the cache directory (is /proc mounted?)");
+	return steal_fd(&fd);
+}
+
+/* Is `name` in cache_fd an environment agentbox published: a directory of ours (not a link)
+ * holding a regular marker? One left by an older agentbox (owned by the sandbox uid) is not. */
+static bool
+env_published(int cache_fd, const char *name)
+{
+	cleanup_free char *marker = xasprintf("%s/" AB_ENV_MARKER, name);
+	struct stat st;
+
+	return fstatat(cache_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	       st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH)) &&
+	       fstatat(cache_fd, marker, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Removes `name` from cache_fd when it is there (by fd, never through a link). */
+static int
+remove_entry(int cache_fd, const char *name, struct ab_err *err)
+{
+	struct stat st;
+
+	if (fstatat(cache_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : ab_err_set(err, -errno, "examine '%s'", name);
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(cache_fd, name, 0) < 0
+			       ? ab_err_set(err, -errno, "remove '%s'", name)
+			       : 0;
+	return walk_remove_tree(cache_fd, name, err);
 }
 
 /* ---- the install's network (netproxy.h) ------------------------------------------------- */
@@ -416,6 +487,7 @@ cmd_prepare(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "allow-host", required_argument, NULL, 'a' },
 		{ "cache-dir", required_argument, NULL, 'c' },
+		{ "disk", required_argument, NULL, 'd' },
 		{ "find-links", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "interpreter", required_argument, NULL, 'i' },
@@ -432,8 +504,12 @@ cmd_prepare(int argc, char **argv)
 	struct env_spec es = { 0 };
 	const char *find_links = NULL, *report = NULL;
 	bool no_index = false;
-	cleanup_free char *cache = NULL, *node = NULL, *dir = NULL, *tmpdir = NULL, *driver = NULL,
+	cleanup_free char *cache = NULL, *node = NULL, *dir = NULL, *cache_path = NULL,
 			  *lockarg = NULL;
+	cleanup_fd int cache_fd = -1, build_fd = -1;
+	char name[40], build_name[48];
+	const char *lim_disk = "1536M";
+	uint64_t env_bytes = 1536ULL << 20;
 	struct strv run_argv = { 0 };
 	const char *lim_timeout = "10m", *lim_memory = NULL, *lim_pids = NULL;
 	struct ab_err err = { 0 };
@@ -461,6 +537,16 @@ cmd_prepare(int argc, char **argv)
 		case 'c':
 			free(cache);
 			cache = xstrdup(optarg);
+			break;
+		case 'd':
+			if (units_parse_size(optarg, &env_bytes) < 0 || env_bytes < (16ULL << 20)) {
+				fprintf(stderr,
+					"agentbox: prepare: invalid --disk '%s': expected a size "
+					"of at least 16M (e.g. 2G)\n",
+					optarg);
+				return AB_EXIT_USAGE;
+			}
+			lim_disk = optarg;
 			break;
 		case 'f':
 			find_links = optarg;
@@ -527,85 +613,57 @@ cmd_prepare(int argc, char **argv)
 	r = env_key(&es, key, &err);
 	if (r < 0)
 		goto fail;
-	if (!cache)
-		cache = prepare_default_cache();
-	{
-		/* the runs root first (0711 for root), then the cache under it */
-		cleanup_free char *parent = xstrdup(cache);
-		char *slash = strrchr(parent, '/');
-
-		if (slash && slash != parent) {
-			*slash = '\0';
-			(void) mkdir(parent, geteuid() == 0 ? 0711 : 0700);
-		}
-		if (mkdir(cache, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST) {
-			r = ab_err_set(&err, -errno, "create the cache '%s': %s", cache,
-				       strerror(errno));
-			goto fail;
-		}
+	/* Everything in the cache is done relative to its fd, checked once. */
+	cache_fd = open_cache(cache, &cache_path, &err);
+	if (cache_fd < 0) {
+		r = cache_fd;
+		goto fail;
 	}
-	dir = xasprintf("%s/%.32s", cache, key);
+	snprintf(name, sizeof(name), "%.32s", key);
+	snprintf(build_name, sizeof(build_name), ".build-%.32s", key);
+	dir = xasprintf("%s/%s", cache_path, name);
 	{
-		cleanup_free char *lockpath = xasprintf("%s/%.32s.lock", cache, key);
-
-		lockfd = open(lockpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (lockfd < 0 || flock(lockfd, LOCK_EX) < 0) {
-			r = ab_err_set(&err, -errno, "lock '%s': %s", lockpath, strerror(errno));
-			goto fail;
-		}
-	}
-	{
-		cleanup_free char *marker = xasprintf("%s/" AB_ENV_MARKER, dir);
-		cleanup_fd int cfd = open(cache, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		cleanup_free char *lockname = xasprintf("%s.lock", name);
 		struct stat st;
 
-		if (lstat(marker, &st) == 0 && S_ISREG(st.st_mode)) {
-			fprintf(stderr, "agentbox: cache hit\n");
-			printf("%s\n", dir);
-			free(es.lock);
-			return 0;
-		}
-		/* a half-built environment from a failed or killed prepare: start over */
-		if (cfd >= 0 && lstat(dir, &st) == 0) {
-			char name[40];
-
-			snprintf(name, sizeof(name), "%.32s", key);
-			if (walk_remove_tree(cfd, name, &err) < 0)
-				goto fail;
+		lockfd =
+			openat(cache_fd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lockfd < 0 || fstat(lockfd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid() || flock(lockfd, LOCK_EX) < 0) {
+			r = ab_err_set(&err, lockfd < 0 ? -errno : -EPERM, "lock '%s/%s': %s",
+				       cache_path, lockname,
+				       lockfd < 0 ? strerror(errno) : "not agentbox's lock file");
+			goto fail;
 		}
 	}
-	if (mkdir(dir, 0755) < 0) {
-		r = ab_err_set(&err, -errno, "create '%s': %s", dir, strerror(errno));
+	if (env_published(cache_fd, name)) {
+		fprintf(stderr, "agentbox: cache hit\n");
+		printf("%s\n", dir);
+		goto out;
+	}
+	/* What is there instead (a failed build, an environment an older agentbox let the
+	 * install write into) is not trusted: gone, then built afresh. */
+	r = remove_entry(cache_fd, name, &err);
+	if (r == 0)
+		r = remove_entry(cache_fd, build_name, &err);
+	if (r < 0)
+		goto fail;
+	if (mkdirat(cache_fd, build_name, 0700) < 0) {
+		r = ab_err_set(&err, -errno, "create '%s/%s': %s", cache_path, build_name,
+			       strerror(errno));
+		goto fail;
+	}
+	build_fd = openat(cache_fd, build_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (build_fd < 0) {
+		r = ab_err_set(&err, -errno, "open '%s/%s'", cache_path, build_name);
 		goto fail;
 	}
 	if (geteuid() == 0) {
-		/* the install runs as the sandbox user: the environment must be theirs */
+		/* the registry proxy runs as the sandbox user */
 		r = run_sandbox_user(NULL, &owner, &group, &err);
 		if (r < 0)
 			goto fail;
-		if (chown(dir, owner, group) < 0) {
-			r = ab_err_set(&err, -errno, "chown '%s'", dir);
-			goto fail;
-		}
 	}
-
-	/* The driver script, in a private temp dir. */
-	tmpdir = xasprintf("%s/.prepare-XXXXXX", cache);
-	if (!mkdtemp(tmpdir)) {
-		r = ab_err_set(&err, -errno, "mkdtemp in '%s'", cache);
-		goto fail;
-	}
-	driver = xasprintf("%s/agentbox_prepare.%s", tmpdir, es.python ? "py" : "js");
-	{
-		cleanup_fd int fd = open(driver, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		const char *src = es.python ? py_driver : node_driver;
-
-		if (fd < 0 || write_all(fd, src, strlen(src)) < 0) {
-			r = ab_err_set(&err, -EIO, "write the install driver");
-			goto fail;
-		}
-	}
-	(void) chmod(tmpdir, 0755);
 
 	strv_push_n(&run_argv, 5, "run", "--timeout", lim_timeout, "--rm", "--quiet");
 	if (lim_memory)
@@ -632,8 +690,8 @@ cmd_prepare(int argc, char **argv)
 		if (es.lock)
 			strv_push_n(&run_argv, 2, "--input", es.lock);
 	}
-	strv_push(&run_argv, driver);
-	strv_push(&run_argv, "--");
+	strv_push_n(&run_argv, 2, "--lang", es.python ? "python" : "node");
+	strv_push_n(&run_argv, 2, "--code", es.python ? py_driver : node_driver);
 	strv_push(&run_argv, dir);
 	if (es.python) {
 		const char *base = strrchr(es.reqs, '/');
@@ -662,9 +720,16 @@ cmd_prepare(int argc, char **argv)
 		result_init(&res, &o);
 		r = cli_parse_run((int) run_argv.n, strv_array(&run_argv), &o, &err);
 		if (r == 0) {
+			/* the environment's tmpfs is RAM too: a bigger default, not an explicit
+			 * one (a host that cannot enforce it warns, as for any default) */
+			if (!lim_memory)
+				o.limits[AB_LIM_MEMORY].value = 2ULL << 30;
 			o.share_net = true;
 			o.netproxy = &np;
-			o.rw_bind = dir;
+			o.env_path = dir;
+			o.env_bytes = env_bytes;
+			o.env_inodes = 400000;
+			o.env_dst_fd = build_fd;
 			o.relay_to_stderr = true;
 			o.quiet = false;
 			r = run_main(&o, &res, &err);
@@ -676,6 +741,25 @@ cmd_prepare(int argc, char **argv)
 				       result_status_name(res.status), res.exit_code,
 				       res.message ? ": " : "", res.message ? res.message : "");
 			ab_err_fix(&err, "read the installer's output above");
+		} else if (r == 0 && !res.env_copied) {
+			r = ab_err_set(&err, -EIO, "the environment was not copied out");
+		} else if (r == 0) {
+			json_int_t skipped = json_integer_value(
+				json_object_get(res.environment, "skipped_count"));
+
+			if (json_is_true(json_object_get(res.environment, "truncated"))) {
+				r = ab_err_set(&err, -EFBIG,
+					       "the environment is bigger than agentbox copies "
+					       "(%u entries, --disk %s)",
+					       400000u, lim_disk);
+				ab_err_fix(&err, "raise prepare --disk, or install fewer packages");
+			} else if (skipped > 0) {
+				fprintf(stderr,
+					"agentbox: prepare: %lld entries of the environment were "
+					"left out (links pointing outside it, FIFOs, sockets, hard "
+					"links; see --report)\n",
+					(long long) skipped);
+			}
 		}
 		netproxy_stop(&np);
 		if (np.refused > 0)
@@ -690,12 +774,22 @@ cmd_prepare(int argc, char **argv)
 	}
 	if (r < 0)
 		goto fail;
-	r = check_env_tree(dir, es.python, es.interp, &err);
+	{
+		cleanup_free char *built = xasprintf("%s/%s", cache_path, build_name);
+
+		r = check_env_tree(built, es.python, es.interp, &err);
+	}
 	if (r < 0)
 		goto fail;
-	r = write_marker(dir, &es, key, owner, group);
+	r = write_marker(build_fd, &es, key);
 	if (r < 0) {
 		ab_err_set(&err, r, "write the environment marker");
+		goto fail;
+	}
+	/* Published in one step: readable by all, writable by its owner only. */
+	if (fchmod(build_fd, 0755) < 0 || renameat(cache_fd, build_name, cache_fd, name) < 0) {
+		r = ab_err_set(&err, -errno, "publish the environment '%s': %s", dir,
+			       strerror(errno));
 		goto fail;
 	}
 	printf("%s\n", dir);
@@ -705,20 +799,10 @@ fail:
 	fprintf(stderr, "agentbox: prepare: %s%s%s%s\n", err.msg, err.fix[0] ? " (fix: " : "",
 		err.fix, err.fix[0] ? ")" : "");
 	code = err.exit == AB_EXIT_USAGE ? AB_EXIT_USAGE : AB_EXIT_SETUP;
-	if (dir && access(dir, F_OK) == 0 && cache) {
-		cleanup_fd int cfd = open(cache, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		char name[40];
-
-		snprintf(name, sizeof(name), "%.32s", key);
-		if (cfd >= 0)
-			(void) walk_remove_tree(cfd, name, NULL);
-	}
+	if (build_fd >= 0)
+		(void) walk_remove_tree(cache_fd, build_name, NULL);
 out:
 	netproxy_done(&np);
-	if (driver)
-		(void) unlink(driver);
-	if (tmpdir)
-		(void) rmdir(tmpdir);
 	strv_done(&run_argv);
 	free(es.lock);
 	return code;

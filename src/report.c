@@ -70,6 +70,7 @@ result_done(struct ab_result *r)
 	json_decref(r->files);
 	json_decref(r->files_summary);
 	json_decref(r->collected);
+	json_decref(r->environment);
 	json_decref(r->inputs);
 	for (int i = 0; i < AB_LIM_COUNT; i++)
 		free(r->limits[i].note);
@@ -271,6 +272,8 @@ report_build(const struct ab_result *r)
 		json_object_set_new(o, "inputs", json_incref(r->inputs));
 	if (r->collected)
 		json_object_set_new(o, "collected", json_incref(r->collected));
+	if (r->environment)
+		json_object_set_new(o, "environment", json_incref(r->environment));
 	json_object_set_new(o, "limits", limits_json(r));
 	usage = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "memory_peak_bytes",
 			  int_or_null(r->usage.memory_peak_bytes), "cpu_ms",

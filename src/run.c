@@ -238,8 +238,8 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	}
 	c->plan.landlock_scope = c->plan.landlock && h->landlock_abi >= 6;
 	c->plan.share_net = c->o->share_net;
-	if (c->o->rw_bind)
-		c->plan.rw_bind = xstrdup(c->o->rw_bind);
+	if (c->o->env_path)
+		c->plan.rw_bind = xstrdup(c->o->env_path);
 	c->plan.seccomp = !c->o->without[AB_PROT_SECCOMP];
 	(void) res;
 	return 0;
@@ -453,6 +453,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = ws_mount_etc(&c, err);
 	if (r < 0)
 		goto out;
+	if (o->env_path) {
+		r = ws_mount_env(&c, err);
+		if (r < 0)
+			goto out;
+	}
 	{
 		struct stat st;
 
@@ -592,6 +597,12 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = ws_collect(&c, err);
 	if (r < 0)
 		goto out;
+	if (o->env_path && res->status == AB_STATUS_EXITED && res->exit_code == 0) {
+		r = ws_env_copy_out(&c, err);
+		if (r < 0)
+			goto out;
+		res->env_copied = true;
+	}
 	r = 0;
 
 	timing_mark("collected");

@@ -42,6 +42,8 @@ struct run_ctx {
 	mode_t ws_root_bits;        /* --workspace DIR's own strip bits before the run */
 	struct ab_strip_keep *strip_keep; /* entries of DIR that had strip bits before */
 	size_t n_strip_keep;
+	uint64_t env_skipped; /* prepare: entries of the environment not copied */
+	bool env_truncated;   /* prepare: a cap stopped the copy */
 	int script_fd;
 	int seccomp_fd;
 	int stdin_fd;
@@ -54,6 +56,8 @@ int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err);
 int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
 int ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err);
+int ws_mount_env(struct run_ctx *c, struct ab_err *err);
+int ws_env_copy_out(struct run_ctx *c, struct ab_err *err);
 int ws_mount_etc(struct run_ctx *c, struct ab_err *err);
 int ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err);
 int ws_open_script(struct run_ctx *c, struct ab_err *err);

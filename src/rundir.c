@@ -35,6 +35,7 @@ rundir_done(struct ab_rundir *rd)
 	free(rd->mnt_etc);
 	free(rd->mnt_ro);
 	free(rd->mnt_script);
+	free(rd->mnt_env);
 	if (rd->root_fd >= 0)
 		(void) close(rd->root_fd);
 	if (rd->fd >= 0)
@@ -187,7 +188,11 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	static const struct {
 		const char *name;
 		mode_t mode;
-	} mp[] = { { "work", 0700 }, { "etc", 0755 }, { "ro", 0711 }, { "script", 0755 } };
+	} mp[] = { { "work", 0700 },
+		   { "etc", 0755 },
+		   { "ro", 0711 },
+		   { "script", 0755 },
+		   { "env", 0700 } };
 	cleanup_free char *where = xasprintf("%s/.mnt", rd->root);
 	cleanup_fd int fd = -1;
 	int r;
@@ -216,6 +221,7 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	rd->mnt_etc = xasprintf("%s/etc", where);
 	rd->mnt_ro = xasprintf("%s/ro", where);
 	rd->mnt_script = xasprintf("%s/script", where);
+	rd->mnt_env = xasprintf("%s/env", where);
 	return 0;
 }
 

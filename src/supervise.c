@@ -132,6 +132,7 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 
 struct stream_state {
 	int fd;
+	bool capped; /* past --output-limit: no longer read, but kept open (see over_cap) */
 	struct ab_relay_src rs; /* the live copy to our stdout/stderr; rs.dst NULL: none */
 	struct ab_stream *s;
 };
@@ -220,8 +221,10 @@ static void
 over_cap(struct stream_state *st, struct ab_outcome *oc, pid_t pid, const struct ab_spawn *sp,
 	 bool *killed, int64_t *kill_at)
 {
-	(void) close(st->fd);
-	st->fd = -1;
+	/* Stop reading but keep the pipe open until the run is gone: the writer then blocks
+	 * on a full pipe until the SIGKILL lands, instead of getting EPIPE and exiting on its
+	 * own first (Python: exit 120), which would race the kill for the status. */
+	st->capped = true;
 	if (*killed)
 		return;
 	oc->output_limited = true;
@@ -530,9 +533,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		}
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
-			if (so.fd >= 0)
+			if (so.fd >= 0 && !so.capped)
 				(void) pump(&so, sp->lp->output_bytes);
-			if (se.fd >= 0)
+			if (se.fd >= 0 && !se.capped)
 				(void) pump(&se, sp->lp->output_bytes);
 			if (so.fd >= 0) {
 				(void) close(so.fd);
@@ -545,8 +548,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			break;
 		}
 		pfd[nfd++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = so.fd, .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = se.fd, .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = so.capped ? -1 : so.fd, .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = se.capped ? -1 : se.fd, .events = POLLIN };
 		pfd[nfd++] = (struct pollfd){ .fd = st_p[0], .events = POLLIN };
 		for (size_t i = 0; i < ndst; i++)
 			pfd[nfd++] = (struct pollfd){ .fd = relay_events(dst[i]) ? dst[i]->fd : -1,
@@ -566,10 +569,10 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			r = ab_err_set(err, -errno, "poll");
 			break;
 		}
-		if (so.fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		if (so.fd >= 0 && !so.capped && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    pump(&so, sp->lp->output_bytes))
 			over_cap(&so, oc, pid, sp, &killed, &kill_at);
-		if (se.fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		if (se.fd >= 0 && !se.capped && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    pump(&se, sp->lp->output_bytes))
 			over_cap(&se, oc, pid, sp, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))

@@ -1224,6 +1224,37 @@ walk_record(struct walk *w, const char *name, uint64_t path_len, const char *lin
 	return idx;
 }
 
+/* copy_symlinks: does a link in a directory `depth` levels below the root, with this target,
+ * resolve inside the tree wherever the tree is put? Relative: leading ".." (at most depth of
+ * them), then plain names only (a ".." after a name could climb out through a name that is
+ * itself a link); each link on the way is judged the same. Absolute: only into /usr, the
+ * sandbox's read-only base. */
+static bool
+link_stays_inside(const char *target, uint64_t depth)
+{
+	bool names = false;
+	uint64_t up = 0;
+
+	if (target[0] == '/')
+		return strncmp(target, "/usr/", 5) == 0 && !strstr(target, "/../") &&
+		       strcmp(target + strlen(target) - 3, "/..") != 0;
+	if (!target[0])
+		return false;
+	for (const char *p = target; *p;) {
+		const char *end = strchrnul(p, '/');
+		size_t len = (size_t) (end - p);
+
+		if (len == 2 && p[0] == '.' && p[1] == '.') {
+			if (names || ++up > depth)
+				return false;
+		} else if (len > 0 && !(len == 1 && p[0] == '.')) {
+			names = true;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return true;
+}
+
 /* Records one entry of the directory on top of the stack, and enters it if it is one. */
 static int
 walk_one(struct walk *w, const char *name)
@@ -1283,7 +1314,20 @@ walk_one(struct walk *w, const char *name)
 			return r; /* entered: its listing settles when the level is done */
 		break;
 	case AB_ENTRY_SYMLINK:
-		entry_mark(e, AB_FLAG_SYMLINK, "symbolic link (not followed)");
+		if (link && w->o.copy_symlinks && f->has_dst && f->dst_fd >= 0 &&
+		    link_stays_inside(link, f->depth)) {
+			if (symlinkat(link, f->dst_fd, name) == 0) {
+				e->flags |= AB_FLAG_SYMLINK;
+				e->collected = true;
+				break;
+			}
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+				return ab_err_set(w->err, -errno, "copy a symlink");
+		}
+		entry_mark(e, AB_FLAG_SYMLINK,
+			   w->o.copy_symlinks && link ? "symbolic link pointing outside the tree "
+							"(not copied)"
+						      : "symbolic link (not followed)");
 		if (!link)
 			e->flags |= AB_FLAG_UNREADABLE;
 		break;

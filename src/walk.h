@@ -139,6 +139,11 @@ struct ab_walk_opts {
 	 * ab_walk_opts never strips (uid 0 is a valid strip_uid; pass {0, 1} for "any ctime"). */
 	uid_t strip_uid;
 	struct timespec strip_since;
+	/* Copy symbolic links too (dst_dirfd >= 0): those whose target stays inside the tree
+	 * (leading ".." no deeper than the link's own depth, then plain names) or points into
+	 * /usr; every other link is listed and not copied. For `prepare` (venvs and node_modules
+	 * need their links). */
+	bool copy_symlinks;
 	/* Bits an inode already had before the run (from walk_strip_keep_list): they are not
 	 * the run's doing and stay; sorted by ino (NULL = none). */
 	const struct ab_strip_keep *strip_keep;

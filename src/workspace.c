@@ -254,6 +254,79 @@ ws_mount_dir(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+/* prepare: the environment is built on a tmpfs of its own in our mount namespace, bound
+ * read-write at its final path in the sandbox (scripts and shebangs name that path); the host
+ * gets only agentbox's sanitised copy (ws_env_copy_out). */
+int
+ws_mount_env(struct run_ctx *c, struct ab_err *err)
+{
+	char opts[160];
+	uid_t uid = c->drop ? c->sb_uid : geteuid();
+	gid_t gid = c->drop ? c->sb_gid : getegid();
+
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755,uid=%u,gid=%u",
+		 (unsigned long long) c->o->env_bytes, (unsigned long long) c->o->env_inodes + 1,
+		 (unsigned) uid, (unsigned) gid);
+	if (mount("agentbox-env", c->rd.mnt_env, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return ab_err_set(err, -errno, "mount the environment's tmpfs: %s",
+				  strerror(errno));
+	c->plan.rw_bind_src = xstrdup(c->rd.mnt_env);
+	return 0;
+}
+
+/* prepare, after an install that exited 0: copy the environment into env_dst_fd with the
+ * walker (regular files, directories, links that stay inside it or point into /usr; special
+ * bits and group/other write stripped; created O_EXCL, never through a link; owned by us).
+ * What it leaves out is counted in c->env_skipped and listed in the report. */
+int
+ws_env_copy_out(struct run_ctx *c, struct ab_err *err)
+{
+	struct ab_walk_opts wo = {
+		.max_entries = c->o->env_inodes,
+		.max_total_bytes = c->o->env_bytes,
+		.hash_max_bytes = 1,
+		.time_budget_ms = 10 * 60 * 1000,
+		.dst_dirfd = c->o->env_dst_fd,
+		.chown_uid = (uid_t) -1,
+		.chown_gid = (gid_t) -1,
+		.strip_uid = (uid_t) -1,
+		.copy_symlinks = true,
+	};
+	struct ab_manifest m = { 0 };
+	cleanup_fd int efd = open(c->rd.mnt_env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	json_t *skipped;
+	int r;
+
+	if (efd < 0)
+		return ab_err_set(err, -errno, "open the built environment: %s", strerror(errno));
+	r = walk_tree(efd, &wo, &m, err);
+	if (r < 0)
+		return r;
+	skipped = json_array();
+	for (size_t i = 0; i < m.n; i++) {
+		const struct ab_entry *e = &m.entries[i];
+
+		if (e->collected || e->type == AB_ENTRY_DIR)
+			continue;
+		c->env_skipped++;
+		if (json_array_size(skipped) < 100) {
+			cleanup_free char *esc = walk_escape_name(e->path);
+
+			json_array_append_new(
+				skipped, json_pack("{s:s, s:s}", "path", esc ? esc : "?", "reason",
+						   e->reason ? e->reason : "not copied"));
+		}
+	}
+	if (m.truncated)
+		c->env_truncated = true;
+	c->res->environment = json_pack(
+		"{s:I, s:I, s:I, s:o, s:b}", "bytes", (json_int_t) m.copied_bytes, "entries",
+		(json_int_t) m.total_entries, "skipped_count", (json_int_t) c->env_skipped,
+		"skipped", skipped, "truncated", m.truncated);
+	manifest_done(&m);
+	return 0;
+}
+
 /* The generated /etc on its own small tmpfs: the sandbox's mountinfo then shows no host
  * path for it (T35), and it disappears with our mount namespace. */
 int

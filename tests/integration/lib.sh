@@ -107,6 +107,10 @@ val() { sed -n "s/^$1=//p" "$WORK/out" | head -n1; }
 jr() {
     jq -r "$1" "$WORK/r.json"
 }
+# jqe FILTER [FILE]: true when the jq condition holds (default: the last report); prints nothing
+jqe() {
+    jq -e "$1" "${2:-$WORK/r.json}" >/dev/null
+}
 bounded() {
     _secs=$1
     shift

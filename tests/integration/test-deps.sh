@@ -405,6 +405,77 @@ else
 fi
 kill "$SRVPID" 2>/dev/null || true
 
+# ---- issue 13: what a hostile install leaves is never usable on the host -------------------------
+# The install runs on a tmpfs of its own; the cache gets agentbox's copy: no setuid/setgid bit,
+# nothing group/world-writable, no FIFO, socket or device, no link pointing outside the
+# environment, everything owned by the caller.
+cat >"$WORK/hostile.js" <<'EOF'
+const fs = require('fs'), cp = require('child_process');
+const r = {};
+const t = (k, f) => { try { f(); r[k] = 'OK'; } catch (e) { r[k] = e.code || String(e); } };
+t('copy', () => fs.copyFileSync(process.execPath, '.sp'));
+t('suid', () => fs.chmodSync('.sp', 0o4755));
+t('sgid', () => fs.chmodSync('.sp', 0o2755));
+t('openmode', () => fs.chmodSync('.sp', 0o777));
+t('envdir', () => fs.chmodSync('.', 0o777));
+t('wwfile', () => { fs.writeFileSync('ww.txt', 'x'); fs.chmodSync('ww.txt', 0o666); });
+t('fifo', () => cp.execFileSync('mkfifo', ['fifo']));
+t('abslink', () => fs.symlinkSync('/etc/passwd', 'passwd-link'));
+t('uplink', () => fs.symlinkSync('../../../../../../etc', 'up-link'));
+t('innerlink', () => fs.symlinkSync('package.json', 'inner-link'));
+t('usrlink', () => fs.symlinkSync('/usr/bin/env', 'usr-link'));
+t('hardlink', () => fs.linkSync('package.json', 'hard-link'));
+fs.mkdirSync('node_modules', { recursive: true });
+fs.writeFileSync('hostile-report.json', JSON.stringify(r));
+EOF
+mkdir "$WORK/np-hostile"
+jq -n --rawfile js "$WORK/hostile.js" '{ name: "abdeps-hostile", version: "1.0.0", private: true,
+  abJs: $js, scripts: { postinstall: "node -e \"eval(require(\u0027./package.json\u0027).abJs)\"" } }' \
+    >"$WORK/np-hostile/package.json"
+prep --node "$WORK/np-hostile/package.json" --cache-dir "$CACHE" --report "$WORK/hostile-prep.json"
+is "$rc" 0 "hostile install: prepare finishes (exit 0)"
+HENV=$(tail -n1 "$WORK/pout")
+echo "# hostile install saw: $(cat "$HENV/hostile-report.json" 2>/dev/null)"
+check "hostile install: its postinstall ran" test -f "$HENV/hostile-report.json"
+is "$(find "$HENV" -perm /6000 | tr '\n' ' ')" "" "hostile install: no setuid/setgid bit in the environment"
+is "$(find "$HENV" ! -type l -perm /022 | tr '\n' ' ')" "" "hostile install: nothing group- or world-writable (the environment included)"
+is "$(find "$HENV" \( -type p -o -type s -o -type b -o -type c \) | tr '\n' ' ')" "" \
+    "hostile install: no FIFO, socket or device"
+is "$(find "$HENV" ! -user "$(id -u)" | tr '\n' ' ')" "" "hostile install: everything belongs to the caller ($(id -u))"
+refute "hostile install: no link to /etc/passwd" test -L "$HENV/passwd-link"
+refute "hostile install: no link climbing out" test -L "$HENV/up-link"
+check "hostile install: a link inside the environment is kept" test -L "$HENV/inner-link"
+check "hostile install: a link into /usr is kept" test -L "$HENV/usr-link"
+is "$(stat -c %a "$HENV")" 755 "hostile install: the environment directory is 0755"
+is "$(jq -r '.environment.skipped_count' "$WORK/hostile-prep.json" 2>/dev/null | grep -c '^[1-9]')" 1 \
+    "hostile install: the report counts what was left out"
+
+# The cache and runs directories: agentbox's own, or refused (never chowned or chmodded).
+mkdir -m 0777 "$WORK/shared-cache"
+prep --node "$WORK/np-hostile/package.json" --cache-dir "$WORK/shared-cache"
+is "$rc" 125 "a group/world-writable --cache-dir is refused (exit 125)"
+check "a group/world-writable --cache-dir: the line says why and how to fix it" \
+    grep -q 'writable by group or others.*(fix: ' "$WORK/perr"
+is "$(stat -c %a "$WORK/shared-cache")$(find "$WORK/shared-cache" -mindepth 1 | wc -l)" 7770 \
+    "a group/world-writable --cache-dir is left as it was, empty"
+if is_root; then
+    mkdir -m 0700 "$WORK/their-cache"
+    chown 65534:65534 "$WORK/their-cache"
+    prep --node "$WORK/np-hostile/package.json" --cache-dir "$WORK/their-cache"
+    is "$rc" 125 "a --cache-dir owned by another user is refused (exit 125)"
+    is "$(stat -c %u:%a "$WORK/their-cache")$(find "$WORK/their-cache" -mindepth 1 | wc -l)" "65534:7000" \
+        "a --cache-dir owned by another user is left as it was, empty"
+    mkdir -m 0777 "$WORK/preplanted"
+    chown 65534:65534 "$WORK/preplanted"
+    AGENTBOX_RUNS_DIR=$WORK/preplanted AGENTBOX_CACHE_DIR='' bounded 300 "$AGENTBOX" prepare \
+        --node "$WORK/np-hostile/package.json" >"$WORK/pout" 2>"$WORK/perr" && rc=0 || rc=$?
+    is "$rc" 125 "a runs directory another user created first is refused (exit 125)"
+    is "$(stat -c %u:%a "$WORK/preplanted")$(find "$WORK/preplanted" -mindepth 1 | wc -l)" "65534:7770" \
+        "a runs directory another user created first is left as it was, empty"
+else
+    skip "a --cache-dir owned by another user is refused" "needs root to make one"
+fi
+
 # ---- interpreters outside /usr ----------------------------------------------------------
 printf 'import sys\nprint("EXE", sys.executable)\nprint("VER", sys.version.split()[0])\n' >"$WORK/ver.py"
 PYENV=/root/.pyenv/versions/3.11.7/bin/python3

@@ -96,7 +96,7 @@ workspace_case() { # LABEL OWNER
     is "$(find "$_ws" -perm /6000 -cnewer "$WORK/before-run" | head -n 3 | tr '\n' ' ')" "" \
         "$_label: nothing new carries a setuid/setgid bit"
     refute "$_label: the script (outside DIR) was not copied into DIR" test -e "$_ws/readall.py"
-    check "$_label: the report lists the new file" jq -e '[.files[].path] | index("new.txt")' "$WORK/r.json"
+    check "$_label: the report lists the new file" jqe '[.files[].path] | index("new.txt")' "$WORK/r.json"
 }
 
 if is_root; then
@@ -156,7 +156,7 @@ for mode in default without-seccomp; do
         "strip ($mode): nothing the run made group/world-writable stays so (DIR itself included)"
     is "$(stat -c %a "$SWS/shared")" 2775 "strip ($mode): a setgid, group-writable directory the script wrote in keeps its mode"
     check "strip ($mode): the report flags what it stripped" \
-        jq -e '[.files[] | select((.flags // []) | index("stripped"))] | length > 0' "$WORK/r.json"
+        jqe '[.files[] | select((.flags // []) | index("stripped"))] | length > 0' "$WORK/r.json"
     if [ -n "$SWS" ] && [ -d "$SWS/old-dir" ]; then
         rm -rf "${SWS:?}/open-dir" "${SWS:?}/open.txt" "${SWS:?}/sp" "${SWS:?}/shared/in-shared.txt"
         chmod 0644 "$SWS/old.txt"
