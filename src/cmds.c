@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "host.h"
+#include "hostfs.h"
 #include "result.h"
 #include "run.h"
 #include "rundir.h"
@@ -43,23 +44,14 @@ fail_usage(const char *msg, const char *arg)
 static int
 open_run(const char *path, int *ret_parent, char **ret_name)
 {
-	cleanup_free char *copy = xstrdup(path);
-	char *slash, *name;
-	const char *parent;
+	struct ab_err err = { 0 };
+	cleanup_free char *name = NULL;
+	cleanup_fd int ppath = hostfs_open_parent(path, 0, "run directory", &name, &err);
 	int pfd;
 
-	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
-		copy[strlen(copy) - 1] = '\0';
-	slash = strrchr(copy, '/');
-	if (slash) {
-		*slash = '\0';
-		name = slash + 1;
-		parent = copy[0] ? copy : "/";
-	} else {
-		name = copy;
-		parent = ".";
-	}
-	pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ppath < 0)
+		return ppath;
+	pfd = openat(ppath, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0)
 		return -errno;
 	if (!rundir_is_run(pfd, name)) {
@@ -67,7 +59,7 @@ open_run(const char *path, int *ret_parent, char **ret_name)
 		return -EPERM;
 	}
 	*ret_parent = pfd;
-	*ret_name = xstrdup(name);
+	*ret_name = steal_ptr(&name);
 	return 0;
 }
 
@@ -245,15 +237,11 @@ cmd_collect(int argc, char **argv)
 		fprintf(stderr, "agentbox: '%s' has no workspace: %s\n", argv[1], strerror(errno));
 		return AB_EXIT_SETUP;
 	}
-	if (mkdir(argv[2], 0755) < 0 && errno != EEXIST) {
-		fprintf(stderr, "agentbox: cannot create '%s': %s\n", argv[2], strerror(errno));
-		return AB_EXIT_SETUP;
-	}
-	dfd = open(argv[2], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dfd = hostfs_open_collect(argv[2], "collect: DIR", pfd, &err);
 	if (dfd < 0) {
-		fprintf(stderr, "agentbox: cannot open '%s' (a symlink?): %s\n", argv[2],
-			strerror(errno));
-		return AB_EXIT_SETUP;
+		fprintf(stderr, "agentbox: %s%s%s%s\n", err.msg, err.fix[0] ? " (fix: " : "",
+			err.fix, err.fix[0] ? ")" : "");
+		return AB_EXIT_USAGE;
 	}
 	wo.dst_dirfd = dfd;
 	if (walk_tree(wfd, &wo, &m, &err) < 0) {

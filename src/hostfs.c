@@ -377,3 +377,40 @@ hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 		return "a home directory itself";
 	return binds_refusal(real, getenv("HOME"));
 }
+
+int
+hostfs_open_collect(const char *dir, const char *what, int runs_root_fd, struct ab_err *err)
+{
+	cleanup_free char *base = NULL, *real = NULL;
+	cleanup_fd int parent = -1, pdir = -1, fd = -1;
+	const char *why;
+
+	parent = hostfs_open_parent(dir, 0, what, &base, err);
+	if (parent < 0) {
+		err->exit = AB_EXIT_USAGE;
+		return ab_err_fix(err, "create its parent directory first");
+	}
+	pdir = openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pdir < 0 || (mkdirat(pdir, base, 0755) < 0 && errno != EEXIST)) {
+		ab_err_usage(err, "%s '%s': cannot create it: %s", what, dir, strerror(errno));
+		return ab_err_fix(err, "pass a directory you can create or write");
+	}
+	fd = openat(pdir, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		ab_err_usage(err, "%s '%s': %s", what, dir,
+			     errno == ELOOP || errno == ENOTDIR ? "not a directory (a symlink?)"
+								: strerror(errno));
+		return ab_err_fix(err, "pass a real directory");
+	}
+	real = hostfs_fd_path(fd);
+	why = hostfs_refusal(fd, real, HOSTFS_USE_COLLECT, runs_root_fd, NULL);
+	if (why) {
+		ab_err_usage(err, "refusing %s '%s': it is %s", what, dir, why);
+		return ab_err_fix(err, "collect into a directory of its own (e.g. ./out)");
+	}
+	if (faccessat(fd, ".", W_OK, AT_EACCESS) < 0) {
+		ab_err_usage(err, "%s '%s' is not writable by you", what, dir);
+		return ab_err_fix(err, "pass a directory you can write");
+	}
+	return steal_fd(&fd);
+}

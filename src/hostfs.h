@@ -73,3 +73,9 @@ enum hostfs_use {
  * the runs directory. */
 const char *hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 			   const struct strv *allowed);
+
+/* A destination agentbox writes new files into (--collect DIR, `agentbox collect RUN DIR`):
+ * its parent opened once (only trusted symlinks), DIR created there when missing (0755),
+ * opened O_NOFOLLOW, refused when hostfs_refusal(HOSTFS_USE_COLLECT) says so or when it is
+ * not writable. Returns an O_DIRECTORY fd, or -errno with a usage error (exit 2) in err. */
+int hostfs_open_collect(const char *dir, const char *what, int runs_root_fd, struct ab_err *err);

@@ -65,7 +65,7 @@ peak_rss_kib(void)
  * long as any value, the peak is read, and the number is patched into the text, which then
  * goes to both places unchanged. */
 static void
-write_report(const struct ab_run_opts *o, struct ab_result *res)
+write_report(const struct ab_report_dest *dest, struct ab_result *res)
 {
 	cleanup_free char *text = NULL;
 	size_t len = 0;
@@ -82,20 +82,17 @@ write_report(const struct ab_run_opts *o, struct ab_result *res)
 	}
 	res->supervisor_max_rss_kib = peak_rss_kib();
 	(void) report_patch_int(&text, &len, "agentbox_max_rss_kib", res->supervisor_max_rss_kib);
-	if (o->report_path) {
-		r = report_write_text(o->report_path, text, len);
+	if (dest) {
+		r = report_write_at(dest, text, len);
 		if (r < 0)
-			fprintf(stderr, "agentbox: cannot write the report '%s': %s\n",
-				o->report_path, strerror(-r));
+			fprintf(stderr, "agentbox: cannot write the report: %s\n", strerror(-r));
 	}
-	/* A copy stays with a kept run, for `agentbox collect` and for people. */
-	if (res->run_dir && res->run_dir_kept) {
-		char *path = NULL;
+	/* A copy stays with a kept run, for `agentbox collect` and for people: through the run
+	 * directory's own fd. */
+	if (res->run_dir_fd >= 0 && res->run_dir_kept) {
+		struct ab_report_dest kept = { .dirfd = res->run_dir_fd, .base = "report.json" };
 
-		if (asprintf(&path, "%s/report.json", res->run_dir) >= 0) {
-			(void) report_write_text(path, text, len);
-			free(path);
-		}
+		(void) report_write_at(&kept, text, len);
 	}
 }
 
@@ -105,6 +102,8 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 	struct ab_run_opts o;
 	struct ab_result res;
 	struct ab_err err = { 0 };
+	struct ab_report_dest dest = { .dirfd = -1 };
+	bool have_dest = false;
 	int r, code, fds_before = -1;
 
 	run_opts_init(&o);
@@ -114,6 +113,17 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 		fputs(cli_run_help(), stdout);
 		run_opts_done(&o);
 		return 0;
+	}
+	/* The report's destination first: a report that cannot be written must stop the run
+	 * before anything starts, not lose what happened afterwards. */
+	if (r >= 0 && o.report_path) {
+		r = report_dest_open(o.report_path, &dest, &err);
+		have_dest = r == 0;
+	} else if (r < 0 && o.report_path) {
+		/* a usage error is reported there too, when the destination is usable */
+		struct ab_err ignored = { 0 };
+
+		have_dest = report_dest_open(o.report_path, &dest, &ignored) == 0;
 	}
 	if (r < 0) {
 		res.status = AB_STATUS_USAGE_ERROR;
@@ -134,13 +144,13 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 		res.agentbox_exit = run_exit_code(&res);
 	}
 	/* The report is built only when someone will read it: --report, or a kept run. */
-	if (res.status != AB_STATUS_DRY_RUN &&
-	    (o.report_path || (res.run_dir && res.run_dir_kept))) {
+	if (res.status != AB_STATUS_DRY_RUN && (have_dest || (res.run_dir && res.run_dir_kept))) {
 		/* Every fd of the run is closed by now: one more than we started with is a leak.
 		 * agentbox_max_rss_kib is measured in write_report, last. */
 		if (fds_before >= 0)
-			res.supervisor_fds_left = fds_count_from(3) - fds_before;
-		write_report(&o, &res);
+			res.supervisor_fds_left =
+				fds_count_from(3) - fds_before - (res.run_dir_fd >= 0 ? 1 : 0);
+		write_report(have_dest ? &dest : NULL, &res);
 	}
 	/* Printed after the report: a reader of our stderr that does not read blocks these
 	 * writes, and must not keep the report from being written (issue 13). A refused run
@@ -151,6 +161,7 @@ cmd_run(int argc, char **argv, int full_argc, char **full_argv)
 		fprintf(stderr, "agentbox: warning: %s\n", res.warnings.v[i]);
 	code = res.agentbox_exit;
 	timing_mark("report written");
+	report_dest_done(&dest);
 	result_done(&res);
 	run_opts_done(&o);
 	return code;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "hostfs.h"
 #include "interp.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -53,6 +54,7 @@ result_init(struct ab_result *r, struct ab_run_opts *opts)
 	r->opts = opts;
 	r->usage = (struct ab_usage){ -1, -1, -1, -1, -1, -1, -1 };
 	r->sandbox_host_uid = (uid_t) -1;
+	r->run_dir_fd = -1;
 }
 
 void
@@ -63,6 +65,8 @@ result_done(struct ab_result *r)
 	free(r->message);
 	free(r->fix);
 	free(r->run_dir);
+	if (r->run_dir_fd >= 0)
+		(void) close(r->run_dir_fd);
 	free(r->run_id);
 	free(r->workspace);
 	free(r->script);
@@ -344,35 +348,99 @@ report_patch_int(char **text, size_t *len, const char *key, int64_t v)
 }
 
 int
+report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err)
+{
+	cleanup_fd int parent = -1, dir = -1;
+	cleanup_free char *base = NULL;
+	struct stat st;
+
+	d->dirfd = -1;
+	d->base = NULL;
+	if (strcmp(path, "-") == 0) {
+		d->to_stdout = true;
+		return 0;
+	}
+	d->to_stdout = false;
+	/* the directory once (only trusted symlinks), then the file relative to it */
+	parent = hostfs_open_parent(path, 0, "--report", &base, err);
+	if (parent < 0) {
+		err->exit = AB_EXIT_USAGE;
+		return ab_err_fix(err, "pass --report a file in a directory that exists");
+	}
+	dir = openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return ab_err_usage(err, "--report '%s': cannot open its directory: %s", path,
+				    strerror(errno));
+	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+		ab_err_usage(err, "--report '%s' is a directory", path);
+		return ab_err_fix(err, "pass a file name, e.g. '%s/report.json'", path);
+	}
+	if (faccessat(dir, ".", W_OK, AT_EACCESS) < 0) {
+		ab_err_usage(err, "--report '%s': its directory is not writable: %s", path,
+			     strerror(errno));
+		return ab_err_fix(err, "pass --report a file in a directory you can write");
+	}
+	d->dirfd = steal_fd(&dir);
+	d->base = steal_ptr(&base);
+	return 0;
+}
+
+void
+report_dest_done(struct ab_report_dest *d)
+{
+	if (d->dirfd >= 0)
+		(void) close(d->dirfd);
+	free(d->base);
+	d->dirfd = -1;
+	d->base = NULL;
+}
+
+int
+report_write_at(const struct ab_report_dest *d, const char *text, size_t len)
+{
+	char tmp[64];
+	cleanup_fd int fd = -1;
+	int r = -EEXIST;
+
+	if (d->to_stdout)
+		return write_all(STDOUT_FILENO, text, len);
+	/* a fresh temp name beside it (O_EXCL, never through a link), then one renameat */
+	for (int i = 0; i < 100 && fd < 0; i++) {
+		uint64_t rnd = (uint64_t) now_ns() ^ ((uint64_t) getpid() << 32) ^ (uint64_t) i;
+
+		snprintf(tmp, sizeof(tmp), ".agentbox-report-%016llx.tmp",
+			 (unsigned long long) rnd);
+		fd = openat(d->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0644);
+		if (fd < 0 && errno != EEXIST)
+			return -errno;
+	}
+	if (fd < 0)
+		return r;
+	r = write_all(fd, text, len);
+	if (r == 0 && renameat(d->dirfd, tmp, d->dirfd, d->base) < 0)
+		r = -errno;
+	if (r < 0)
+		(void) unlinkat(d->dirfd, tmp, 0);
+	return r;
+}
+
+int
 report_write(const char *path, const json_t *report)
 {
+	struct ab_report_dest d;
+	struct ab_err err = { 0 };
 	cleanup_free char *text = NULL;
 	size_t len = 0;
+	int r;
 
 	text = report_dumps(report, &len);
 	if (!text)
 		return -ENOMEM;
-	return report_write_text(path, text, len);
-}
-
-int
-report_write_text(const char *path, const char *text, size_t len)
-{
-	cleanup_free char *tmp = NULL;
-	cleanup_fd int fd = -1;
-	int r;
-
-	if (strcmp(path, "-") == 0)
-		return write_all(STDOUT_FILENO, text, len);
-	tmp = xasprintf("%s.tmp-XXXXXX", path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	(void) fchmod(fd, 0644);
-	r = write_all(fd, text, len);
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
+	r = report_dest_open(path, &d, &err);
 	if (r < 0)
-		(void) unlink(tmp);
+		return r;
+	r = report_write_at(&d, text, len);
+	report_dest_done(&d);
 	return r;
 }

@@ -1,7 +1,11 @@
 /* report.h: the one JSON report per run (schema documented in docs/report-schema.md). */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "result.h"
+#include "util/err.h"
 
 #define AB_REPORT_SCHEMA_VERSION 1
 
@@ -22,5 +26,20 @@ char *report_dumps(const json_t *report, size_t *ret_len);
  * name can fake one. Pure. Returns 0 or -ENOENT. */
 int report_patch_int(char **text, size_t *len, const char *key, int64_t v);
 
-/* report_write for text from report_dumps. */
-int report_write_text(const char *path, const char *text, size_t len);
+/* Where a report goes: stdout, or a file name in a directory opened once (hostfs_open_parent:
+ * only trusted symlinks on the way), so the write cannot be redirected later. */
+struct ab_report_dest {
+	bool to_stdout;
+	int dirfd;
+	char *base;
+};
+
+/* Opens the destination of --report PATH ("-" = stdout) before anything runs: its directory
+ * must exist and be writable, PATH must not be a directory. Returns 0, or -errno with a usage
+ * error (exit 2) and the fix in err. */
+int report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err);
+void report_dest_done(struct ab_report_dest *d);
+
+/* Writes text from report_dumps to d atomically: a fresh temp file beside it (O_EXCL, never
+ * through a link), then renameat over the name. Returns 0 or -errno. */
+int report_write_at(const struct ab_report_dest *d, const char *text, size_t len);

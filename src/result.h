@@ -80,6 +80,7 @@ struct ab_result {
 	char *message; /* human text for setup errors and limit hits */
 	char *fix;
 	char *run_dir;
+	int run_dir_fd; /* O_DIRECTORY fd of a kept run directory (for its report.json), or -1 */
 	char *workspace;
 	bool run_dir_kept;
 	char *script;

@@ -253,6 +253,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		.res = res,
 		.work_fd = -1,
 		.ws_dir_fd = -1,
+		.collect_fd = -1,
 		.script_fd = -1,
 		.seccomp_fd = -1,
 		.stdin_fd = -1,
@@ -382,6 +383,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = rundir_open_root(root_path, c.host.is_root, &c.rd, err);
 	if (r < 0)
 		goto out;
+	if (o->collect_dir) {
+		r = ws_open_collect(&c, err);
+		if (r < 0)
+			goto out;
+	}
 	r = rundir_create(&c.rd, !o->rm, err);
 	if (r < 0)
 		goto out;
@@ -619,6 +625,8 @@ out:
 	}
 	if (c.rd.path && res->run_dir_kept && o->workspace == NULL && !res->workspace)
 		res->workspace = xasprintf("%s/work", c.rd.path);
+	if (res->run_dir_kept && c.rd.fd >= 0)
+		res->run_dir_fd = steal_fd(&c.rd.fd);
 	timing_mark("cleaned up");
 	strv_done(&av);
 	strv_done(&cmd);
@@ -634,6 +642,8 @@ out:
 		(void) close(c.work_fd);
 	if (c.ws_dir_fd >= 0)
 		(void) close(c.ws_dir_fd);
+	if (c.collect_fd >= 0)
+		(void) close(c.collect_fd);
 	free(c.script_name);
 	free(c.strip_keep);
 	return r;

@@ -36,6 +36,7 @@ struct run_ctx {
 	bool etc_mounted;   /* RUNS/.mnt/etc is the /etc tmpfs */
 	int work_fd;        /* the live workspace (tmpfs or --workspace DIR), for reading */
 	int ws_dir_fd;      /* --workspace DIR as opened and checked once (O_PATH), or -1 */
+	int collect_fd;     /* --collect DIR, opened and checked before the run, or -1 */
 	uid_t ws_owner_uid; /* --workspace DIR's owner: new files belong to it on the host */
 	gid_t ws_owner_gid;
 	struct timespec started_rt; /* CLOCK_REALTIME before the sandbox starts (for ctimes) */
@@ -54,6 +55,7 @@ struct run_ctx {
 int ws_enter_mntns(struct run_ctx *c, struct ab_err *err);
 int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err);
+int ws_open_collect(struct run_ctx *c, struct ab_err *err);
 int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
 int ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_mount_env(struct run_ctx *c, struct ab_err *err);

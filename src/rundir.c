@@ -304,7 +304,10 @@ rundir_is_run(int root_fd, const char *name)
 	fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	if (fstatat(fd, AB_RUN_MARKER, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+	/* the marker is agentbox's, made by the caller's own uid (also in runs of older
+	 * versions, whose directories belonged to the sandbox uid) */
+	if (fstatat(fd, AB_RUN_MARKER, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid())
 		return false;
 	return true;
 }

@@ -98,6 +98,18 @@ ws_mount_workspace(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+/* --collect DIR, before anything runs (hostfs_open_collect). */
+int
+ws_open_collect(struct run_ctx *c, struct ab_err *err)
+{
+	int fd = hostfs_open_collect(c->o->collect_dir, "--collect", c->rd.root_fd, err);
+
+	if (fd < 0)
+		return fd;
+	c->collect_fd = fd;
+	return 0;
+}
+
 /* --workspace DIR: opened once (only trusted symlinks on the way, DIR itself not a
  * symlink), judged by what the fd is, and used through that fd from then on. */
 int
@@ -845,7 +857,7 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 		.strip_uid = (uid_t) -1,
 	};
 	struct ab_manifest m = { 0 };
-	cleanup_fd int keep_fd = -1, coll_fd = -1;
+	cleanup_fd int keep_fd = -1;
 	int r;
 
 	if (c->ws_dir_fd >= 0) {
@@ -889,18 +901,7 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 		int64_t left = deadline - now_ms();
 		size_t skipped = 0;
 
-		if (mkdir(c->o->collect_dir, 0755) < 0 && errno != EEXIST) {
-			r = ab_err_set(err, -errno, "--collect '%s': %s", c->o->collect_dir,
-				       strerror(errno));
-			goto out;
-		}
-		coll_fd = open(c->o->collect_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (coll_fd < 0) {
-			r = ab_err_set(err, -errno, "--collect '%s': %s", c->o->collect_dir,
-				       strerror(errno));
-			goto out;
-		}
-		co.dst_dirfd = coll_fd;
+		co.dst_dirfd = c->collect_fd;
 		co.chown_uid = (uid_t) -1;
 		co.chown_gid = (gid_t) -1;
 		co.max_file_bytes = c->o->limits[AB_LIM_FILE_SIZE].value;

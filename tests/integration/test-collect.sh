@@ -493,7 +493,7 @@ before=$(snap)
 rc=0
 "$AGENTBOX" collect "$KRD" "$WORK/dirlink" >"$WORK/out" 2>"$WORK/err" || rc=$?
 after=$(snap)
-is "$rc" 125 "collect: a symlink as DIR is refused with 125"
+is "$rc" 2 "collect: a symlink as DIR is refused as a usage error (2)"
 is "$after" "$before" "collect: nothing was written through the symlinked DIR"
 # what is not a run directory is refused
 mkdir -p "$WORK/links"

@@ -100,7 +100,7 @@ is "$(find "$(jr .run_dir)" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '
     "a kept run dir holds the marker, the report and the workspace copy, nothing else"
 # The workspace and /etc tmpfs were mounted on RUNS/.mnt/* in agentbox's own mount
 # namespace: on the host those stay empty directories, and nothing is mounted there.
-is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "etc ro script work " "the runs root has the four shared mountpoint dirs"
+is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "env etc ro script work " "the runs root has the five shared mountpoint dirs"
 is "$(find "$RUNS/.mnt" -mindepth 2 | wc -l)" 0 "the shared mountpoints are empty on the host"
 is "$(grep -c " $RUNS/" /proc/self/mountinfo)" 0 "nothing is mounted under the runs root on the host"
 
