@@ -304,7 +304,7 @@ static bool
 seccomp_loads(char *detail, size_t size)
 {
 	struct ab_err err = { 0 };
-	cleanup_fd int fd = seccomp_program_fd(AB_SECCOMP_DEFAULT, NULL, &err);
+	cleanup_fd int fd = seccomp_program_fd(AB_SECCOMP_DEFAULT, -1, &err);
 	cleanup_free char *prog = NULL;
 	ssize_t n;
 	pid_t pid;

@@ -417,8 +417,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	c.plan.tmp_size = c.lp.tmp_bytes;
 
 	if (c.plan.seccomp) {
-		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy,
-						  cache_fd >= 0 ? cache_path : NULL, err);
+		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy, cache_fd, err);
 		if (c.seccomp_fd < 0) {
 			r = c.seccomp_fd;
 			ab_err_fix(err, "report a bug, or pass --without seccomp");

@@ -443,11 +443,11 @@ program_size_ok(off_t size)
 #define AB_SECCOMP_RULES_REV 3
 
 char *
-seccomp_cache_path(enum ab_seccomp_policy p, const char *cache_dir)
+seccomp_cache_name(enum ab_seccomp_policy p)
 {
 	const struct scmp_version *v = seccomp_version();
 
-	return xasprintf("%s/seccomp-%s-r%d-%u.%u.%u-%s.bpf", cache_dir, seccomp_policy_name(p),
+	return xasprintf("seccomp-%s-r%d-%u.%u.%u-%s.bpf", seccomp_policy_name(p),
 			 AB_SECCOMP_RULES_REV, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
 			 AB_VERSION);
 }
@@ -455,14 +455,14 @@ seccomp_cache_path(enum ab_seccomp_policy p, const char *cache_dir)
 /* Returns an fd on a usable cache entry, or -errno when there is none (or it is not trusted:
  * not a regular file, not ours, writable by group/other, or a length no BPF program has). */
 static int
-cache_open(const char *path)
+cache_open(int cache_dirfd, const char *name)
 {
 	cleanup_fd int fd = -1;
 	struct stat st;
 	int fl;
 
 	/* O_NONBLOCK: a FIFO planted there must not hang us; cleared again below. */
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	fd = openat(cache_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0)
@@ -479,17 +479,17 @@ cache_open(const char *path)
 
 /* Best effort: a cache that cannot be written only costs a recompile next time. */
 static void
-cache_store(const char *cache_dir, const char *path, const void *buf, size_t len)
+cache_store(int cache_dirfd, const char *name, const void *buf, size_t len)
 {
-	cleanup_free char *tmp = xasprintf("%s/.seccomp-XXXXXX", cache_dir);
+	cleanup_free char *tmp = xasprintf(".%s.%d.tmp", name, (int) getpid());
 	cleanup_fd int fd = -1;
 
-	fd = mkostemp(tmp, O_CLOEXEC);
+	fd = openat(cache_dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
-	if (fchmod(fd, 0600) < 0 || write_all(fd, buf, len) < 0 || fdatasync(fd) < 0 ||
-	    rename(tmp, path) < 0)
-		(void) unlink(tmp);
+	if (write_all(fd, buf, len) < 0 || fdatasync(fd) < 0 ||
+	    renameat(cache_dirfd, tmp, cache_dirfd, name) < 0)
+		(void) unlinkat(cache_dirfd, tmp, 0);
 }
 
 /* Exports ctx into a sealed memfd at offset 0; *ret_buf and *ret_len get a copy of the bytes. */
@@ -535,7 +535,7 @@ export_memfd(scmp_filter_ctx ctx, void **ret_buf, size_t *ret_len, struct ab_err
 }
 
 int
-seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_err *err)
+seccomp_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
 {
 	cleanup_seccomp scmp_filter_ctx ctx = NULL;
 	cleanup_free char *path = NULL;
@@ -545,9 +545,9 @@ seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_er
 
 	if ((unsigned) p >= AB_SECCOMP_COUNT)
 		return ab_err_set(err, -EINVAL, "seccomp: unknown policy %d", (int) p);
-	if (cache_dir) {
-		path = seccomp_cache_path(p, cache_dir);
-		fd = cache_open(path);
+	if (cache_dirfd >= 0) {
+		path = seccomp_cache_name(p);
+		fd = cache_open(cache_dirfd, path);
 		if (fd >= 0)
 			return fd; /* offset 0, read-only, owned by us */
 	}
@@ -557,6 +557,6 @@ seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_er
 	if (fd < 0)
 		return fd;
 	if (path)
-		cache_store(cache_dir, path, buf, len);
+		cache_store(cache_dirfd, path, buf, len);
 	return fd;
 }

@@ -18,12 +18,12 @@ const char *seccomp_policy_name(enum ab_seccomp_policy p);
 
 /* Returns a readable fd (O_CLOEXEC, offset 0) holding the raw BPF program (struct sock_filter[],
  * length a multiple of 8) for bwrap's --seccomp, or -errno with err set.
- * cache_dir: a private directory (0700, owned by the caller) where the compiled program is kept,
- * keyed by policy, libseccomp version and agentbox version; NULL disables the cache. A cache
- * entry that is not a regular file owned by the caller, or whose length is not a multiple of 8,
- * is ignored and rewritten. */
-int seccomp_program_fd(enum ab_seccomp_policy p, const char *cache_dir, struct ab_err *err);
+ * cache_dirfd: a private directory (0700, owned by the caller; relative to this fd only) where
+ * the compiled program is kept, keyed by policy, libseccomp version and agentbox version; -1
+ * disables the cache. A cache entry that is not a regular file owned by the caller, or whose
+ * length is not a multiple of 8, is ignored and rewritten. */
+int seccomp_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err);
 
-/* The cache entry's path for policy p in cache_dir (malloc'd). The name carries the policy,
- * the rule table's revision, libseccomp's version and agentbox's version. */
-char *seccomp_cache_path(enum ab_seccomp_policy p, const char *cache_dir);
+/* The cache entry's name for policy p (malloc'd). It carries the policy, the rule table's
+ * revision, libseccomp's version and agentbox's version. */
+char *seccomp_cache_name(enum ab_seccomp_policy p);

@@ -1505,13 +1505,22 @@ rm_chmod_dir_at(int dirfd, const char *name)
 		return 0;
 	if (errno != EOPNOTSUPP && errno != ENOTSUP && errno != ENOENT && errno != ENOSYS)
 		return -errno;
-	/* fallback: glibc needs /proc (or Linux 6.6 fchmodat2) for AT_SYMLINK_NOFOLLOW; chmod by
-	 * name only what fstatat just showed to be a directory */
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode))
-		return -ENOTDIR;
-	return fchmodat(dirfd, name, 0700, 0) < 0 ? -errno : 0;
+	/* fallback (a glibc without the O_PATH trick): our own O_PATH fd on it, never through a
+	 * link, checked to be a directory, chmodded through /proc/self/fd/N (that inode only);
+	 * never chmod by name, which a swap to a symlink would redirect */
+	{
+		cleanup_fd int fd = open_beneath(dirfd, name, O_PATH);
+		char p[64];
+
+		if (fd < 0)
+			return fd;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		(void) snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		return chmod(p, 0700) < 0 ? -errno : 0;
+	}
 }
 
 /* Opens the directory `name` below dirfd for removal, chmodding it first if it is locked.

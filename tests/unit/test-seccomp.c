@@ -519,7 +519,7 @@ test_program_fd(enum ab_seccomp_policy p, size_t *ret_len)
 	char *bytes;
 	int fd2;
 
-	fd = seccomp_program_fd(p, NULL, &err);
+	fd = seccomp_program_fd(p, -1, &err);
 	TAP_OK(fd >= 0, "%s: program fd (%s)", name, err.msg);
 	if (fd < 0)
 		return NULL;
@@ -537,7 +537,7 @@ test_program_fd(enum ab_seccomp_policy p, size_t *ret_len)
 	memcpy(&first, bytes, sizeof(first));
 	TAP_OK(first.code == (BPF_LD | BPF_W | BPF_ABS) && first.k == 4,
 	       "%s: the first instruction loads seccomp_data.arch", name);
-	fd2 = seccomp_program_fd(p, NULL, NULL);
+	fd2 = seccomp_program_fd(p, -1, NULL);
 	again = fd2 >= 0 ? read_fd_all(fd2, &len2) : NULL;
 	TAP_OK(again && len2 == len && memcmp(again, bytes, len) == 0,
 	       "%s: compiling twice gives the same bytes", name);
@@ -563,13 +563,30 @@ count_temp_files(const char *dir)
 	return n;
 }
 
+/* seccomp_program_fd with the cache directory at path dir (a missing one: no cache). */
+static int
+program_fd_in(enum ab_seccomp_policy p, const char *dir, struct ab_err *err)
+{
+	cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	return seccomp_program_fd(p, dfd, err);
+}
+
+static char *
+cache_path(enum ab_seccomp_policy p, const char *dir)
+{
+	cleanup_free char *name = seccomp_cache_name(p);
+
+	return xasprintf("%s/%s", dir, name);
+}
+
 /* Calls seccomp_program_fd with the cache; true when it returned a fresh memfd whose bytes
  * are ref (i.e. the cache entry was not used). */
 static bool
 compiled_fresh(const char *dir, const char *ref, size_t ref_len)
 {
 	struct ab_err err = { 0 };
-	cleanup_fd int fd = seccomp_program_fd(AB_SECCOMP_DEFAULT, dir, &err);
+	cleanup_fd int fd = program_fd_in(AB_SECCOMP_DEFAULT, dir, &err);
 	cleanup_free char *b = NULL;
 	size_t len = 0;
 
@@ -624,19 +641,19 @@ test_cache(const char *ref, size_t ref_len, const char *ref_strict, size_t stric
 	TAP_OK(dir != NULL, "cache: temporary directory");
 	if (!dir)
 		return;
-	path = seccomp_cache_path(AB_SECCOMP_DEFAULT, dir);
-	spath = seccomp_cache_path(AB_SECCOMP_STRICT, dir);
+	path = cache_path(AB_SECCOMP_DEFAULT, dir);
+	spath = cache_path(AB_SECCOMP_STRICT, dir);
 	TAP_OK(strstr(path, "seccomp-default-r") && v && strstr(path, AB_VERSION),
 	       "cache: the name carries policy, rule revision and versions (%s)",
 	       strrchr(path, '/') + 1);
 	other = xasprintf("%s/elsewhere.bpf", dir);
 
-	fd1 = seccomp_program_fd(AB_SECCOMP_DEFAULT, dir, &err);
+	fd1 = program_fd_in(AB_SECCOMP_DEFAULT, dir, &err);
 	TAP_OK(fd1 >= 0 && fcntl(fd1, F_GET_SEALS) >= 0, "cache: a miss returns the sealed memfd");
 	TAP_OK(cache_holds(path, ref, ref_len), "cache: miss writes '%s' (0600, same bytes)",
 	       strrchr(path, '/') + 1);
 
-	fd2 = seccomp_program_fd(AB_SECCOMP_DEFAULT, dir, &err);
+	fd2 = program_fd_in(AB_SECCOMP_DEFAULT, dir, &err);
 	TAP_OK(fd2 >= 0, "cache: a hit returns an fd (%s)", err.msg);
 	if (fd2 >= 0) {
 		b2 = read_fd_all(fd2, &len2);
@@ -702,7 +719,7 @@ test_cache(const char *ref, size_t ref_len, const char *ref_strict, size_t stric
 	       "cache: a missing cache directory only disables the cache");
 
 	{
-		cleanup_fd int sfd = seccomp_program_fd(AB_SECCOMP_STRICT, dir, &err);
+		cleanup_fd int sfd = program_fd_in(AB_SECCOMP_STRICT, dir, &err);
 
 		TAP_OK(sfd >= 0 && cache_holds(spath, ref_strict, strict_len),
 		       "cache: strict has its own entry");
@@ -872,7 +889,7 @@ main(void)
 	bool tools;
 
 	test_parse();
-	TAP_OK(seccomp_program_fd(AB_SECCOMP_COUNT, NULL, &err) == -EINVAL && err.code == -EINVAL,
+	TAP_OK(seccomp_program_fd(AB_SECCOMP_COUNT, -1, &err) == -EINVAL && err.code == -EINVAL,
 	       "an unknown policy is refused with a message ('%s')", err.msg);
 	for (int p = 0; p < AB_SECCOMP_COUNT; p++)
 		prog[p] = test_program_fd(p, &len[p]);
@@ -905,7 +922,7 @@ main(void)
 	if (tools) {
 		for (int p = 0; p < AB_SECCOMP_COUNT; p++) {
 			struct ab_err e = { 0 };
-			cleanup_fd int fd = seccomp_program_fd(p, NULL, &e);
+			cleanup_fd int fd = seccomp_program_fd(p, -1, &e);
 
 			TAP_OK(fd >= 0, "bwrap %s: program fd (%s)", seccomp_policy_name(p), e.msg);
 			if (fd >= 0)
