@@ -166,6 +166,22 @@ done
 check "strip (without seccomp): the script could set the bit inside (so the strip was tested)" \
     has "CHMOD 0o4755 ok"
 
+# mountinfo (issue 13 item 8): a bind always shows its source's path within its filesystem, so
+# with --workspace DIR the sandbox sees DIR's host path on /work's line: a documented exception
+# (docs/threats-coverage.md, T35). Nothing else of the host shows: not the runs directory,
+# not the test's own directory around DIR.
+MI=$WORK/ws-mountinfo
+mkdir -m 0755 "$MI"
+printf 'print(open("/proc/self/mountinfo").read())\n' >"$WORK/mi.py"
+abb 60 --workspace "$MI" "$WORK/mi.py"
+check "mountinfo with --workspace: /work's line names DIR (the documented exception)" \
+    grep -q " $MI /work " "$WORK/out"
+refute "mountinfo with --workspace: the runs directory does not show" grep -qF "$RUNS" "$WORK/out"
+is "$(grep -F "$WORK" "$WORK/out" | grep -vc " $MI /work ")" 0 \
+    "mountinfo with --workspace: no other line names a path under the test's directory"
+abb 60 --input "$WORK/mi.py" "$WORK/mi.py"
+refute "mountinfo without --workspace: no path under the test's directory at all" grep -qF "$WORK" "$WORK/out"
+
 # ---- refusals: exit 2, the rule named, nothing touched ----------------------------------------
 refuse_ws() { # LABEL PATTERN DIR [AGENTBOX ARGS...]
     _l=$1 _pat=$2 _dir=$3
