@@ -32,6 +32,7 @@
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 
+#include "cfg.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/proc.h"
@@ -1297,7 +1298,7 @@ probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgro
 			    h->root, ctrls);
 		return 1;
 	}
-	env = secure_getenv("AGENTBOX_CGROUP");
+	env = cfg()->cgroup;
 	if (env && *env)
 		probe_v2_env(h, rootfd, env, proc_self_cgroup);
 	else
@@ -1425,7 +1426,7 @@ cg_probe(const char *root, const char *proc_self_cgroup, struct ab_cg_host *ret)
 			why_add(&h, "%s", v2note);
 			why_add(&h, "%s", v1why);
 		}
-		if (h.kind == AB_CG_NONE && secure_getenv("AGENTBOX_CGROUP"))
+		if (h.kind == AB_CG_NONE && cfg()->cgroup)
 			why_add(&h, "AGENTBOX_CGROUP is ignored: no cgroup v2 controllers here");
 	}
 	*ret = h;

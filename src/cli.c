@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "units.h"
@@ -41,6 +42,7 @@ enum {
 	OPT_WITHOUT,
 	OPT_WORKSPACE,
 	OPT_CODE,
+	OPT_SPEC,
 	OPT_HELP,
 };
 
@@ -80,6 +82,7 @@ static const struct option run_options[] = {
 	{ "without", required_argument, NULL, OPT_WITHOUT },
 	{ "workspace", required_argument, NULL, OPT_WORKSPACE },
 	{ "code", required_argument, NULL, OPT_CODE },
+	{ "spec", required_argument, NULL, OPT_SPEC },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -134,12 +137,16 @@ run_opts_init(struct ab_run_opts *o)
 	o->limits[AB_LIM_NOFILE].value = 1024;
 	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
 	o->env_dst_fd = -1;
+	o->watch_fd = -1;
 }
 
 void
 run_opts_done(struct ab_run_opts *o)
 {
 	strv_done(&o->script_args);
+	strv_done(&o->owned);
+	free(o->code_owned);
+	free(o->stdin_data_owned);
 	strv_done(&o->inputs);
 	strv_done(&o->env);
 	strv_done(&o->ro_binds);
@@ -166,6 +173,7 @@ cli_run_help(void)
 	       "  --rm                   remove the run directory after the report\n"
 	       "  --stdin FILE           the script's stdin (default /dev/null)\n"
 	       "  --code TEXT            the script itself (needs --lang or a shebang)\n"
+	       "  --spec FILE|-          the whole run as a JSON spec (docs/spec.md)\n"
 	       "  --report FILE          write the JSON report to FILE ('-' for stdout)\n"
 	       "\n"
 	       "Interpreter and environment:\n"
@@ -212,8 +220,86 @@ cli_run_help(void)
 	       "executable / not found; 2 usage error.\n";
 }
 
-static int
-parse_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct ab_err *err)
+int
+cli_policy_parse(const char *s, enum ab_seccomp_policy *ret)
+{
+	if (s && strcmp(s, "default") == 0)
+		*ret = AB_SECCOMP_DEFAULT;
+	else if (s && strcmp(s, "strict") == 0)
+		*ret = AB_SECCOMP_STRICT;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *
+cli_policy_name(enum ab_seccomp_policy p)
+{
+	return p == AB_SECCOMP_STRICT ? "strict" : "default";
+}
+
+bool
+cli_only_spec(const struct ab_run_opts *o)
+{
+	struct ab_run_opts d;
+	bool same;
+
+	/* with --spec, everything but --report must come from the spec */
+	run_opts_init(&d);
+	same = !o->script && !o->code && o->script_args.n == 0 && o->inputs.n == 0 &&
+	       o->env.n == 0 && o->ro_binds.n == 0 && o->allow_binds.n == 0 &&
+	       memcmp(o->limits, d.limits, sizeof(d.limits)) == 0 &&
+	       memcmp(o->without, d.without, sizeof(d.without)) == 0 && o->lang == d.lang &&
+	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
+	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
+	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
+	       !o->quiet;
+	run_opts_done(&d);
+	return same;
+}
+
+int
+cli_set_lang(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	if (strcmp(arg, "python") == 0)
+		o->lang = AB_LANG_PYTHON;
+	else if (strcmp(arg, "node") == 0)
+		o->lang = AB_LANG_NODE;
+	else
+		return ab_err_usage(err, "invalid --lang '%s': expected python or node", arg);
+	return 0;
+}
+
+int
+cli_limit_id(const char *name)
+{
+	for (int i = 0; i < AB_LIM_COUNT; i++)
+		if (strcmp(name, limit_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *
+cli_own(struct ab_run_opts *o, const char *s)
+{
+	strv_push(&o->owned, s);
+	return o->owned.v[o->owned.n - 1];
+}
+
+int
+cli_check(const struct ab_run_opts *o, struct ab_err *err)
+{
+	if (o->workspace && o->inputs.n > 0)
+		return ab_err_usage(err,
+				    "--input cannot be combined with --workspace: put the files "
+				    "in the workspace directory instead");
+	if (o->stdin_path && o->stdin_data)
+		return ab_err_usage(err, "stdin and stdin_data cannot be combined");
+	return 0;
+}
+
+int
+cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct ab_err *err)
 {
 	uint64_t v = 0;
 	int r;
@@ -268,8 +354,8 @@ parse_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct 
 	return 0;
 }
 
-static int
-parse_env(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+int
+cli_set_env(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 {
 	const char *eq = strchr(arg, '=');
 
@@ -284,8 +370,8 @@ parse_env(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 	return 0;
 }
 
-static int
-parse_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+int
+cli_set_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 {
 	for (int p = 0; p < AB_PROT_COUNT; p++) {
 		if (strcmp(arg, prot_names[p]) == 0) {
@@ -312,6 +398,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_ALLOW_BIND:
 			strv_push(&o->allow_binds, optarg);
 			break;
+		case OPT_SPEC:
+			o->spec_path = optarg;
+			break;
 		case OPT_CODE:
 			o->code = optarg;
 			o->code_len = strlen(optarg);
@@ -320,46 +409,39 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->collect_dir = optarg;
 			break;
 		case OPT_CPU_TIME:
-			r = parse_limit(o, AB_LIM_CPU_TIME_MS, optarg, err);
+			r = cli_set_limit(o, AB_LIM_CPU_TIME_MS, optarg, err);
 			break;
 		case OPT_CPUS:
-			r = parse_limit(o, AB_LIM_CPUS_MILLI, optarg, err);
+			r = cli_set_limit(o, AB_LIM_CPUS_MILLI, optarg, err);
 			break;
 		case OPT_DISK:
-			r = parse_limit(o, AB_LIM_DISK, optarg, err);
+			r = cli_set_limit(o, AB_LIM_DISK, optarg, err);
 			break;
 		case OPT_DRY_RUN:
 			o->dry_run = true;
 			break;
 		case OPT_ENV:
-			r = parse_env(o, optarg, err);
+			r = cli_set_env(o, optarg, err);
 			break;
 		case OPT_ENV_DIR:
 			o->env_dir = optarg;
 			break;
 		case OPT_FILE_SIZE:
-			r = parse_limit(o, AB_LIM_FILE_SIZE, optarg, err);
+			r = cli_set_limit(o, AB_LIM_FILE_SIZE, optarg, err);
 			break;
 		case OPT_HELP:
 			return 1;
 		case OPT_INODES:
-			r = parse_limit(o, AB_LIM_INODES, optarg, err);
+			r = cli_set_limit(o, AB_LIM_INODES, optarg, err);
 			break;
 		case OPT_INPUT:
 			strv_push(&o->inputs, optarg);
 			break;
 		case OPT_LANG:
-			if (strcmp(optarg, "python") == 0)
-				o->lang = AB_LANG_PYTHON;
-			else if (strcmp(optarg, "node") == 0)
-				o->lang = AB_LANG_NODE;
-			else
-				r = ab_err_usage(err,
-						 "invalid --lang '%s': expected python or node",
-						 optarg);
+			r = cli_set_lang(o, optarg, err);
 			break;
 		case OPT_MEMORY:
-			r = parse_limit(o, AB_LIM_MEMORY, optarg, err);
+			r = cli_set_limit(o, AB_LIM_MEMORY, optarg, err);
 			break;
 		case OPT_NODE:
 			o->node_path = optarg;
@@ -368,13 +450,13 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->node_modules = optarg;
 			break;
 		case OPT_NOFILE:
-			r = parse_limit(o, AB_LIM_NOFILE, optarg, err);
+			r = cli_set_limit(o, AB_LIM_NOFILE, optarg, err);
 			break;
 		case OPT_OUTPUT_LIMIT:
-			r = parse_limit(o, AB_LIM_OUTPUT, optarg, err);
+			r = cli_set_limit(o, AB_LIM_OUTPUT, optarg, err);
 			break;
 		case OPT_PIDS:
-			r = parse_limit(o, AB_LIM_PIDS, optarg, err);
+			r = cli_set_limit(o, AB_LIM_PIDS, optarg, err);
 			break;
 		case OPT_PYTHON:
 			o->python_path = optarg;
@@ -398,7 +480,7 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->sandbox_user = optarg;
 			break;
 		case OPT_SECCOMP_POLICY:
-			if (seccomp_policy_parse(optarg, &o->seccomp_policy) < 0)
+			if (cli_policy_parse(optarg, &o->seccomp_policy) < 0)
 				r = ab_err_usage(
 					err,
 					"invalid --seccomp-policy '%s': expected default or "
@@ -409,16 +491,16 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->stdin_path = optarg;
 			break;
 		case OPT_TIMEOUT:
-			r = parse_limit(o, AB_LIM_TIMEOUT_MS, optarg, err);
+			r = cli_set_limit(o, AB_LIM_TIMEOUT_MS, optarg, err);
 			break;
 		case OPT_TMP_SIZE:
-			r = parse_limit(o, AB_LIM_TMP_SIZE, optarg, err);
+			r = cli_set_limit(o, AB_LIM_TMP_SIZE, optarg, err);
 			break;
 		case OPT_VENV:
 			o->venv = optarg;
 			break;
 		case OPT_WITHOUT:
-			r = parse_without(o, optarg, err);
+			r = cli_set_without(o, optarg, err);
 			break;
 		case OPT_WORKSPACE:
 			o->workspace = optarg;
@@ -434,6 +516,13 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		if (r < 0)
 			return r;
 	}
+	if (o->spec_path) {
+		/* --spec: the spec is the run; only --report may come with it */
+		if (optind < argc || !cli_only_spec(o))
+			return ab_err_usage(err, "--spec describes the whole run: give no other "
+						 "options (but --report) and no SCRIPT");
+		return 0;
+	}
 	if (o->code) {
 		/* --code TEXT: every word after the options is an argument of the script */
 		o->script = "--code";
@@ -448,9 +537,5 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		optind++;
 	for (; optind < argc; optind++)
 		strv_push(&o->script_args, argv[optind]);
-	if (o->workspace && o->inputs.n > 0)
-		return ab_err_usage(err,
-				    "--input cannot be combined with --workspace: put the files "
-				    "in the workspace directory instead");
-	return 0;
+	return cli_check(o, err);
 }

@@ -56,9 +56,14 @@ struct ab_run_opts {
 		*script;  /* as given ("-": the code is read from stdin); NULL for a usage error */
 	const char *code; /* --code TEXT, or code set by a caller of run_main: no file at all */
 	size_t code_len;
+	const char *stdin_data; /* the script's stdin given inline (spec "stdin_data") */
+	size_t stdin_data_len;
+	struct strv owned; /* strings this struct owns (a spec parsed from JSON) */
+	char *code_owned, *stdin_data_owned;
 	struct strv script_args;
 	enum ab_lang lang;
 	const char *report_path; /* NULL: no report file; "-": stdout after the run */
+	const char *spec_path;   /* --spec FILE|-: the run as JSON (the CLI reads it) */
 	const char *runs_dir;
 	const char *workspace;   /* --workspace DIR */
 	struct strv inputs;      /* --input PATH */
@@ -89,6 +94,7 @@ struct ab_run_opts {
 	uint64_t env_bytes, env_inodes;
 	int env_dst_fd;
 	bool relay_to_stderr; /* relay the script's stdout to our stderr */
+	int watch_fd;         /* the supervisor's caller watch pipe: EOF stops the run (-1: none) */
 	/* With share_net: the install's own network namespace, served by the registry proxy
 	 * (netproxy.h), rather than the host's. */
 	struct ab_netproxy *netproxy;
@@ -105,3 +111,19 @@ void run_opts_done(struct ab_run_opts *o);
  * (help text is in cli_run_help()), or a negative errno with err set (err->exit == 2). */
 int cli_parse_run(int argc, char **argv, struct ab_run_opts *ret, struct ab_err *err);
 const char *cli_run_help(void);
+
+/* The setters behind the flags, shared with the JSON spec (spec.c): the same checks, the same
+ * messages (usage errors, exit 2). */
+int cli_set_lang(struct ab_run_opts *o, const char *arg, struct ab_err *err);
+int cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct ab_err *err);
+int cli_set_env(struct ab_run_opts *o, const char *name_eq_value, struct ab_err *err);
+int cli_set_without(struct ab_run_opts *o, const char *name, struct ab_err *err);
+int cli_limit_id(const char *name); /* -1 when unknown */
+/* Checks that need the whole set (--input with --workspace...). */
+int cli_check(const struct ab_run_opts *o, struct ab_err *err);
+int cli_policy_parse(const char *s, enum ab_seccomp_policy *ret);
+const char *cli_policy_name(enum ab_seccomp_policy p);
+/* True when o holds nothing but what --spec may come with (--report). */
+bool cli_only_spec(const struct ab_run_opts *o);
+/* A copy of s that lives as long as o. */
+const char *cli_own(struct ab_run_opts *o, const char *s);

@@ -31,14 +31,6 @@
 #include "util/xalloc.h"
 #include "walk.h"
 
-static int
-fail_usage(const char *msg, const char *arg)
-{
-	fprintf(stderr, "agentbox: %s%s%s\nTry 'agentbox help' for more information.\n", msg,
-		arg ? " " : "", arg ? arg : "");
-	return 2;
-}
-
 /* Splits RUN_DIR into an O_DIRECTORY fd on its parent and its name, and checks that it is a
  * run directory agentbox created: the run-XXXXXX name, not a symlink, the marker inside. */
 static int
@@ -64,144 +56,92 @@ open_run(const char *path, int *ret_parent, char **ret_name)
 }
 
 int
-cmd_rm(int argc, char **argv)
+rm_do(const char *run_dir, struct ab_err *err)
 {
-	int status = 0;
+	cleanup_free char *name = NULL;
+	cleanup_fd int pfd = -1;
+	int r;
 
-	if (argc < 2)
-		return fail_usage("usage: agentbox rm RUN_DIR...", NULL);
-	for (int i = 1; i < argc; i++) {
-		struct ab_err err = { 0 };
-		cleanup_free char *name = NULL;
-		cleanup_fd int pfd = -1;
-		int r = open_run(argv[i], &pfd, &name);
-
-		if (r == -EPERM) {
-			fprintf(stderr,
-				"agentbox: refusing to remove '%s': not a run directory agentbox "
-				"created (no run-XXXXXX name or no %s marker) (fix: pass a path "
-				"from a report's run_dir)\n",
-				argv[i], AB_RUN_MARKER);
-			status = AB_EXIT_SETUP;
-			continue;
-		}
-		if (r < 0) {
-			fprintf(stderr, "agentbox: cannot remove '%s': %s\n", argv[i],
-				strerror(-r));
-			status = AB_EXIT_SETUP;
-			continue;
-		}
-		if (rundir_owner_alive(pfd, name)) {
-			fprintf(stderr, "agentbox: '%s' belongs to a run that is still going\n",
-				argv[i]);
-			status = AB_EXIT_SETUP;
-			continue;
-		}
-		if (walk_remove_tree(pfd, name, &err) < 0) {
-			fprintf(stderr, "agentbox: removing '%s': %s\n", argv[i], err.msg);
-			status = AB_EXIT_SETUP;
-		}
+	if (!run_dir)
+		return ab_err_usage(err, "rm: give RUN_DIR");
+	r = open_run(run_dir, &pfd, &name);
+	if (r == -EPERM) {
+		ab_err_set(err, r,
+			   "refusing to remove '%s': not a run directory agentbox created (no "
+			   "run-XXXXXX name or no %s marker of yours)",
+			   run_dir, AB_RUN_MARKER);
+		return ab_err_fix(err, "pass a path from a report's run_dir");
 	}
-	return status;
+	if (r < 0)
+		return ab_err_set(err, r, "cannot remove '%s': %s", run_dir, strerror(-r));
+	if (rundir_owner_alive(pfd, name))
+		return ab_err_set(err, -EBUSY, "'%s' belongs to a run that is still going",
+				  run_dir);
+	return walk_remove_tree(pfd, name, err);
 }
 
 int
-cmd_gc(int argc, char **argv)
+gc_do(int64_t older_ms, bool dry, json_t **ret, struct ab_err *err)
 {
-	static const struct option opts[] = {
-		{ "older-than", required_argument, NULL, 'o' },
-		{ "runs-dir", required_argument, NULL, 'r' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ NULL, 0, NULL, 0 },
-	};
-	cleanup_free char *root = NULL;
-	uint64_t older_ms = 0;
-	bool dry = false;
+	cleanup_free char *root = rundir_default_root(geteuid());
 	cleanup_fd int rfd = -1;
+	json_t *removed = json_array();
 	DIR *d;
 	struct dirent *de;
-	int c, removed = 0, kept = 0, status = 0;
+	int kept = 0, failed = 0;
 	time_t now = time(NULL);
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			if (units_parse_duration_ms(optarg, &older_ms) < 0)
-				return fail_usage(
-					"invalid --older-than (expected a duration like 24h, "
-					"90m or 3600s):",
-					optarg);
-			break;
-		case 'r':
-			free(root);
-			root = xstrdup(optarg);
-			break;
-		case 'n':
-			dry = true;
-			break;
-		default:
-			return fail_usage(
-				"usage: agentbox gc [--runs-dir DIR] [--older-than DURATION] "
-				"[--dry-run]",
-				NULL);
-		}
-	}
-	if (!root)
-		root = rundir_default_root(geteuid());
 	rfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0) {
 		if (errno == ENOENT) {
-			printf("removed 0 runs, kept 0\n");
+			*ret = json_pack("{s:s, s:o, s:i, s:b}", "runs_dir", root, "removed",
+					 removed, "kept", 0, "dry_run", dry);
 			return 0;
 		}
-		fprintf(stderr, "agentbox: cannot open the runs directory '%s': %s\n", root,
-			strerror(errno));
-		return AB_EXIT_SETUP;
+		json_decref(removed);
+		return ab_err_set(err, -errno, "cannot open the runs directory '%s': %s", root,
+				  strerror(errno));
 	}
 	d = fdopendir(fcntl(rfd, F_DUPFD_CLOEXEC, 3));
-	if (!d)
-		return AB_EXIT_SETUP;
+	if (!d) {
+		json_decref(removed);
+		return ab_err_set(err, -errno, "read the runs directory '%s'", root);
+	}
 	while ((de = readdir(d))) {
 		struct stat st;
-		struct ab_err err = { 0 };
+		struct ab_err e = { 0 };
 
 		if (!rundir_is_run(rfd, de->d_name))
 			continue;
 		if (fstatat(rfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if ((uint64_t) (now - st.st_mtime) * 1000 < older_ms ||
-		    rundir_owner_alive(rfd, de->d_name)) {
+		if (older_ms > 0 && (int64_t) (now - st.st_mtime) * 1000 < older_ms) {
 			kept++;
 			continue;
 		}
-		if (dry) {
-			printf("would remove %s/%s\n", root, de->d_name);
-			removed++;
+		if (rundir_owner_alive(rfd, de->d_name)) {
+			kept++;
 			continue;
 		}
-		if (walk_remove_tree(rfd, de->d_name, &err) < 0) {
-			fprintf(stderr, "agentbox: removing %s/%s: %s\n", root, de->d_name,
-				err.msg);
-			status = AB_EXIT_SETUP;
+		if (!dry && walk_remove_tree(rfd, de->d_name, &e) < 0) {
+			fprintf(stderr, "agentbox: removing %s/%s: %s\n", root, de->d_name, e.msg);
+			failed++;
 			kept++;
-		} else {
-			removed++;
+			continue;
 		}
+		json_array_append_new(removed, json_string(de->d_name));
 	}
 	closedir(d);
-	printf("%s %d run%s, kept %d\n", dry ? "would remove" : "removed", removed,
-	       removed == 1 ? "" : "s", kept);
-	return status;
+	*ret = json_pack("{s:s, s:o, s:i, s:i, s:b}", "runs_dir", root, "removed", removed, "kept",
+			 kept, "failed", failed, "dry_run", dry);
+	return 0;
 }
 
 int
-cmd_collect(int argc, char **argv)
+collect_do(const char *run_dir, const char *dest, json_t **ret, struct ab_err *err)
 {
 	cleanup_free char *name = NULL;
 	cleanup_fd int pfd = -1, wfd = -1, dfd = -1;
-	struct ab_err err = { 0 };
 	struct ab_manifest m = { 0 };
 	/* bounded by totals like a run's own post-run walk (docs/design.md) */
 	struct ab_walk_opts wo = {
@@ -216,38 +156,31 @@ cmd_collect(int argc, char **argv)
 		.chown_gid = (gid_t) -1,
 		.strip_uid = (uid_t) -1,
 	};
-	json_t *out;
-	char *text;
 	int r;
 
-	if (argc != 3)
-		return fail_usage("usage: agentbox collect RUN_DIR DIR", NULL);
-	r = open_run(argv[1], &pfd, &name);
+	if (!run_dir || !dest)
+		return ab_err_usage(err, "collect: give RUN_DIR and DIR");
+	r = open_run(run_dir, &pfd, &name);
 	if (r < 0) {
-		fprintf(stderr, "agentbox: '%s' is not a run directory agentbox created%s%s\n",
-			argv[1], r == -EPERM ? "" : ": ", r == -EPERM ? "" : strerror(-r));
-		return AB_EXIT_SETUP;
+		ab_err_set(err, r, "'%s' is not a run directory agentbox created%s%s", run_dir,
+			   r == -EPERM ? "" : ": ", r == -EPERM ? "" : strerror(-r));
+		return ab_err_fix(err, "pass a path from a report's run_dir");
 	}
 	{
 		cleanup_free char *work = xasprintf("%s/work", name);
 
 		wfd = openat(pfd, work, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
-	if (wfd < 0) {
-		fprintf(stderr, "agentbox: '%s' has no workspace: %s\n", argv[1], strerror(errno));
-		return AB_EXIT_SETUP;
-	}
-	dfd = hostfs_open_collect(argv[2], "collect: DIR", pfd, &err);
-	if (dfd < 0) {
-		fprintf(stderr, "agentbox: %s%s%s%s\n", err.msg, err.fix[0] ? " (fix: " : "",
-			err.fix, err.fix[0] ? ")" : "");
-		return AB_EXIT_USAGE;
-	}
+	if (wfd < 0)
+		return ab_err_set(err, -errno, "'%s' has no workspace: %s", run_dir,
+				  strerror(errno));
+	dfd = hostfs_open_collect(dest, "collect: DIR", pfd, err);
+	if (dfd < 0)
+		return dfd;
 	wo.dst_dirfd = dfd;
-	if (walk_tree(wfd, &wo, &m, &err) < 0) {
-		fprintf(stderr, "agentbox: collect: %s\n", err.msg);
-		return AB_EXIT_SETUP;
-	}
+	r = walk_tree(wfd, &wo, &m, err);
+	if (r < 0)
+		return r;
 	if (m.truncated_caps) {
 		cleanup_free char *caps = walk_caps_text(m.truncated_caps);
 
@@ -255,14 +188,8 @@ cmd_collect(int argc, char **argv)
 			"agentbox: collect: %s cut the listing or the copy short (see summary)\n",
 			caps);
 	}
-	out = json_pack("{s:s, s:I, s:o, s:o}", "dir", argv[2], "bytes",
-			(json_int_t) m.copied_bytes, "files", manifest_to_json(&m), "summary",
-			manifest_summary_json(&m));
-	text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
-	if (text)
-		puts(text);
-	free(text);
-	json_decref(out);
+	*ret = json_pack("{s:s, s:I, s:o, s:o}", "dir", dest, "bytes", (json_int_t) m.copied_bytes,
+			 "files", manifest_to_json(&m), "summary", manifest_summary_json(&m));
 	manifest_done(&m);
 	return 0;
 }
@@ -277,7 +204,6 @@ enum check_state {
 
 struct doctor {
 	json_t *checks;
-	bool json;
 	int fails;
 };
 
@@ -291,12 +217,7 @@ report_check(struct doctor *d, const char *name, enum check_state st, const char
 		d->fails++;
 	json_array_append_new(d->checks,
 			      json_pack("{s:s, s:s, s:s?, s:s?}", "check", name, "result", tag[st],
-					"detail", detail, "fix", fix));
-	if (d->json)
-		return;
-	printf("[%-4s] %-16s %s\n", tag[st], name, detail ? detail : "");
-	if (fix && st != CHECK_OK)
-		printf("       %-16s fix: %s\n", "", fix);
+					"detail", detail, "fix", st == CHECK_OK ? NULL : fix));
 }
 
 /* Loads the default filter in a child and checks that keyctl is refused with EPERM. */
@@ -353,13 +274,15 @@ doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
 	 * script is code in memory: nothing is written to the host for it. */
 	pid = fork();
 	if (pid == 0) {
-		char *argv[] = { "run",    "--quiet",     "--rm",   "--timeout",  "20s",
-				 "--lang", (char *) lang, "--code", (char *) src, NULL };
-
 		(void) close(pfd[0]);
 		run_opts_init(&o);
 		result_init(&res, &o);
-		if (cli_parse_run(9, argv, &o, &err) < 0)
+		o.quiet = o.rm = true;
+		o.code = src;
+		o.code_len = strlen(src);
+		o.script = "--code";
+		if (cli_set_lang(&o, lang, &err) < 0 ||
+		    cli_set_limit(&o, AB_LIM_TIMEOUT_MS, "20s", &err) < 0)
 			_exit(3);
 		r = run_main(&o, &res, &err);
 		if (r < 0)
@@ -384,35 +307,23 @@ doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
 }
 
 int
-cmd_doctor(int argc, char **argv)
+doctor_checks(json_t **ret, struct ab_err *err)
 {
 	struct doctor d = { .checks = json_array() };
 	struct ab_host h;
-	struct ab_err err = { 0 };
 	char detail[PATH_MAX + 200];
 	uid_t uid = getuid();
 	gid_t gid = getgid();
 	bool drop = false;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			d.json = true;
-		else
-			return fail_usage("unknown doctor option:", argv[i]);
-	}
-	(void) host_probe_paths(&h, &err);
+	(void) host_probe_paths(&h, err);
 	if (h.is_root) {
-		if (run_sandbox_user(NULL, &uid, &gid, &err) < 0) {
-			fprintf(stderr, "agentbox: %s\n", err.msg);
-			return 1;
+		if (run_sandbox_user(NULL, &uid, &gid, err) < 0) {
+			json_decref(d.checks);
+			return err->code;
 		}
 		drop = true;
 	}
-	if (!d.json)
-		printf("agentbox %s doctor (%s)\n", AB_VERSION,
-		       h.is_root ? "as root: the sandbox runs as an unprivileged uid"
-				 : "as an unprivileged user");
-
 	if (!h.bwrap_path[0]) {
 		report_check(&d, "bwrap", CHECK_FAIL, "bubblewrap is not installed",
 			     "apt-get install bubblewrap");
@@ -484,19 +395,7 @@ cmd_doctor(int argc, char **argv)
 		report_check(&d, "sandbox run node", r == 0 ? CHECK_OK : CHECK_WARN, detail,
 			     "install nodejs, or pass --node PATH");
 	}
-	if (d.json) {
-		json_t *o = json_pack("{s:s, s:o, s:b}", "agentbox_version", AB_VERSION, "checks",
-				      d.checks, "ok", d.fails == 0);
-		char *text = json_dumps(o, JSON_INDENT(2));
-
-		puts(text ? text : "{}");
-		free(text);
-		json_decref(o);
-	} else {
-		json_decref(d.checks);
-		printf("%s\n", d.fails == 0 ? "agentbox can run sandboxes here."
-					    : "agentbox cannot run sandboxes here until the "
-					      "failures above are fixed.");
-	}
-	return d.fails == 0 ? 0 : 1;
+	*ret = json_pack("{s:s, s:b, s:o, s:b}", "agentbox_version", AB_VERSION, "as_root",
+			 h.is_root, "checks", d.checks, "ok", d.fails == 0);
+	return 0;
 }

@@ -1,7 +1,27 @@
-/* cmds.h: the subcommands besides `run`. Each returns agentbox's exit status. */
+/* cmds.h: the commands besides `run` and `prepare`, run in the supervisor (agentbox-supervisor)
+ * for libagentbox's ab_probe, ab_collect, ab_rm and ab_gc. Each returns 0 with its result as
+ * JSON in *ret (where there is one), or -errno with err set. They never print their result:
+ * the caller does. */
 #pragma once
 
-int cmd_rm(int argc, char **argv);      /* agentbox rm RUN_DIR... */
-int cmd_gc(int argc, char **argv);      /* agentbox gc [--runs-dir DIR] [--older-than DUR] */
-int cmd_collect(int argc, char **argv); /* agentbox collect RUN_DIR DIR */
-int cmd_doctor(int argc, char **argv);  /* agentbox doctor [--json] */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+/* Removes one kept run directory: one agentbox made (run-XXXXXX with the caller's marker)
+ * whose agentbox is no longer running. */
+int rm_do(const char *run_dir, struct ab_err *err);
+
+/* Removes kept runs under the runs directory older than older_ms (0: any age), never one still
+ * running. *ret: {"runs_dir", "removed": [names], "kept", "failed", "dry_run"}. */
+int gc_do(int64_t older_ms, bool dry, json_t **ret, struct ab_err *err);
+
+/* Copies the regular files and directories a kept run left into dest (created when missing,
+ * refused like --collect). *ret: {"dir", "bytes", "files", "summary"}. */
+int collect_do(const char *run_dir, const char *dest, json_t **ret, struct ab_err *err);
+
+/* What `agentbox doctor` checks, each {"check", "result": ok|warn|FAIL, "detail", "fix"}, with
+ * two real sandbox runs (Python, Node). *ret: {"agentbox_version", "as_root", "checks", "ok"}. */
+int doctor_checks(json_t **ret, struct ab_err *err);

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "cfg.h"
 #include "config.h"
 #include "init/landlock.h"
 #include "util/fdutil.h"
@@ -26,7 +27,7 @@
 static void
 find_init(struct ab_host *h)
 {
-	const char *env = getenv("AGENTBOX_INIT");
+	const char *env = cfg()->init;
 	char self[PATH_MAX - 32];
 	ssize_t n;
 
@@ -56,7 +57,7 @@ find_init(struct ab_host *h)
 int
 host_probe_paths(struct ab_host *h, struct ab_err *err)
 {
-	const char *env = getenv("AGENTBOX_BWRAP");
+	const char *env = cfg()->bwrap;
 	struct stat st;
 	char buf[16];
 

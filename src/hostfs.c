@@ -12,6 +12,7 @@
 #include <linux/stat.h>
 
 #include "binds.h"
+#include "cfg.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -287,7 +288,7 @@ under(const char *real, const char *top)
 static bool
 is_a_home(const struct stat *st)
 {
-	const char *home = getenv("HOME");
+	const char *home = cfg()->home;
 	FILE *f;
 	struct passwd *pw;
 	bool found = false;
@@ -375,7 +376,7 @@ hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 		return NULL;
 	if (!write && S_ISDIR(st.st_mode) && is_a_home(&st))
 		return "a home directory itself";
-	return binds_refusal(real, getenv("HOME"));
+	return binds_refusal(real, cfg()->home);
 }
 
 int

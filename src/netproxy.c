@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "cfg.h"
 #include "config.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -41,7 +42,7 @@ netproxy_init(struct ab_netproxy *np)
 static int
 find_helper(char *buf, size_t size)
 {
-	const char *env = getenv("AGENTBOX_NETPROXY");
+	const char *env = cfg()->netproxy;
 	char self[PATH_MAX - 32];
 	ssize_t n;
 
@@ -280,21 +281,22 @@ netproxy_enter_netns(struct ab_netproxy *np, struct ab_err *err)
 	return 0;
 }
 
-void
-netproxy_push_env(struct strv *run_argv)
-{
-	/* pip (requests) reads the first four, npm the npm_config_ ones */
-	static const char *const names[] = { "HTTPS_PROXY",
-					     "https_proxy",
-					     "HTTP_PROXY",
-					     "http_proxy",
-					     "npm_config_https_proxy",
-					     "npm_config_proxy" };
+/* pip (requests) reads the first four, npm the npm_config_ ones */
+static const char *const proxy_env_names[] = {
+	"HTTPS_PROXY",     "https_proxy", "HTTP_PROXY", "http_proxy", "npm_config_https_proxy",
+	"npm_config_proxy"
+};
 
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		strv_push(run_argv, "--env");
-		strv_pushf(run_argv, "%s=http://127.0.0.1:%d", names[i], AB_NETPROXY_PORT);
-	}
+size_t
+netproxy_env_count(void)
+{
+	return ARRAY_SIZE(proxy_env_names);
+}
+
+char *
+netproxy_env(size_t i)
+{
+	return xasprintf("%s=http://127.0.0.1:%d", proxy_env_names[i], AB_NETPROXY_PORT);
 }
 
 void

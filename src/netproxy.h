@@ -47,8 +47,10 @@ int netproxy_start(struct ab_netproxy *np, uid_t uid, gid_t gid, struct ab_err *
  * child it starts are in that namespace. */
 int netproxy_enter_netns(struct ab_netproxy *np, struct ab_err *err);
 
-/* --env NAME=VALUE pairs for `agentbox run` that point pip and npm at the proxy. */
-void netproxy_push_env(struct strv *run_argv);
+/* The variables that point pip and npm at the proxy: netproxy_env(i) is "NAME=URL",
+ * malloc'd, for i < netproxy_env_count(). */
+size_t netproxy_env_count(void);
+char *netproxy_env(size_t i);
 
 /* Ends the proxy and reads its summary (connections allowed, refused, failed). */
 void netproxy_stop(struct ab_netproxy *np);

@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "cfg.h"
 #include "cli.h"
 #include "hostfs.h"
 #include "netproxy.h"
@@ -65,7 +66,7 @@ static const char node_driver[] =
 char *
 prepare_default_cache(void)
 {
-	const char *env = getenv("AGENTBOX_CACHE_DIR");
+	const char *env = cfg()->cache_dir;
 	cleanup_free char *root = NULL;
 
 	if (env && env[0] == '/')
@@ -352,7 +353,7 @@ write_marker(int dfd, const struct env_spec *s, const char *key)
 static int
 open_cache(const char *given, char **ret_path, struct ab_err *err)
 {
-	const char *env = getenv("AGENTBOX_CACHE_DIR");
+	const char *env = cfg()->cache_dir;
 	cleanup_fd int fd = -1;
 	int r;
 
@@ -443,12 +444,12 @@ default_registries(struct np_policy *p, bool python, bool no_index)
 
 /* prepare --report FILE: the install run's report, with what the proxy let through and
  * refused (network_proxy, sandbox.network.refused_connections). */
-static void
-write_prepare_report(const char *path, struct ab_result *res, int r, const struct ab_err *err,
-		     const struct ab_netproxy *np)
+/* prepare's report: the install run's report, with what the proxy let through and refused
+ * (network_proxy, sandbox.network.refused_connections). */
+static json_t *
+prepare_report(struct ab_result *res, int r, const struct ab_err *err, const struct ab_netproxy *np)
 {
 	json_t *rep, *net;
-	int w;
 
 	if (r < 0)
 		result_set_message(res, err->msg, err->fix);
@@ -459,30 +460,28 @@ write_prepare_report(const char *path, struct ab_result *res, int r, const struc
 		json_object_set_new(net, "refused_connections",
 				    json_integer((json_int_t) np->refused));
 	json_object_set_new(rep, "network_proxy", netproxy_report(np));
-	w = report_write(path, rep);
-	if (w < 0)
-		fprintf(stderr, "agentbox: cannot write the report '%s': %s\n", path, strerror(-w));
-	json_decref(rep);
+	return rep;
 }
 
-static void
+const char *
 prepare_usage(void)
 {
-	fputs("usage: agentbox prepare --python requirements.txt [--system-site-packages]\n"
-	      "                        [--find-links DIR] [--no-index] [--interpreter PATH]\n"
-	      "       agentbox prepare --node package.json [package-lock.json]\n"
-	      "options for both: --cache-dir DIR --timeout DUR --memory SIZE --pids N\n"
-	      "                  --report FILE --allow-host HOST[:PORT]\n"
-	      "Builds the environment in a sandbox that writes only into the environment, and\n"
-	      "prints its path. Same inputs again: a cache hit. The sandbox has its own network:\n"
-	      "only HTTPS to the registry (pypi.org and files.pythonhosted.org, or\n"
-	      "registry.npmjs.org; none with --no-index) and each --allow-host, through a proxy\n"
-	      "that never connects to loopback, private or link-local addresses.\n",
-	      stderr);
+	return "usage: agentbox prepare --python requirements.txt [--system-site-packages]\n"
+	       "                        [--find-links DIR] [--no-index] [--interpreter PATH]\n"
+	       "       agentbox prepare --node package.json [package-lock.json]\n"
+	       "options for both: --cache-dir DIR --timeout DUR --memory SIZE --pids N\n"
+	       "                  --disk SIZE --report FILE --allow-host HOST[:PORT]\n"
+	       "Builds the environment in a sandbox that writes only into a tmpfs of its own, and\n"
+	       "publishes agentbox's sanitised copy in the cache; prints its path. Same inputs\n"
+	       "again: a cache hit. The sandbox has its own network: only HTTPS to the registry\n"
+	       "(pypi.org and files.pythonhosted.org, or registry.npmjs.org; none with\n"
+	       "--no-index) and each --allow-host, through a proxy that never connects to\n"
+	       "loopback, private or link-local addresses.\n";
 }
 
 int
-cmd_prepare(int argc, char **argv)
+prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_report,
+			  struct ab_err *err)
 {
 	static const struct option opts[] = {
 		{ "allow-host", required_argument, NULL, 'a' },
@@ -501,102 +500,214 @@ cmd_prepare(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct env_spec es = { 0 };
-	const char *find_links = NULL, *report = NULL;
-	bool no_index = false;
-	cleanup_free char *cache = NULL, *node = NULL, *dir = NULL, *cache_path = NULL,
-			  *lockarg = NULL;
-	cleanup_fd int cache_fd = -1, build_fd = -1;
-	char name[40], build_name[48];
-	const char *lim_disk = "1536M";
-	uint64_t env_bytes = 1536ULL << 20;
-	struct strv run_argv = { 0 };
-	const char *lim_timeout = "10m", *lim_memory = NULL, *lim_pids = NULL;
-	struct ab_err err = { 0 };
-	struct ab_netproxy np;
-	char key[65];
-	cleanup_fd int lockfd = -1;
-	uid_t owner = (uid_t) -1;
-	gid_t group = (gid_t) -1;
-	int c, r, code = 0;
+	json_t *q = json_object(), *lim = json_object(), *hosts = json_array();
+	int c;
 
+	*ret = NULL;
+	*ret_report = NULL;
 	optind = 0;
 	opterr = 0;
-	netproxy_init(&np);
 	while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			if (np_policy_add(&np.policy, optarg) < 0) {
-				fprintf(stderr,
-					"agentbox: prepare: --allow-host '%s': expected HOST or "
-					"HOST:PORT (at most %d)\n",
-					optarg, NP_MAX_ALLOW);
-				return AB_EXIT_USAGE;
-			}
+			json_array_append_new(hosts, json_string(optarg));
 			break;
 		case 'c':
-			free(cache);
-			cache = xstrdup(optarg);
+			json_object_set_new(q, "cache_dir", json_string(optarg));
 			break;
 		case 'd':
-			if (units_parse_size(optarg, &env_bytes) < 0 || env_bytes < (16ULL << 20)) {
-				fprintf(stderr,
-					"agentbox: prepare: invalid --disk '%s': expected a size "
-					"of at least 16M (e.g. 2G)\n",
-					optarg);
-				return AB_EXIT_USAGE;
-			}
-			lim_disk = optarg;
+			json_object_set_new(lim, "disk", json_string(optarg));
 			break;
 		case 'f':
-			find_links = optarg;
+			json_object_set_new(q, "find_links", json_string(optarg));
 			break;
 		case 'h':
-			prepare_usage();
-			return 0;
+			json_decref(q);
+			json_decref(lim);
+			json_decref(hosts);
+			return 1;
 		case 'i':
-			es.interp = optarg;
+			json_object_set_new(q, "interpreter", json_string(optarg));
 			break;
 		case 'm':
-			lim_memory = optarg;
+			json_object_set_new(lim, "memory", json_string(optarg));
 			break;
 		case 'n':
-			no_index = true;
+			json_object_set_new(q, "no_index", json_true());
 			break;
 		case 'N':
-			es.python = false;
-			es.reqs = optarg;
+			json_object_del(q, "python");
+			json_object_set_new(q, "node", json_string(optarg));
 			break;
 		case 'p':
-			lim_pids = optarg;
+			json_object_set_new(lim, "pids", json_string(optarg));
 			break;
 		case 'P':
-			es.python = true;
-			es.reqs = optarg;
+			json_object_del(q, "node");
+			json_object_set_new(q, "python", json_string(optarg));
 			break;
 		case 'r':
-			report = optarg;
+			*ret_report = optarg;
 			break;
 		case 's':
-			es.system_site = true;
+			json_object_set_new(q, "system_site_packages", json_true());
 			break;
 		case 't':
-			lim_timeout = optarg;
+			json_object_set_new(lim, "timeout", json_string(optarg));
 			break;
 		default:
-			prepare_usage();
-			return AB_EXIT_USAGE;
+			json_decref(q);
+			json_decref(lim);
+			json_decref(hosts);
+			return ab_err_usage(err, "prepare: %s '%s'",
+					    c == ':' ? "option needs a value" : "unknown option",
+					    argv[optind - 1]);
 		}
 	}
-	if (!es.reqs) {
-		prepare_usage();
-		return AB_EXIT_USAGE;
+	if (json_object_get(q, "node") && optind < argc)
+		json_object_set_new(q, "lock", json_string(argv[optind++]));
+	if (optind < argc || (!json_object_get(q, "python") && !json_object_get(q, "node"))) {
+		json_decref(q);
+		json_decref(lim);
+		json_decref(hosts);
+		return ab_err_usage(err, "prepare: give --python requirements.txt or --node "
+					 "package.json (and nothing else)");
+	}
+	if (json_object_size(lim))
+		json_object_set(q, "limits", lim);
+	if (json_array_size(hosts))
+		json_object_set(q, "allow_hosts", hosts);
+	json_decref(lim);
+	json_decref(hosts);
+	*ret = q;
+	return 0;
+}
+
+static const char *
+req_str(const json_t *q, const char *key)
+{
+	return json_string_value(json_object_get(q, key));
+}
+
+/* The install run's options: built directly, never through argv. */
+static int
+install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, const char *dir,
+	     struct ab_err *err)
+{
+	const json_t *lim = json_object_get(q, "limits");
+	const char *find_links = req_str(q, "find_links");
+	const char *t = json_string_value(json_object_get(lim, "timeout"));
+	const char *m = json_string_value(json_object_get(lim, "memory"));
+	const char *p = json_string_value(json_object_get(lim, "pids"));
+	int r;
+
+	r = cli_set_limit(o, AB_LIM_TIMEOUT_MS, t ? t : "10m", err);
+	if (r == 0 && m)
+		r = cli_set_limit(o, AB_LIM_MEMORY, m, err);
+	if (r == 0 && p)
+		r = cli_set_limit(o, AB_LIM_PIDS, p, err);
+	/* the environment's tmpfs is RAM too: a bigger default, not an explicit one (a host
+	 * that cannot enforce it warns, as for any default) */
+	if (!m)
+		o->limits[AB_LIM_MEMORY].value = 2ULL << 30;
+	if (r == 0)
+		r = cli_set_env(o, "PIP_NO_CACHE_DIR=1", err);
+	if (r == 0)
+		r = cli_set_env(o, "npm_config_cache=/tmp/npm-cache", err);
+	for (size_t i = 0; r == 0 && i < netproxy_env_count(); i++) {
+		cleanup_free char *kv = netproxy_env(i);
+
+		r = cli_set_env(o, kv, err);
+	}
+	if (r == 0)
+		r = cli_set_lang(o, es->python ? "python" : "node", err);
+	if (r < 0)
+		return r;
+	o->rm = true;
+	o->relay_to_stderr = true;
+	if (es->python)
+		o->python_path = cli_own(o, es->interp);
+	else
+		o->node_path = cli_own(o, es->interp);
+	strv_push(&o->inputs, es->reqs);
+	if (es->python && find_links)
+		strv_push(&o->inputs, find_links);
+	if (!es->python && es->lock)
+		strv_push(&o->inputs, es->lock);
+	o->code = es->python ? py_driver : node_driver;
+	o->code_len = strlen(o->code);
+	o->script = "--code";
+	strv_push(&o->script_args, dir);
+	if (es->python) {
+		const char *base = strrchr(es->reqs, '/');
+
+		strv_push(&o->script_args, base ? base + 1 : es->reqs);
+		if (es->system_site)
+			strv_push(&o->script_args, "--system-site-packages");
+		if (json_is_true(json_object_get(q, "no_index")))
+			strv_push(&o->script_args, "--no-index");
+		if (find_links) {
+			const char *fb = strrchr(find_links, '/');
+
+			strv_push(&o->script_args, "--find-links");
+			strv_pushf(&o->script_args, "/work/%s", fb && fb[1] ? fb + 1 : find_links);
+		}
+	} else {
+		strv_push(&o->script_args, es->lock ? "1" : "0");
+	}
+	return 0;
+}
+
+int
+prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
+{
+	struct env_spec es = { 0 };
+	cleanup_free char *node = NULL, *dir = NULL, *cache_path = NULL;
+	cleanup_fd int cache_fd = -1, build_fd = -1, lockfd = -1;
+	char name[40], build_name[48], key[65];
+	uint64_t env_bytes = 1536ULL << 20;
+	struct ab_netproxy np;
+	json_t *report = NULL;
+	const json_t *hosts = json_object_get(q, "allow_hosts");
+	uid_t owner = (uid_t) -1;
+	gid_t group = (gid_t) -1;
+	size_t i;
+	json_t *h;
+	int r;
+
+	*ret = NULL;
+	netproxy_init(&np);
+	es.python = req_str(q, "python") != NULL;
+	es.reqs = es.python ? req_str(q, "python") : req_str(q, "node");
+	es.interp = req_str(q, "interpreter");
+	es.system_site = json_is_true(json_object_get(q, "system_site_packages"));
+	if (!es.reqs)
+		return ab_err_usage(err, "prepare: give \"python\" or \"node\"");
+	json_array_foreach(hosts, i, h)
+	{
+		if (!json_is_string(h) || np_policy_add(&np.policy, json_string_value(h)) < 0) {
+			r = ab_err_usage(err,
+					 "prepare: --allow-host '%s': expected HOST or HOST:PORT "
+					 "(at most %d)",
+					 json_is_string(h) ? json_string_value(h) : "?",
+					 NP_MAX_ALLOW);
+			goto out;
+		}
+	}
+	{
+		const char *d =
+			json_string_value(json_object_get(json_object_get(q, "limits"), "disk"));
+
+		if (d && (units_parse_size(d, &env_bytes) < 0 || env_bytes < (16ULL << 20))) {
+			r = ab_err_usage(err,
+					 "prepare: invalid --disk '%s': expected a size of at "
+					 "least 16M (e.g. 2G)",
+					 d);
+			goto out;
+		}
 	}
 	if (!es.python) {
-		if (optind < argc)
-			es.lock = xstrdup(argv[optind++]);
-		else
-			es.lock = sibling_lock(es.reqs);
+		es.lock = req_str(q, "lock") ? xstrdup(req_str(q, "lock")) : sibling_lock(es.reqs);
 		if (!es.interp) {
 			node = default_node();
 			es.interp = node;
@@ -604,20 +715,15 @@ cmd_prepare(int argc, char **argv)
 	} else if (!es.interp) {
 		es.interp = "/usr/bin/python3";
 	}
-	if (optind < argc) {
-		prepare_usage();
-		free(es.lock);
-		return AB_EXIT_USAGE;
-	}
 
-	r = env_key(&es, key, &err);
+	r = env_key(&es, key, err);
 	if (r < 0)
-		goto fail;
+		goto out;
 	/* Everything in the cache is done relative to its fd, checked once. */
-	cache_fd = open_cache(cache, &cache_path, &err);
+	cache_fd = open_cache(req_str(q, "cache_dir"), &cache_path, err);
 	if (cache_fd < 0) {
 		r = cache_fd;
-		goto fail;
+		goto out;
 	}
 	snprintf(name, sizeof(name), "%.32s", key);
 	snprintf(build_name, sizeof(build_name), ".build-%.32s", key);
@@ -630,87 +736,46 @@ cmd_prepare(int argc, char **argv)
 			openat(cache_fd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (lockfd < 0 || fstat(lockfd, &st) < 0 || !S_ISREG(st.st_mode) ||
 		    st.st_uid != geteuid() || flock(lockfd, LOCK_EX) < 0) {
-			r = ab_err_set(&err, lockfd < 0 ? -errno : -EPERM, "lock '%s/%s': %s",
+			r = ab_err_set(err, lockfd < 0 ? -errno : -EPERM, "lock '%s/%s': %s",
 				       cache_path, lockname,
 				       lockfd < 0 ? strerror(errno) : "not agentbox's lock file");
-			goto fail;
+			goto out;
 		}
 	}
 	if (env_published(cache_fd, name)) {
 		fprintf(stderr, "agentbox: cache hit\n");
-		printf("%s\n", dir);
+		*ret = json_pack("{s:s, s:b, s:n}", "env_dir", dir, "cache_hit", 1, "report");
+		r = 0;
 		goto out;
 	}
 	/* What is there instead (a failed build, an environment an older agentbox let the
 	 * install write into) is not trusted: gone, then built afresh. */
-	r = remove_entry(cache_fd, name, &err);
+	r = remove_entry(cache_fd, name, err);
 	if (r == 0)
-		r = remove_entry(cache_fd, build_name, &err);
+		r = remove_entry(cache_fd, build_name, err);
 	if (r < 0)
-		goto fail;
+		goto out;
 	if (mkdirat(cache_fd, build_name, 0700) < 0) {
-		r = ab_err_set(&err, -errno, "create '%s/%s': %s", cache_path, build_name,
+		r = ab_err_set(err, -errno, "create '%s/%s': %s", cache_path, build_name,
 			       strerror(errno));
-		goto fail;
+		goto out;
 	}
 	build_fd = openat(cache_fd, build_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (build_fd < 0) {
-		r = ab_err_set(&err, -errno, "open '%s/%s'", cache_path, build_name);
-		goto fail;
+		r = ab_err_set(err, -errno, "open '%s/%s'", cache_path, build_name);
+		goto out;
 	}
 	if (geteuid() == 0) {
 		/* the registry proxy runs as the sandbox user */
-		r = run_sandbox_user(NULL, &owner, &group, &err);
+		r = run_sandbox_user(NULL, &owner, &group, err);
 		if (r < 0)
 			goto fail;
 	}
-
-	strv_push_n(&run_argv, 5, "run", "--timeout", lim_timeout, "--rm", "--quiet");
-	if (lim_memory)
-		strv_push_n(&run_argv, 2, "--memory", lim_memory);
-	if (lim_pids)
-		strv_push_n(&run_argv, 2, "--pids", lim_pids);
-	if (report)
-		strv_push_n(&run_argv, 2, "--report", report);
-	strv_push_n(&run_argv, 2, "--env", "PIP_NO_CACHE_DIR=1");
-	strv_push_n(&run_argv, 2, "--env", "npm_config_cache=/tmp/npm-cache");
 	/* The install's network: its own namespace, the registry proxy its only way out. */
-	default_registries(&np.policy, es.python, no_index);
-	r = netproxy_start(&np, owner, group, &err);
+	default_registries(&np.policy, es.python, json_is_true(json_object_get(q, "no_index")));
+	r = netproxy_start(&np, owner, group, err);
 	if (r < 0)
 		goto fail;
-	netproxy_push_env(&run_argv);
-	strv_push_n(&run_argv, 2, es.python ? "--python" : "--node", es.interp);
-	if (es.python) {
-		strv_push_n(&run_argv, 2, "--input", es.reqs);
-		if (find_links)
-			strv_push_n(&run_argv, 2, "--input", find_links);
-	} else {
-		strv_push_n(&run_argv, 2, "--input", es.reqs);
-		if (es.lock)
-			strv_push_n(&run_argv, 2, "--input", es.lock);
-	}
-	strv_push_n(&run_argv, 2, "--lang", es.python ? "python" : "node");
-	strv_push_n(&run_argv, 2, "--code", es.python ? py_driver : node_driver);
-	strv_push(&run_argv, dir);
-	if (es.python) {
-		const char *base = strrchr(es.reqs, '/');
-
-		strv_push(&run_argv, base ? base + 1 : es.reqs);
-		if (es.system_site)
-			strv_push(&run_argv, "--system-site-packages");
-		if (no_index)
-			strv_push(&run_argv, "--no-index");
-		if (find_links) {
-			const char *fb = strrchr(find_links, '/');
-
-			strv_push(&run_argv, "--find-links");
-			strv_pushf(&run_argv, "/work/%s", fb && fb[1] ? fb + 1 : find_links);
-		}
-	} else {
-		lockarg = xstrdup(es.lock ? "1" : "0");
-		strv_push(&run_argv, lockarg);
-	}
 
 	{
 		struct ab_run_opts o;
@@ -718,41 +783,35 @@ cmd_prepare(int argc, char **argv)
 
 		run_opts_init(&o);
 		result_init(&res, &o);
-		r = cli_parse_run((int) run_argv.n, strv_array(&run_argv), &o, &err);
+		r = install_opts(&o, &es, q, dir, err);
 		if (r == 0) {
-			/* the environment's tmpfs is RAM too: a bigger default, not an explicit
-			 * one (a host that cannot enforce it warns, as for any default) */
-			if (!lim_memory)
-				o.limits[AB_LIM_MEMORY].value = 2ULL << 30;
 			o.share_net = true;
 			o.netproxy = &np;
 			o.env_path = dir;
 			o.env_bytes = env_bytes;
 			o.env_inodes = 400000;
 			o.env_dst_fd = build_fd;
-			o.relay_to_stderr = true;
-			o.quiet = false;
-			r = run_main(&o, &res, &err);
+			r = run_main(&o, &res, err);
 		}
 		if (r < 0)
 			res.status = AB_STATUS_SETUP_ERROR;
 		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
-			r = ab_err_set(&err, -EIO, "the install failed: %s (exit %d)%s%s",
+			r = ab_err_set(err, -EIO, "the install failed: %s (exit %d)%s%s",
 				       result_status_name(res.status), res.exit_code,
 				       res.message ? ": " : "", res.message ? res.message : "");
-			ab_err_fix(&err, "read the installer's output above");
+			ab_err_fix(err, "read the installer's output above");
 		} else if (r == 0 && !res.env_copied) {
-			r = ab_err_set(&err, -EIO, "the environment was not copied out");
+			r = ab_err_set(err, -EIO, "the environment was not copied out");
 		} else if (r == 0) {
 			json_int_t skipped = json_integer_value(
 				json_object_get(res.environment, "skipped_count"));
 
 			if (json_is_true(json_object_get(res.environment, "truncated"))) {
-				r = ab_err_set(&err, -EFBIG,
+				r = ab_err_set(err, -EFBIG,
 					       "the environment is bigger than agentbox copies "
-					       "(%u entries, --disk %s)",
-					       400000u, lim_disk);
-				ab_err_fix(&err, "raise prepare --disk, or install fewer packages");
+					       "(400000 entries, %llu MiB)",
+					       (unsigned long long) (env_bytes >> 20));
+				ab_err_fix(err, "raise prepare --disk, or install fewer packages");
 			} else if (skipped > 0) {
 				fprintf(stderr,
 					"agentbox: prepare: %lld entries of the environment were "
@@ -767,8 +826,7 @@ cmd_prepare(int argc, char **argv)
 				"agentbox: prepare: the registry proxy refused %llu connection(s) "
 				"(see above)\n",
 				(unsigned long long) np.refused);
-		if (report)
-			write_prepare_report(report, &res, r, &err, &np);
+		report = prepare_report(&res, r, err, &np);
 		result_done(&res);
 		run_opts_done(&o);
 	}
@@ -777,33 +835,37 @@ cmd_prepare(int argc, char **argv)
 	{
 		cleanup_free char *built = xasprintf("%s/%s", cache_path, build_name);
 
-		r = check_env_tree(built, es.python, es.interp, &err);
+		r = check_env_tree(built, es.python, es.interp, err);
 	}
 	if (r < 0)
 		goto fail;
 	r = write_marker(build_fd, &es, key);
 	if (r < 0) {
-		ab_err_set(&err, r, "write the environment marker");
+		ab_err_set(err, r, "write the environment marker");
 		goto fail;
 	}
 	/* Published in one step: readable by all, writable by its owner only. */
 	if (fchmod(build_fd, 0755) < 0 || renameat(cache_fd, build_name, cache_fd, name) < 0) {
-		r = ab_err_set(&err, -errno, "publish the environment '%s': %s", dir,
+		r = ab_err_set(err, -errno, "publish the environment '%s': %s", dir,
 			       strerror(errno));
 		goto fail;
 	}
-	printf("%s\n", dir);
+	*ret = json_pack("{s:s, s:b, s:o}", "env_dir", dir, "cache_hit", 0, "report", report);
+	report = NULL;
+	r = 0;
 	goto out;
 
 fail:
-	fprintf(stderr, "agentbox: prepare: %s%s%s%s\n", err.msg, err.fix[0] ? " (fix: " : "",
-		err.fix, err.fix[0] ? ")" : "");
-	code = err.exit == AB_EXIT_USAGE ? AB_EXIT_USAGE : AB_EXIT_SETUP;
 	if (build_fd >= 0)
 		(void) walk_remove_tree(cache_fd, build_name, NULL);
+	if (report) {
+		/* a failed install still says what happened: the error carries the report */
+		*ret = json_pack("{s:n, s:b, s:o}", "env_dir", "cache_hit", 0, "report", report);
+		report = NULL;
+	}
 out:
+	json_decref(report);
 	netproxy_done(&np);
-	strv_done(&run_argv);
 	free(es.lock);
-	return code;
+	return r;
 }

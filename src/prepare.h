@@ -5,6 +5,7 @@
  * interpreter. `agentbox run --env-dir` then mounts it read-only and runs offline. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "plan.h"
@@ -12,7 +13,16 @@
 
 #define AB_ENV_MARKER "agentbox-env.json"
 
-int cmd_prepare(int argc, char **argv);
+/* The CLI's `agentbox prepare ARGS` as a request (see ab_prepare in agentbox.h); *ret_report
+ * is --report FILE or NULL. Returns 0, 1 for --help (prepare_usage()), or a usage error. */
+int prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_report,
+			      struct ab_err *err);
+const char *prepare_usage(void);
+
+/* Builds (or finds) the environment a request describes; in the supervisor. *ret:
+ * {"env_dir", "cache_hit", "report"}; on a failed install also set (env_dir null) next to
+ * the error, so the report is not lost. Returns 0 or -errno with err. */
+int prepare_do(const json_t *req, json_t **ret, struct ab_err *err);
 
 /* For `run --env-dir X`: X is a prepared environment directory, or the requirements.txt /
  * package.json / package-lock.json it was prepared from (looked up in the cache). Sets

@@ -22,6 +22,7 @@
 
 #include "binds.h"
 #include "bwargv.h"
+#include "cfg.h"
 #include "cgroup.h"
 #include "config.h"
 #include "cpuclaim.h"
@@ -133,7 +134,7 @@ run_maybe_reexec_in_scope(int argc, char **argv, const struct ab_run_opts *o)
 {
 	static const char *const candidates[] = { "/usr/bin/systemd-run", "/bin/systemd-run",
 						  NULL };
-	const char *runtime = getenv("XDG_RUNTIME_DIR");
+	const char *runtime = cfg()->xdg_runtime_dir;
 	const char *systemd_run = NULL;
 	struct ab_cg_host h;
 	struct statfs sf;
@@ -141,7 +142,7 @@ run_maybe_reexec_in_scope(int argc, char **argv, const struct ab_run_opts *o)
 	char **nargv;
 	int n = 0;
 
-	if (getenv("AGENTBOX_IN_SCOPE") || getenv("AGENTBOX_NO_SYSTEMD_SCOPE") || geteuid() == 0 ||
+	if (cfg()->in_scope || cfg()->no_systemd_scope || geteuid() == 0 ||
 	    o->without[AB_PROT_CGROUP] || o->dry_run)
 		return;
 	/* only on a pure cgroup v2 host whose user manager we can reach */
@@ -180,13 +181,17 @@ run_maybe_reexec_in_scope(int argc, char **argv, const struct ab_run_opts *o)
 		self_exe[l] = '\0';
 	}
 	nargv[n++] = self_exe;
-	for (int i = 1; i < argc; i++)
-		nargv[n++] = argv[i];
+	for (int i = 1; i < argc && i < 2; i++)
+		nargv[n++] = argv[i]; /* the supervisor's mode; it reads the request again */
+	nargv[n++] = (char *) "--in-scope";
 	nargv[n] = NULL;
-	if (setenv("AGENTBOX_IN_SCOPE", "1", 1) == 0)
+	/* systemd-run finds the user manager through these; the supervisor itself was started
+	 * with a clean environment */
+	if (setenv("XDG_RUNTIME_DIR", runtime, 1) == 0 &&
+	    (!cfg()->dbus_address ||
+	     setenv("DBUS_SESSION_BUS_ADDRESS", cfg()->dbus_address, 1) == 0))
 		execv(systemd_run, nargv);
 	/* could not: carry on without a cgroup (the limits report says what is missing) */
-	(void) unsetenv("AGENTBOX_IN_SCOPE");
 	free(nargv);
 }
 
@@ -353,10 +358,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			goto out;
 	}
 	if (!c.host.bwrap_path[0]) {
-		if (getenv("AGENTBOX_BWRAP")) {
+		if (cfg()->bwrap) {
 			r = ab_err_set(err, -ENOENT,
 				       "AGENTBOX_BWRAP='%s' is not an executable bwrap",
-				       getenv("AGENTBOX_BWRAP"));
+				       cfg()->bwrap);
 			ab_err_fix(err, "unset AGENTBOX_BWRAP or point it at bwrap");
 		} else {
 			r = ab_err_set(err, -ENOENT, "bubblewrap (bwrap) is not installed");
@@ -552,6 +557,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.relay_to_stderr = o->relay_to_stderr,
 			.sanitize_out = isatty(STDOUT_FILENO),
 			.sanitize_err = isatty(STDERR_FILENO),
+			.watch_fd = o->watch_fd,
 		};
 
 		clock_gettime(CLOCK_REALTIME, &c.started_rt);

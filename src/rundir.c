@@ -12,6 +12,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 
+#include "cfg.h"
 #include "hostfs.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -46,7 +47,7 @@ rundir_done(struct ab_rundir *rd)
 char *
 rundir_default_root(uid_t uid)
 {
-	const char *env = getenv("AGENTBOX_RUNS_DIR");
+	const char *env = cfg()->runs_dir;
 
 	if (env && *env)
 		return xstrdup(env);

@@ -503,7 +503,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	deadline = t0 + (int64_t) sp->lp->timeout_ms;
 	next_tick = t0 + 50;
 	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[4 + ARRAY_SIZE(dst)];
+		struct pollfd pfd[5 + ARRAY_SIZE(dst)];
+		int watch_at;
 		int nfd = 0, timeout;
 		int64_t now = now_ms();
 
@@ -554,6 +555,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		for (size_t i = 0; i < ndst; i++)
 			pfd[nfd++] = (struct pollfd){ .fd = relay_events(dst[i]) ? dst[i]->fd : -1,
 						      .events = POLLOUT };
+		watch_at = nfd;
+		pfd[nfd++] = (struct pollfd){ .fd = killed || sp->watch_fd <= 2 ? -1 : sp->watch_fd,
+					      .events = POLLIN };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -580,6 +584,15 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		for (size_t i = 0; i < ndst; i++)
 			if (pfd[4 + i].revents)
 				relay_write(dst[i]);
+		if (pfd[watch_at].revents & (POLLIN | POLLHUP | POLLERR)) {
+			/* the library's caller went away (nothing is ever written there) */
+			oc->interrupted_by = SIGHUP;
+			(void) kill(pid, SIGKILL);
+			if (sp->cg)
+				(void) cg_kill(sp->cg);
+			killed = true;
+			kill_at = now_ms();
+		}
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

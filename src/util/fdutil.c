@@ -12,6 +12,7 @@
 
 #include <sys/syscall.h>
 
+#include "../cfg.h"
 #include "macro.h"
 #include "xalloc.h"
 
@@ -199,9 +200,7 @@ timing_mark(const char *what)
 	int64_t now = now_ns();
 
 	if (enabled < 0) {
-		const char *e = getenv("AGENTBOX_TIMING");
-
-		enabled = e && *e == '1';
+		enabled = cfg()->timing;
 		t0 = now;
 	}
 	if (enabled)

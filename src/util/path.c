@@ -4,12 +4,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../cfg.h"
 #include "xalloc.h"
 
 char *
 path_search(const char *name)
 {
-	const char *path = getenv("PATH");
+	const char *path = cfg()->path;
 	char *copy, *save = NULL;
 
 	if (!path || !*path)

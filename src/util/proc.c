@@ -60,3 +60,15 @@ proc_is_alive(const char *proc_root, pid_t pid, uint64_t starttime)
 		return false;
 	return now == starttime;
 }
+
+int64_t
+proc_self_peak_rss_kib(void)
+{
+	char buf[4096];
+	const char *p;
+
+	if (read_small_file_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) > 0 &&
+	    (p = strstr(buf, "VmHWM:")))
+		return strtoll(p + 6, NULL, 10);
+	return -1;
+}

@@ -16,3 +16,7 @@ int proc_pid_starttime(const char *proc_root, pid_t pid, uint64_t *ret);
 
 /* Is the process pid with this starttime still alive (not a recycled pid)? */
 bool proc_is_alive(const char *proc_root, pid_t pid, uint64_t starttime);
+
+/* This process's peak resident set (VmHWM, KiB; not getrusage, whose ru_maxrss counts the
+ * image our parent had before exec), or -1. */
+int64_t proc_self_peak_rss_kib(void);

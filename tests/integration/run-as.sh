@@ -42,6 +42,8 @@ mkdir -p "$stage/bin" "$stage/home"
 cp "$AGENTBOX" "$AGENTBOX_INIT" "$AB_PROBE" "$stage/bin/"
 # prepare's registry proxy: found next to agentbox
 if [ -n "${AGENTBOX_NETPROXY:-}" ]; then cp "$AGENTBOX_NETPROXY" "$stage/bin/"; fi
+# each run's supervisor: found next to agentbox too
+if [ -n "${AGENTBOX_SUPERVISOR:-}" ]; then cp "$AGENTBOX_SUPERVISOR" "$stage/bin/"; fi
 cp -r "$AB_TESTDIR" "$stage/tests"
 cp -r "$AB_SRCDIR/examples" "$stage/examples"
 cp -r "$AB_SRCDIR/bench" "$stage/bench"
@@ -52,6 +54,7 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/home
     LANG=C.UTF-8 \
     AGENTBOX="$stage/bin/$(basename "$AGENTBOX")" \
     AGENTBOX_INIT="$stage/bin/$(basename "$AGENTBOX_INIT")" \
+    ${AGENTBOX_SUPERVISOR:+AGENTBOX_SUPERVISOR="$stage/bin/$(basename "$AGENTBOX_SUPERVISOR")"} \
     AB_PROBE="$stage/bin/$(basename "$AB_PROBE")" \
     AB_SRCDIR="$stage" AB_TESTDIR="$stage/tests" AB_AS_USER=1 \
     ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \

@@ -791,9 +791,15 @@ EOF
         sleep 0.05
         i=$((i + 1))
     done
-    stale=$(for d in /sys/fs/cgroup/*/agentbox/run-"$abpid"-*; do [ -d "$d" ] && echo "$d"; done)
-    check "kill -9: the sleeping run was up, with its cgroup" test -n "$stale"
-    kill -9 "$abpid" 2>/dev/null
+    # the run's cgroup belongs to its supervisor (agentbox-supervisor, agentbox's child): the
+    # process that stops the run when agentbox goes; SIGKILLed, it leaves its cgroup behind
+    suppid=
+    for _p in /proc/[0-9]*; do
+        if [ "$(awk '{ print $4 }' "$_p/stat" 2>/dev/null)" = "$abpid" ]; then suppid=${_p#/proc/}; fi
+    done
+    stale=$(for d in /sys/fs/cgroup/*/agentbox/run-"${suppid:-none}"-*; do [ -d "$d" ] && echo "$d"; done)
+    check "kill -9: the sleeping run was up, with its supervisor's cgroup" test -n "$stale"
+    [ -n "$suppid" ] && kill -9 "$suppid" 2>/dev/null
     wait "$abpid" 2>/dev/null
     # right away: a concurrent agentbox (other tests on this host) may sweep it first
     left=
@@ -811,7 +817,7 @@ EOF
     fi
     i=0
     while ! no_procs "$TOKEN-k" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-    check "kill -9: the sandbox died with agentbox" no_procs "$TOKEN-k"
+    check "kill -9: the sandbox died with its supervisor" no_procs "$TOKEN-k"
     kill -9 "$abpid" 2>/dev/null || true
 else
     skip "no run cgroup left behind" "needs root and v1 cgroups at /sys/fs/cgroup/*/agentbox"

@@ -28,6 +28,7 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 
+#include "src/cfg.h"
 #include "src/cgroup.h"
 #include "src/cli.h"
 #include "src/limitplan.h"
@@ -35,6 +36,7 @@
 #include "src/supervise.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
+#include "src/util/xalloc.h"
 #include "tests/tap.h"
 
 #define MiB           (1024ull * 1024ull)
@@ -42,6 +44,20 @@
 #define REAL_CG_ROOT  "/sys/fs/cgroup"
 #define REAL_UNIFIED  REAL_CG_ROOT "/unified"
 #define PY_MEMORY_HOG "b = b'\\x01' * (200 << 20)"
+
+/* AGENTBOX_CGROUP as the supervisor would have it: agentbox reads its environment once
+ * (cfg.h), so the cases change the setting itself. */
+static void
+set_cgroup_cfg(const char *v)
+{
+	struct ab_cfg c;
+
+	cfg_copy(&c, cfg());
+	free(c.cgroup);
+	c.cgroup = v ? xstrdup(v) : NULL;
+	cfg_set(&c);
+	cfg_done(&c);
+}
 
 static char tmp[256]; /* the temp dir holding every fake tree */
 
@@ -399,7 +415,7 @@ test_v2_probe_env(void)
 	fake_v2_path(root, deleg, "memory pids");
 	put(psc, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/ab.scope\n");
 
-	setenv("AGENTBOX_CGROUP", deleg, 1);
+	set_cgroup_cfg(deleg);
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_V2, "v2 env: AGENTBOX_CGROUP (relative) gives V2");
 	TAP_STREQ(h.v2_parent, deleg, "v2 env: runs go directly under AGENTBOX_CGROUP");
@@ -410,26 +426,26 @@ test_v2_probe_env(void)
 	TAP_OK(contains(get(P("%s/%s/cgroup.subtree_control", root, deleg)), "+"),
 	       "v2 env: controllers enabled in its cgroup.subtree_control");
 
-	setenv("AGENTBOX_CGROUP", P("%s/%s", root, deleg), 1);
+	set_cgroup_cfg(P("%s/%s", root, deleg));
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_V2 && strcmp(h.v2_parent, deleg) == 0,
 	       "v2 env: absolute path under root accepted");
-	setenv("AGENTBOX_CGROUP", P("/%s/", deleg), 1);
+	set_cgroup_cfg(P("/%s/", deleg));
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_V2 && strcmp(h.v2_parent, deleg) == 0,
 	       "v2 env: cgroup path form '/a/b/' accepted");
 
-	setenv("AGENTBOX_CGROUP", "user.slice/../../etc", 1);
+	set_cgroup_cfg("user.slice/../../etc");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "not a cgroup path"),
 	       "v2 env: '..' refused: '%s'", h.why);
-	setenv("AGENTBOX_CGROUP", "user.slice/nope", 1);
+	set_cgroup_cfg("user.slice/nope");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "cannot open"),
 	       "v2 env: missing cgroup gives NONE: '%s'", h.why);
 
 	fake_v2_cgroup(P("%s/user.slice/cpuonly", root), "cpu io", "");
-	setenv("AGENTBOX_CGROUP", "user.slice/cpuonly", 1);
+	set_cgroup_cfg("user.slice/cpuonly");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "neither the memory nor the pids"),
 	       "v2 env: missing controllers give NONE: '%s'", h.why);
@@ -438,12 +454,12 @@ test_v2_probe_env(void)
 	put(P("%s/psc-other", tmp), "0::/other.slice/x.scope\n");
 	fake_v2_path(root, "other.slice/x.scope", "memory pids");
 	rm_file(P("%s/cgroup.procs", root));
-	setenv("AGENTBOX_CGROUP", deleg, 1);
+	set_cgroup_cfg(deleg);
 	r = cg_probe(root, P("%s/psc-other", tmp), &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "processes cannot move"),
 	       "v2 env: unwritable common ancestor gives NONE: '%s'", h.why);
 	put(P("%s/cgroup.procs", root), "");
-	unsetenv("AGENTBOX_CGROUP");
+	set_cgroup_cfg(NULL);
 }
 
 static void
@@ -455,7 +471,7 @@ test_v2_probe_own(void)
 	struct ab_cg_host h;
 	int r;
 
-	unsetenv("AGENTBOX_CGROUP");
+	set_cgroup_cfg(NULL);
 	snprintf(self, sizeof(self), "%d\n", (int) getpid());
 
 	/* delegated scope whose subtree_control accepts controllers */
@@ -550,9 +566,9 @@ test_v2_create(void)
 	int r;
 
 	fake_v2_path(root, "deleg", "memory pids cpu");
-	setenv("AGENTBOX_CGROUP", "deleg", 1);
+	set_cgroup_cfg("deleg");
 	r = cg_probe(root, P("%s/psc-own", tmp), &v2host);
-	unsetenv("AGENTBOX_CGROUP");
+	set_cgroup_cfg(NULL);
 	TAP_OK(r == 0 && v2host.kind == AB_CG_V2 && v2host.cpu, "v2 create: probe ok ('%s')",
 	       v2host.why);
 
@@ -1310,7 +1326,7 @@ real_tests(void)
 		return;
 	}
 	hooks_off();
-	unsetenv("AGENTBOX_CGROUP");
+	set_cgroup_cfg(NULL);
 	alarm(60); /* safety net: the default action ends the test */
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 1);
 	r = cg_probe(NULL, NULL, &h);

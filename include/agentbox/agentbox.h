@@ -1,0 +1,165 @@
+/* agentbox.h: run an untrusted Python or Node script in a bubblewrap sandbox and get one JSON
+ * report back. The public API of libagentbox (link with `pkg-config --cflags --libs agentbox`).
+ *
+ * Every run happens in a supervisor process of its own (agentbox-supervisor, started for the
+ * run): the namespaces, mounts, child subreaper, signal handling and cgroup membership live
+ * and die there. The calling process keeps its children, signal mask and handlers, SIGCHLD
+ * disposition, cwd, environment and fds; the library only holds the fds it documents (a run's
+ * pollable fd) until the run is waited for. All functions are safe to call from several
+ * threads at once on different objects; one object is not to be used by two threads at once.
+ *
+ * Errors: a function that can fail returns a negative errno-style value (or NULL) and, when
+ * `err` is not NULL, sets *err to an ab_error the caller frees with ab_error_free. An error
+ * carries a message, a fix (how to resolve it, may be empty) and the exit status agentbox's
+ * command line would use (2: usage, 125: refused or failed before the script ran).
+ *
+ * A minimal program:
+ *
+ *     ab_spec *s = ab_spec_from_json("{\"language\":\"python\",\"code\":\"print(6*7)\"}",
+ *                                    (size_t) -1, NULL);
+ *     ab_result *res = NULL;
+ *     if (ab_run(NULL, s, &res, NULL) == 0)
+ *             printf("%s: %s", ab_result_status(res), ab_result_stdout(res, NULL));
+ *     ab_result_free(res);
+ *     ab_spec_free(s);
+ */
+#ifndef AGENTBOX_AGENTBOX_H
+#define AGENTBOX_AGENTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AB_API_VERSION 1 /* this header's API level */
+
+typedef struct ab_context ab_context;       /* where helpers and run directories are */
+typedef struct ab_spec ab_spec;             /* one run, described */
+typedef struct ab_run_handle ab_run_handle; /* one run, started (asynchronous API) */
+typedef struct ab_result ab_result;         /* one run, finished: its report */
+typedef struct ab_error ab_error;
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+int ab_error_code(const ab_error *e); /* negative errno-style value */
+const char *ab_error_message(const ab_error *e);
+const char *ab_error_fix(const ab_error *e); /* "" when there is none */
+int ab_error_exit_status(const ab_error *e); /* 2 (usage) or 125 (refused, failed) */
+/* Prefixes outer context to e's message ("outer: inner"), keeping the code and fix. */
+void ab_error_wrap(ab_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ab_error_free(ab_error *e);
+
+/* ---- context ---------------------------------------------------------------------------- */
+
+/* Reads the environment once (AGENTBOX_RUNS_DIR, AGENTBOX_CACHE_DIR, AGENTBOX_BWRAP,
+ * AGENTBOX_INIT, AGENTBOX_NETPROXY, AGENTBOX_SUPERVISOR, AGENTBOX_CGROUP, AGENTBOX_TIMING, HOME,
+ * PATH, XDG_RUNTIME_DIR); nothing reads it again. NULL wherever a context is taken means a
+ * default context made on the spot. */
+ab_context *ab_context_new(ab_error **err);
+/* Overrides one setting: "runs_dir", "cache_dir", "bwrap", "init", "netproxy", "supervisor",
+ * "home", "path". value NULL restores "unset". Returns 0 or -EINVAL for an unknown key. */
+int ab_context_set(ab_context *ctx, const char *key, const char *value);
+void ab_context_free(ab_context *ctx);
+
+/* ---- the run spec (docs/spec.md, schemas/spec.schema.json) ---------------------------- */
+
+ab_spec *ab_spec_new(void);
+/* Parses and checks a spec (len (size_t) -1: NUL-terminated). Unknown keys, wrong types and
+ * values that do not parse are errors (exit status 2). */
+ab_spec *ab_spec_from_json(const char *json, size_t len, ab_error **err);
+/* The spec as JSON (malloc'd; free with free()). */
+char *ab_spec_to_json(const ab_spec *s);
+ab_spec *ab_spec_copy(const ab_spec *s);
+void ab_spec_free(ab_spec *s);
+
+/* Setters: 0, or a negative errno with *err set (usage errors: exit status 2). */
+int ab_spec_set_language(ab_spec *s, const char *lang, ab_error **err); /* python|node */
+int ab_spec_set_script(ab_spec *s, const char *path, ab_error **err);
+int ab_spec_set_code(ab_spec *s, const char *code, size_t len, ab_error **err);
+int ab_spec_add_arg(ab_spec *s, const char *arg, ab_error **err);
+int ab_spec_set_stdin_file(ab_spec *s, const char *path, ab_error **err);
+int ab_spec_set_stdin_data(ab_spec *s, const char *data, size_t len, ab_error **err);
+int ab_spec_set_env(ab_spec *s, const char *name, const char *value, ab_error **err);
+int ab_spec_add_input(ab_spec *s, const char *path, ab_error **err);
+int ab_spec_set_workspace(ab_spec *s, const char *dir, ab_error **err);
+int ab_spec_set_collect(ab_spec *s, const char *dir, ab_error **err);
+int ab_spec_set_rm(ab_spec *s, int rm, ab_error **err);
+/* A limit by its name ("timeout", "memory", "pids", "cpus", "cpu-time", "disk", "inodes",
+ * "tmp-size", "file-size", "nofile", "output-limit") and a value in the CLI's units ("512M",
+ * "90s", "1.5"). */
+int ab_spec_set_limit(ab_spec *s, const char *name, const char *value, ab_error **err);
+/* Opts out of a default protection: "seccomp", "landlock", "disable-userns", "cgroup". */
+int ab_spec_set_without(ab_spec *s, const char *protection, ab_error **err);
+int ab_spec_set_env_dir(ab_spec *s, const char *dir, ab_error **err);
+/* Any other spec key, its value as JSON text (e.g. key "ro_binds", value "[\"/opt/x\"]"). */
+int ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error **err);
+
+/* ---- running ---------------------------------------------------------------------------- */
+
+/* Where the script's output is relayed live (besides being captured in the report): fds of
+ * the caller, or -1 for none. The fds are duplicated into the supervisor; the library never
+ * closes or changes them. */
+typedef struct ab_io {
+	int out_fd;
+	int err_fd;
+} ab_io;
+
+/* Runs the spec and waits. 0 when the run produced a report (whatever its status: a script
+ * that failed, a limit, or agentbox refusing the run are all reports; see
+ * ab_result_agentbox_exit); a negative errno with *err when no report could be made. */
+int ab_run(ab_context *ctx, const ab_spec *s, ab_result **ret, ab_error **err);
+int ab_run_io(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_result **ret, ab_error **err);
+
+/* Asynchronous: start a run, poll its fd (readable when it has finished), then wait. Many
+ * runs can be in flight at once from one thread. */
+ab_run_handle *ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err);
+int ab_run_fd(const ab_run_handle *r);
+/* Stops the run (the sandbox is killed; the report says status "interrupted"). */
+int ab_run_cancel(ab_run_handle *r);
+/* Waits for the run to finish (at once when its fd was readable) and frees r. */
+int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
+
+/* ---- results ---------------------------------------------------------------------------- */
+
+const char *ab_result_json(const ab_result *r); /* the report (docs/report-schema.md) */
+const char *ab_result_status(const ab_result *r);
+int ab_result_exit_code(const ab_result *r); /* the script's, -1 when none */
+int ab_result_signal(const ab_result *r);    /* 0 when none */
+/* The exit status agentbox's command line would use for this run (README "Exit status"). */
+int ab_result_agentbox_exit(const ab_result *r);
+int64_t ab_result_wall_ms(const ab_result *r);
+/* Captured output (NUL-terminated, possibly lossy UTF-8 as in the report); *len its bytes. */
+const char *ab_result_stdout(const ab_result *r, size_t *len);
+const char *ab_result_stderr(const ab_result *r, size_t *len);
+const char *ab_result_message(const ab_result *r); /* NULL when none */
+const char *ab_result_fix(const ab_result *r);     /* NULL when none */
+const char *ab_result_run_dir(const ab_result *r); /* NULL with rm */
+const char *ab_result_workspace(const ab_result *r);
+void ab_result_free(ab_result *r);
+
+/* ---- the other commands (each JSON text in *ret, malloc'd) -------------------------------- */
+
+/* What `agentbox doctor --json` prints: every check with its result and fix. */
+int ab_probe(ab_context *ctx, char **ret, ab_error **err);
+/* `agentbox prepare`: req is {"python": "requirements.txt"} or {"node": "package.json"} with
+ * optional "lock", "interpreter", "system_site_packages", "find_links", "no_index",
+ * "allow_hosts", "cache_dir", "limits" ({"timeout","memory","pids","disk"}). *ret: {"env_dir":
+ * PATH, "cache_hit": bool, "report": {...}}. Progress goes to io's fds. */
+int ab_prepare(ab_context *ctx, const char *req_json, const ab_io *io, char **ret, ab_error **err);
+/* Copies what a kept run left into dest (never through a link); *ret lists it. */
+int ab_collect(ab_context *ctx, const char *run_dir, const char *dest, char **ret, ab_error **err);
+/* Removes a kept run directory (one agentbox made; nothing else). */
+int ab_rm(ab_context *ctx, const char *run_dir, ab_error **err);
+/* Removes kept runs older than older_than_ms (0: all) under the runs directory; *ret says
+ * what was removed and kept. */
+int ab_gc(ab_context *ctx, int64_t older_than_ms, int dry_run, char **ret, ab_error **err);
+
+const char *ab_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1008 @@
+/* api.c: libagentbox, the public API (include/agentbox/agentbox.h). A thin client: specs are
+ * checked here, and each run, prepare, probe, collect, rm or gc happens in a supervisor
+ * process of its own (src/supervisor/main.c). What this file does to the calling process:
+ * opens the fds of a run (a pidfd, two memfds, one pipe end) and closes them in ab_run_wait;
+ * starts the supervisor with clone3(CLONE_PIDFD) and exit_signal 0, so no SIGCHLD reaches
+ * the caller and its waitpid(-1) never reaps it. Nothing else. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "../cfg.h"
+#include "../lib/api-private.h"
+#include "../spec.h"
+#include "../util/fdutil.h"
+#include "../util/macro.h"
+#include "../util/xalloc.h"
+#include "agentbox/agentbox.h"
+#include "config.h"
+
+#define AB_EXPORT __attribute__((visibility("default")))
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+struct ab_error {
+	int code;
+	int exit;
+	char *message;
+	char *fix;
+};
+
+static ab_error *
+error_new(int code, int exit, const char *fix, const char *fmt, va_list ap)
+{
+	ab_error *e = xcalloc(1, sizeof(*e));
+
+	e->code = code < 0 ? code : -EIO;
+	e->exit = exit ? exit : 125;
+	if (vasprintf(&e->message, fmt, ap) < 0)
+		e->message = xstrdup("out of memory");
+	e->fix = xstrdup(fix ? fix : "");
+	return e;
+}
+
+/* Sets *err (when err is not NULL) and returns code. */
+static int __attribute__((format(printf, 5, 6)))
+fail(ab_error **err, int code, int exit, const char *fix, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		va_start(ap, fmt);
+		*err = error_new(code, exit, fix, fmt, ap);
+		va_end(ap);
+	}
+	return code < 0 ? code : -EIO;
+}
+
+static int
+fail_ab(ab_error **err, const struct ab_err *e)
+{
+	return fail(err, e->code, e->exit ? e->exit : 125, e->fix, "%s", e->msg);
+}
+
+AB_EXPORT int
+ab_error_code(const ab_error *e)
+{
+	return e ? e->code : 0;
+}
+
+AB_EXPORT const char *
+ab_error_message(const ab_error *e)
+{
+	return e ? e->message : "";
+}
+
+AB_EXPORT const char *
+ab_error_fix(const ab_error *e)
+{
+	return e ? e->fix : "";
+}
+
+AB_EXPORT int
+ab_error_exit_status(const ab_error *e)
+{
+	return e ? e->exit : 0;
+}
+
+AB_EXPORT void
+ab_error_wrap(ab_error *e, const char *fmt, ...)
+{
+	char *outer = NULL, *both = NULL;
+	va_list ap;
+
+	if (!e)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&outer, fmt, ap) < 0)
+		outer = NULL;
+	va_end(ap);
+	if (outer && asprintf(&both, "%s: %s", outer, e->message) >= 0) {
+		free(e->message);
+		e->message = both;
+	}
+	free(outer);
+}
+
+AB_EXPORT void
+ab_error_free(ab_error *e)
+{
+	if (!e)
+		return;
+	free(e->message);
+	free(e->fix);
+	free(e);
+}
+
+/* ---- context ---------------------------------------------------------------------------- */
+
+struct ab_context {
+	struct ab_cfg cfg;
+	struct strv sanitizer_env; /* ASAN_OPTIONS etc., passed on to supervisors */
+};
+
+AB_EXPORT ab_context *
+ab_context_new(ab_error **err)
+{
+	static const char *const pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+	ab_context *ctx = xcalloc(1, sizeof(*ctx));
+
+	(void) err;
+	cfg_from_env(&ctx->cfg);
+	for (size_t i = 0; i < ARRAY_SIZE(pass); i++) {
+		const char *v = getenv(pass[i]);
+
+		if (v)
+			strv_pushf(&ctx->sanitizer_env, "%s=%s", pass[i], v);
+	}
+	return ctx;
+}
+
+AB_EXPORT int
+ab_context_set(ab_context *ctx, const char *key, const char *value)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+		{ "runs_dir", offsetof(struct ab_cfg, runs_dir) },
+		{ "cache_dir", offsetof(struct ab_cfg, cache_dir) },
+		{ "bwrap", offsetof(struct ab_cfg, bwrap) },
+		{ "init", offsetof(struct ab_cfg, init) },
+		{ "netproxy", offsetof(struct ab_cfg, netproxy) },
+		{ "supervisor", offsetof(struct ab_cfg, supervisor) },
+		{ "home", offsetof(struct ab_cfg, home) },
+		{ "path", offsetof(struct ab_cfg, path) },
+	};
+
+	if (!ctx || !key)
+		return -EINVAL;
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		char **field = (char **) ((char *) &ctx->cfg + keys[i].off);
+
+		if (strcmp(key, keys[i].key) != 0)
+			continue;
+		free(*field);
+		*field = value ? xstrdup(value) : NULL;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+AB_EXPORT void
+ab_context_free(ab_context *ctx)
+{
+	if (!ctx)
+		return;
+	cfg_done(&ctx->cfg);
+	strv_done(&ctx->sanitizer_env);
+	free(ctx);
+}
+
+/* ---- specs ------------------------------------------------------------------------------ */
+
+struct ab_spec {
+	json_t *j; /* an object; each key checked when set, the whole at run time */
+};
+
+AB_EXPORT ab_spec *
+ab_spec_new(void)
+{
+	ab_spec *s = xcalloc(1, sizeof(*s));
+
+	s->j = json_object();
+	return s;
+}
+
+/* Checks one key the way spec_parse will (the "script or code" rule waits for the run). */
+static int
+check_key(const char *key, json_t *v, ab_error **err)
+{
+	struct ab_run_opts o;
+	struct ab_err e = { 0 };
+	json_t *one = json_pack("{s:O}", key, v);
+	int r;
+
+	if (strcmp(key, "script") != 0 && strcmp(key, "code") != 0)
+		json_object_set_new(one, "code", json_string("x"));
+	run_opts_init(&o);
+	r = spec_parse(one, &o, &e);
+	run_opts_done(&o);
+	json_decref(one);
+	return r < 0 ? fail_ab(err, &e) : 0;
+}
+
+AB_EXPORT ab_spec *
+ab_spec_from_json(const char *json, size_t len, ab_error **err)
+{
+	struct ab_run_opts o;
+	struct ab_err e = { 0 };
+	json_error_t je;
+	ab_spec *s;
+	json_t *j;
+	int r;
+
+	if (!json)
+		return fail(err, -EINVAL, 2, NULL, "spec: no JSON given"), NULL;
+	j = json_loadb(json, len == (size_t) -1 ? strlen(json) : len, JSON_REJECT_DUPLICATES, &je);
+	if (!j) {
+		fail(err, -EINVAL, 2, "pass one JSON object (docs/spec.md)",
+		     "spec: not valid JSON (line %d, column %d): %s", je.line, je.column, je.text);
+		return NULL;
+	}
+	run_opts_init(&o);
+	r = spec_parse(j, &o, &e);
+	run_opts_done(&o);
+	if (r < 0) {
+		json_decref(j);
+		fail_ab(err, &e);
+		return NULL;
+	}
+	s = xcalloc(1, sizeof(*s));
+	s->j = j;
+	return s;
+}
+
+AB_EXPORT char *
+ab_spec_to_json(const ab_spec *s)
+{
+	return s ? json_dumps(s->j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
+AB_EXPORT ab_spec *
+ab_spec_copy(const ab_spec *s)
+{
+	ab_spec *c;
+
+	if (!s)
+		return NULL;
+	c = xcalloc(1, sizeof(*c));
+	c->j = json_deep_copy(s->j);
+	return c;
+}
+
+AB_EXPORT void
+ab_spec_free(ab_spec *s)
+{
+	if (!s)
+		return;
+	json_decref(s->j);
+	free(s);
+}
+
+/* Sets key to v (stolen) after checking it. */
+static int
+spec_put(ab_spec *s, const char *key, json_t *v, ab_error **err)
+{
+	int r;
+
+	if (!s || !v) {
+		json_decref(v);
+		return fail(err, -EINVAL, 2, NULL, "spec: no spec or no value for \"%s\"", key);
+	}
+	r = check_key(key, v, err);
+	if (r < 0) {
+		json_decref(v);
+		return r;
+	}
+	if (strcmp(key, "script") == 0)
+		json_object_del(s->j, "code");
+	if (strcmp(key, "code") == 0)
+		json_object_del(s->j, "script");
+	json_object_set_new(s->j, key, v);
+	return 0;
+}
+
+/* Adds v (stolen) to the array or object at key. */
+static int
+spec_add(ab_spec *s, const char *key, const char *name, json_t *v, ab_error **err)
+{
+	json_t *cur = json_object_get(s->j, key);
+	json_t *next = cur ? json_deep_copy(cur) : (name ? json_object() : json_array());
+
+	if (name)
+		json_object_set_new(next, name, v);
+	else
+		json_array_append_new(next, v);
+	return spec_put(s, key, next, err);
+}
+
+AB_EXPORT int
+ab_spec_set_language(ab_spec *s, const char *lang, ab_error **err)
+{
+	return spec_put(s, "language", json_string(lang ? lang : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_script(ab_spec *s, const char *path, ab_error **err)
+{
+	return spec_put(s, "script", json_string(path ? path : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_code(ab_spec *s, const char *code, size_t len, ab_error **err)
+{
+	if (!code)
+		return fail(err, -EINVAL, 2, NULL, "spec: no code given");
+	return spec_put(s, "code", json_stringn(code, len == (size_t) -1 ? strlen(code) : len),
+			err);
+}
+
+AB_EXPORT int
+ab_spec_add_arg(ab_spec *s, const char *arg, ab_error **err)
+{
+	return spec_add(s, "args", NULL, json_string(arg ? arg : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_stdin_file(ab_spec *s, const char *path, ab_error **err)
+{
+	return spec_put(s, "stdin", json_string(path ? path : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_stdin_data(ab_spec *s, const char *data, size_t len, ab_error **err)
+{
+	if (!data)
+		return fail(err, -EINVAL, 2, NULL, "spec: no stdin data given");
+	return spec_put(s, "stdin_data",
+			json_stringn(data, len == (size_t) -1 ? strlen(data) : len), err);
+}
+
+AB_EXPORT int
+ab_spec_set_env(ab_spec *s, const char *name, const char *value, ab_error **err)
+{
+	if (!name || !value)
+		return fail(err, -EINVAL, 2, NULL, "spec: env needs a name and a value");
+	return spec_add(s, "env", name, json_string(value), err);
+}
+
+AB_EXPORT int
+ab_spec_add_input(ab_spec *s, const char *path, ab_error **err)
+{
+	return spec_add(s, "inputs", NULL, json_string(path ? path : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_workspace(ab_spec *s, const char *dir, ab_error **err)
+{
+	return spec_put(s, "workspace", json_string(dir ? dir : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_collect(ab_spec *s, const char *dir, ab_error **err)
+{
+	return spec_put(s, "collect", json_string(dir ? dir : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_rm(ab_spec *s, int rm, ab_error **err)
+{
+	return spec_put(s, "rm", json_boolean(rm), err);
+}
+
+AB_EXPORT int
+ab_spec_set_limit(ab_spec *s, const char *name, const char *value, ab_error **err)
+{
+	if (!name || !value)
+		return fail(err, -EINVAL, 2, NULL, "spec: a limit needs a name and a value");
+	return spec_add(s, "limits", name, json_string(value), err);
+}
+
+AB_EXPORT int
+ab_spec_set_without(ab_spec *s, const char *protection, ab_error **err)
+{
+	return spec_add(s, "without", NULL, json_string(protection ? protection : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_env_dir(ab_spec *s, const char *dir, ab_error **err)
+{
+	return spec_put(s, "env_dir", json_string(dir ? dir : ""), err);
+}
+
+AB_EXPORT int
+ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error **err)
+{
+	json_error_t je;
+	json_t *v;
+
+	if (!key || !value_json)
+		return fail(err, -EINVAL, 2, NULL, "spec: a key and a JSON value are needed");
+	v = json_loads(value_json, JSON_DECODE_ANY, &je);
+	if (!v)
+		return fail(err, -EINVAL, 2, NULL, "spec: \"%s\": not valid JSON: %s", key,
+			    je.text);
+	return spec_put(s, key, v, err);
+}
+
+/* ---- starting a supervisor -------------------------------------------------------------- */
+
+struct ab_run_handle {
+	pid_t pid;
+	int pidfd;
+	int response_fd; /* memfd the supervisor writes its response into */
+	int watch_w;     /* our end of the watch pipe: closing it tells the supervisor */
+	bool waited;
+};
+
+/* agentbox-supervisor: the context's, else next to the running program (the build tree,
+ * the CLI and the supervisor itself), else the installed one. */
+static char *
+find_supervisor(const ab_context *ctx)
+{
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (ctx->cfg.supervisor && ctx->cfg.supervisor[0] == '/')
+		return xstrdup(ctx->cfg.supervisor);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 32);
+	if (n > 0) {
+		char *slash, *cand;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			cand = xasprintf("%s/agentbox-supervisor", self);
+			if (access(cand, X_OK) == 0)
+				return cand;
+			free(cand);
+		}
+	}
+	return xasprintf("%s/agentbox-supervisor", AB_LIBEXECDIR);
+}
+
+static int
+sealed_memfd(const char *name, const char *text, size_t len)
+{
+	cleanup_fd int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0 || write_all(fd, text, len) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return -errno ? -errno : -EIO;
+	return steal_fd(&fd);
+}
+
+/* Between clone3 and execve: async-signal-safe calls only (the caller may have threads). The
+ * sources are all >= 10, so the dup2s onto 0..5 cannot clobber one another. */
+static _Noreturn void
+child_exec(const char *path, char *const argv[], char *const envp[], const int src[6])
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	/* the caller's handlers and mask are the caller's: the supervisor starts clean */
+	for (int s = 1; s < NSIG; s++)
+		(void) sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	(void) sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int i = 0; i < 6; i++)
+		if (dup2(src[i], i) < 0)
+			_exit(127);
+	if (syscall(SYS_close_range, 6U, ~0U, 0) < 0)
+		for (int fd = 6; fd < 65536; fd++)
+			(void) close(fd);
+	execve(path, argv, envp);
+	_exit(127);
+}
+
+static int
+high(int fd)
+{
+	int h = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+
+	if (fd >= 0)
+		(void) close(fd);
+	return h;
+}
+
+/* Starts `agentbox-supervisor mode` with the request (config + body). */
+static ab_run_handle *
+start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body, const ab_io *io,
+      ab_error **err)
+{
+	cleanup_free char *path = find_supervisor(ctx), *text = NULL;
+	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1;
+	json_t *request;
+	struct strv env = { 0 };
+	int watch[2] = { -1, -1 }, pidfd = -1;
+	struct clone_args ca = { 0 };
+	ab_run_handle *r;
+	long pid;
+
+	request = json_pack("{s:o, s:O}", "config", cfg_to_json(&ctx->cfg), body_key, body);
+	text = json_dumps(request, JSON_COMPACT);
+	json_decref(request);
+	if (!text)
+		return fail(err, -ENOMEM, 125, NULL, "out of memory"), NULL;
+	r = xcalloc(1, sizeof(*r));
+	r->pidfd = r->response_fd = r->watch_w = -1;
+	req = high(sealed_memfd("agentbox-request", text, strlen(text)));
+	r->response_fd = memfd_create("agentbox-response", MFD_CLOEXEC);
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	in = high(nul >= 0 ? fcntl(nul, F_DUPFD_CLOEXEC, 0) : -1);
+	out = high(io && io->out_fd >= 0 ? fcntl(io->out_fd, F_DUPFD_CLOEXEC, 0)
+					 : fcntl(nul, F_DUPFD_CLOEXEC, 0));
+	errfd = high(io && io->err_fd >= 0 ? fcntl(io->err_fd, F_DUPFD_CLOEXEC, 0)
+					   : fcntl(nul, F_DUPFD_CLOEXEC, 0));
+	if (pipe2(watch, O_CLOEXEC) == 0) {
+		watch_r = high(watch[0]);
+		r->watch_w = watch[1];
+	}
+	if (req < 0 || r->response_fd < 0 || in < 0 || out < 0 || errfd < 0 || watch_r < 0) {
+		int e = errno;
+
+		ab_run_wait(r, NULL, NULL);
+		return fail(err, -e, 125, NULL, "start a run: %s", strerror(e)), NULL;
+	}
+	strv_push(&env, "PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+	STRV_FOREACH (kv, &ctx->sanitizer_env)
+		strv_push(&env, *kv);
+	{
+		int src[6] = { in, out, errfd, req, -1, watch_r };
+		char *argv[] = { (char *) "agentbox-supervisor", (char *) mode, NULL };
+		int resp = fcntl(r->response_fd, F_DUPFD_CLOEXEC, 10);
+
+		src[4] = resp;
+		ca.flags = CLONE_PIDFD;
+		ca.pidfd = (uint64_t) (uintptr_t) &pidfd;
+		ca.exit_signal = 0; /* no SIGCHLD for the caller; waitpid(-1) never reaps it */
+		pid = resp < 0 ? -1 : syscall(SYS_clone3, &ca, sizeof(ca));
+		if (pid == 0)
+			child_exec(path, argv, strv_array(&env), src);
+		if (resp >= 0)
+			(void) close(resp);
+	}
+	strv_done(&env);
+	if (pid < 0) {
+		int e = errno;
+
+		ab_run_wait(r, NULL, NULL);
+		return fail(err, -e, 125, "check that agentbox is installed (meson install)",
+			    "start agentbox-supervisor '%s': %s", path, strerror(e)),
+		       NULL;
+	}
+	r->pid = (pid_t) pid;
+	r->pidfd = pidfd;
+	return r;
+}
+
+/* Waits for the supervisor and returns its response text (malloc'd, maybe empty). */
+static int
+finish(ab_run_handle *r, char **ret_text, ab_error **err)
+{
+	siginfo_t si = { 0 };
+	struct stat st;
+	char *text = NULL;
+	size_t got = 0;
+
+	if (r->watch_w >= 0) {
+		/* keep it open until the end: closing it would stop the run */
+	}
+	while (r->pidfd >= 0 && waitid(P_PIDFD, (id_t) r->pidfd, &si, WEXITED | __WALL) < 0) {
+		if (errno != EINTR)
+			return fail(err, -errno, 125, NULL, "wait for the supervisor: %s",
+				    strerror(errno));
+	}
+	r->waited = true;
+	if (fstat(r->response_fd, &st) < 0)
+		return fail(err, -errno, 125, NULL, "read the response: %s", strerror(errno));
+	text = xmalloc((size_t) st.st_size + 1);
+	while (got < (size_t) st.st_size) {
+		ssize_t n =
+			pread(r->response_fd, text + got, (size_t) st.st_size - got, (off_t) got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t) n;
+	}
+	text[got] = '\0';
+	if (got == 0) {
+		free(text);
+		if (si.si_code == CLD_EXITED && si.si_status == 127)
+			return fail(err, -ENOENT, 125,
+				    "check that agentbox is installed (meson "
+				    "install), or set AGENTBOX_SUPERVISOR",
+				    "agentbox-supervisor could not be started");
+		return fail(err, -EIO, 125, "report a bug with the output above",
+			    "agentbox-supervisor ended without a response (%s %d)",
+			    si.si_code == CLD_EXITED ? "exit" : "signal", si.si_status);
+	}
+	*ret_text = text;
+	return 0;
+}
+
+static void
+run_free(ab_run_handle *r)
+{
+	if (r->pidfd >= 0)
+		(void) close(r->pidfd);
+	if (r->response_fd >= 0)
+		(void) close(r->response_fd);
+	if (r->watch_w >= 0)
+		(void) close(r->watch_w);
+	free(r);
+}
+
+/* A command's response {"result": ...} or {"error": ...}. */
+static int
+command(ab_context *ctx, const char *mode, json_t *body, const ab_io *io, json_t **ret,
+	ab_error **err)
+{
+	ab_context *own = NULL;
+	cleanup_free char *text = NULL;
+	json_t *resp, *e;
+	ab_run_handle *r;
+	int rc;
+
+	if (!ctx)
+		ctx = own = ab_context_new(err);
+	r = start(ctx, mode, "request", body, io, err);
+	json_decref(body);
+	ab_context_free(own);
+	if (!r)
+		return -EIO;
+	rc = finish(r, &text, err);
+	run_free(r);
+	if (rc < 0)
+		return rc;
+	resp = json_loads(text, 0, NULL);
+	if (!resp)
+		return fail(err, -EIO, 125, NULL, "agentbox-supervisor answered garbage");
+	e = json_object_get(resp, "error");
+	if (e) {
+		rc = fail(err, (int) json_integer_value(json_object_get(e, "code")),
+			  (int) json_integer_value(json_object_get(e, "exit")),
+			  json_string_value(json_object_get(e, "fix")), "%s",
+			  json_string_value(json_object_get(e, "message")) ?: "?");
+		/* a failed prepare still carries its report */
+		if (ret && json_object_get(resp, "result"))
+			*ret = json_incref(json_object_get(resp, "result"));
+	} else if (ret) {
+		*ret = json_incref(json_object_get(resp, "result"));
+	}
+	json_decref(resp);
+	return rc;
+}
+
+/* ---- runs -------------------------------------------------------------------------------- */
+
+struct ab_result {
+	char *text;   /* the report as written */
+	json_t *json; /* parsed */
+	char *out, *err_text;
+	size_t out_len, err_len;
+};
+
+AB_EXPORT ab_run_handle *
+ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
+{
+	ab_context *own = NULL;
+	struct ab_run_opts o;
+	struct ab_err e = { 0 };
+	ab_run_handle *r;
+	int rc;
+
+	if (!s)
+		return fail(err, -EINVAL, 2, NULL, "no spec given"), NULL;
+	/* the whole spec, as the supervisor will read it: refused here, not after a fork */
+	run_opts_init(&o);
+	rc = spec_parse(s->j, &o, &e);
+	run_opts_done(&o);
+	if (rc < 0)
+		return fail_ab(err, &e), NULL;
+	if (!ctx)
+		ctx = own = ab_context_new(err);
+	r = start(ctx, "run", "spec", s->j, io, err);
+	ab_context_free(own);
+	return r;
+}
+
+AB_EXPORT int
+ab_run_fd(const ab_run_handle *r)
+{
+	return r ? r->pidfd : -1;
+}
+
+int
+api_run_signal(ab_run_handle *r, int sig)
+{
+	if (!r || r->waited || r->pidfd < 0)
+		return -EINVAL;
+	return syscall(SYS_pidfd_send_signal, r->pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+}
+
+AB_EXPORT int
+ab_run_cancel(ab_run_handle *r)
+{
+	return api_run_signal(r, SIGTERM);
+}
+
+static char *
+stream_text(const json_t *rep, const char *key, size_t *ret_len)
+{
+	const json_t *t = json_object_get(json_object_get(rep, key), "text");
+
+	*ret_len = json_is_string(t) ? json_string_length(t) : 0;
+	return xstrdup(json_is_string(t) ? json_string_value(t) : "");
+}
+
+AB_EXPORT int
+ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err)
+{
+	cleanup_free char *text = NULL;
+	ab_result *res;
+	json_t *j;
+	int rc;
+
+	if (ret)
+		*ret = NULL;
+	if (!r)
+		return fail(err, -EINVAL, 2, NULL, "no run given");
+	if (r->pid <= 0) { /* never started */
+		run_free(r);
+		return -EINVAL;
+	}
+	rc = finish(r, &text, err);
+	run_free(r);
+	if (rc < 0)
+		return rc;
+	j = json_loads(text, 0, NULL);
+	if (!j || !json_is_object(j))
+		return fail(err, -EIO, 125, NULL, "agentbox-supervisor answered garbage");
+	if (json_object_get(j, "result") || json_object_get(j, "error")) {
+		/* not a report: a dry run, or the supervisor's own failure */
+		const json_t *e = json_object_get(j, "error");
+
+		rc = e ? fail(err, (int) json_integer_value(json_object_get(e, "code")),
+			      (int) json_integer_value(json_object_get(e, "exit")),
+			      json_string_value(json_object_get(e, "fix")), "%s",
+			      json_string_value(json_object_get(e, "message")) ?: "?")
+		       : 1;
+		json_decref(j);
+		return rc;
+	}
+	res = xcalloc(1, sizeof(*res));
+	res->text = steal_ptr(&text);
+	res->json = j;
+	res->out = stream_text(j, "stdout", &res->out_len);
+	res->err_text = stream_text(j, "stderr", &res->err_len);
+	if (ret)
+		*ret = res;
+	else
+		ab_result_free(res);
+	return 0;
+}
+
+AB_EXPORT int
+ab_run_io(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_result **ret, ab_error **err)
+{
+	ab_run_handle *r = ab_run_start(ctx, s, io, err);
+
+	if (ret)
+		*ret = NULL;
+	if (!r)
+		return -EINVAL;
+	return ab_run_wait(r, ret, err);
+}
+
+AB_EXPORT int
+ab_run(ab_context *ctx, const ab_spec *s, ab_result **ret, ab_error **err)
+{
+	return ab_run_io(ctx, s, NULL, ret, err);
+}
+
+/* ---- results ----------------------------------------------------------------------------- */
+
+static const char *
+res_str(const ab_result *r, const char *key)
+{
+	return r ? json_string_value(json_object_get(r->json, key)) : NULL;
+}
+
+static int64_t
+res_int(const ab_result *r, const char *key, int64_t dflt)
+{
+	const json_t *v = r ? json_object_get(r->json, key) : NULL;
+
+	return json_is_integer(v) ? (int64_t) json_integer_value(v) : dflt;
+}
+
+AB_EXPORT const char *
+ab_result_json(const ab_result *r)
+{
+	return r ? r->text : NULL;
+}
+
+AB_EXPORT const char *
+ab_result_status(const ab_result *r)
+{
+	return res_str(r, "status");
+}
+
+AB_EXPORT int
+ab_result_exit_code(const ab_result *r)
+{
+	return (int) res_int(r, "exit_code", -1);
+}
+
+AB_EXPORT int
+ab_result_signal(const ab_result *r)
+{
+	return (int) res_int(r, "signal", 0);
+}
+
+AB_EXPORT int
+ab_result_agentbox_exit(const ab_result *r)
+{
+	return (int) res_int(r, "agentbox_exit", 125);
+}
+
+AB_EXPORT int64_t
+ab_result_wall_ms(const ab_result *r)
+{
+	return res_int(r, "wall_ms", -1);
+}
+
+AB_EXPORT const char *
+ab_result_stdout(const ab_result *r, size_t *len)
+{
+	if (len)
+		*len = r ? r->out_len : 0;
+	return r ? r->out : NULL;
+}
+
+AB_EXPORT const char *
+ab_result_stderr(const ab_result *r, size_t *len)
+{
+	if (len)
+		*len = r ? r->err_len : 0;
+	return r ? r->err_text : NULL;
+}
+
+AB_EXPORT const char *
+ab_result_message(const ab_result *r)
+{
+	return res_str(r, "message");
+}
+
+AB_EXPORT const char *
+ab_result_fix(const ab_result *r)
+{
+	return res_str(r, "fix");
+}
+
+AB_EXPORT const char *
+ab_result_run_dir(const ab_result *r)
+{
+	return res_str(r, "run_dir");
+}
+
+AB_EXPORT const char *
+ab_result_workspace(const ab_result *r)
+{
+	return res_str(r, "workspace");
+}
+
+AB_EXPORT void
+ab_result_free(ab_result *r)
+{
+	if (!r)
+		return;
+	free(r->text);
+	free(r->out);
+	free(r->err_text);
+	json_decref(r->json);
+	free(r);
+}
+
+/* ---- the other commands ------------------------------------------------------------------ */
+
+static int
+dump(json_t *j, char **ret)
+{
+	if (ret)
+		*ret = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	return 0;
+}
+
+AB_EXPORT int
+ab_probe(ab_context *ctx, char **ret, ab_error **err)
+{
+	json_t *j = NULL;
+	int r = command(ctx, "probe", json_object(), NULL, &j, err);
+
+	if (r < 0) {
+		json_decref(j);
+		return r;
+	}
+	return dump(j, ret);
+}
+
+AB_EXPORT int
+ab_prepare(ab_context *ctx, const char *req_json, const ab_io *io, char **ret, ab_error **err)
+{
+	json_t *req, *j = NULL;
+	json_error_t je;
+	int r;
+
+	if (ret)
+		*ret = NULL;
+	req = req_json ? json_loads(req_json, 0, &je) : NULL;
+	if (!json_is_object(req)) {
+		json_decref(req);
+		return fail(err, -EINVAL, 2, NULL, "prepare: the request is not a JSON object");
+	}
+	r = command(ctx, "prepare", req, io, &j, err);
+	dump(j, ret);
+	return r;
+}
+
+AB_EXPORT int
+ab_collect(ab_context *ctx, const char *run_dir, const char *dest, char **ret, ab_error **err)
+{
+	json_t *j = NULL;
+	int r;
+
+	if (!run_dir || !dest)
+		return fail(err, -EINVAL, 2, NULL, "collect: give RUN_DIR and DIR");
+	r = command(ctx, "collect", json_pack("{s:s, s:s}", "run_dir", run_dir, "dest", dest), NULL,
+		    &j, err);
+	if (r < 0) {
+		json_decref(j);
+		return r;
+	}
+	return dump(j, ret);
+}
+
+AB_EXPORT int
+ab_rm(ab_context *ctx, const char *run_dir, ab_error **err)
+{
+	if (!run_dir)
+		return fail(err, -EINVAL, 2, NULL, "rm: give RUN_DIR");
+	return command(ctx, "rm", json_pack("{s:s}", "run_dir", run_dir), NULL, NULL, err);
+}
+
+AB_EXPORT int
+ab_gc(ab_context *ctx, int64_t older_than_ms, int dry_run, char **ret, ab_error **err)
+{
+	json_t *j = NULL;
+	int r = command(ctx, "gc",
+			json_pack("{s:I, s:b}", "older_than_ms", (json_int_t) older_than_ms,
+				  "dry_run", dry_run),
+			NULL, &j, err);
+
+	if (r < 0) {
+		json_decref(j);
+		return r;
+	}
+	return dump(j, ret);
+}
+
+AB_EXPORT const char *
+ab_version(void)
+{
+	return AB_VERSION;
+}
