@@ -81,12 +81,13 @@ main(void)
 
 	/* shebangs */
 	DETECT("tool", "#!/usr/bin/env python3\nprint(1)\n", AB_LANG_PYTHON,
-	       "#!/usr/bin/env python3");
-	DETECT("tool", "#!/usr/bin/python3\n", AB_LANG_PYTHON, "#!/usr/bin/python3");
-	DETECT("tool", "#!/usr/bin/python\n", AB_LANG_PYTHON, "#!/usr/bin/python");
-	DETECT("tool", "#!/usr/bin/node\nconsole.log(1)\n", AB_LANG_NODE, "#!/usr/bin/node");
-	DETECT("tool", "#!/usr/bin/env node\n", AB_LANG_NODE, "#!/usr/bin/env node");
-	DETECT("tool", "#! /usr/bin/env python3\n", AB_LANG_PYTHON, "#! with a space");
+	       "shebang /usr/bin/env python3");
+	DETECT("tool", "#!/usr/bin/python3\n", AB_LANG_PYTHON, "shebang /usr/bin/python3");
+	DETECT("tool", "#!/usr/bin/python\n", AB_LANG_PYTHON, "shebang /usr/bin/python");
+	DETECT("tool", "#!/usr/bin/node\nconsole.log(1)\n", AB_LANG_NODE, "shebang /usr/bin/node");
+	DETECT("tool", "#!/usr/bin/env node\n", AB_LANG_NODE, "shebang /usr/bin/env node");
+	DETECT("tool", "#! /usr/bin/env python3\n", AB_LANG_PYTHON,
+	       "a space after the shebang's mark");
 	DETECT("tool", "#!/usr/bin/python3 -u -X dev\n", AB_LANG_PYTHON, "python with args");
 	DETECT("tool", "#!/usr/bin/env -S node --max-old-space-size=64\n", AB_LANG_NODE,
 	       "env -S node with args");
@@ -145,7 +146,7 @@ main(void)
 		(void) interp_detect_lang("tool", fd, AB_LANG_AUTO, &got, &err);
 		TAP_TODO(got == AB_LANG_NODE,
 			 "interp.c looks for \"python\" anywhere in the line before \"node\"",
-			 "#!/usr/bin/node with an argument that says python: node");
+			 "shebang /usr/bin/node with an argument that says python: node");
 		if (fd >= 0)
 			close(fd);
 	}
