@@ -53,7 +53,7 @@ hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *e
 	for (;;) {
 		char *p = rest, *end, comp[NAME_MAX + 1];
 		const char *after;
-		bool last, slash;
+		bool last, slash, dir_only;
 		size_t len;
 		int fd;
 
@@ -120,8 +120,10 @@ hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *e
 				(void) close(dfd);
 				dfd = root;
 			}
+			/* after points into rest, which splice_link frees */
+			dir_only = slash && !*after;
 			splice_link(&rest, target, slash ? after : "");
-			if (slash && !*after) {
+			if (dir_only) {
 				/* "link/": what it points to must be a directory */
 				char *n2 = xasprintf("%s/", rest);
 

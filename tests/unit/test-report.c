@@ -1,9 +1,14 @@
-/* Unit tests for report.c: the fixed schema, escaping of hostile output, status names. */
+/* Unit tests for report.c: the fixed schema, escaping of hostile output, status names, a
+ * golden report (tests/data/report-golden.json; regenerate with AB_UPDATE_GOLDEN=1 and review
+ * the diff like code), and report_patch_int. */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "src/report.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
@@ -14,6 +19,259 @@ static const char *const keys[] = {
 	"limits",         "usage",  "limits_hit", "message",   "fix",     "lang",    "interpreter",
 	"agentbox_exit",
 };
+
+static char *
+read_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = xmalloc((size_t) n + 1);
+	if (fread(buf, 1, (size_t) n, f) != (size_t) n)
+		n = 0;
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Every field set, every optional object present: an OOM-killed run of a root caller. */
+static void
+golden_result(struct ab_result *r, struct ab_run_opts *o)
+{
+	static const char *const prots[][3] = {
+		{ "namespaces", "1", "user, mount, pid, net, ipc, uts, cgroup" },
+		{ "network", "1", "own network namespace: loopback only" },
+		{ "readonly_base", "1", "/usr and generated /etc read-only; / read-only" },
+		{ "writable", "1", "only /work (capped tmpfs), /tmp and /dev/shm" },
+		{ "new_session", "1", "no controlling terminal (TIOCSTI)" },
+		{ "die_with_parent", "1", NULL },
+		{ "cap_drop_all", "1", NULL },
+		{ "clearenv", "1", "5 variables" },
+		{ "disable_userns", "0", "bwrap lacks --disable-userns" },
+		{ "seccomp", "1", "policy default" },
+		{ "landlock", "1",
+		  "ABI 6, TCP bind/connect denied, abstract sockets and signals "
+		  "scoped" },
+		{ "fresh_keyring", "1", "new anonymous session keyring" },
+		{ "no_host_root", "1", "started as root: runs as uid 64000" },
+		{ "pid1_nondumpable", "1", "agentbox-init is PID 1" },
+		{ "cgroup", "1", "cgroup v1" },
+	};
+	static const char *const mechanisms[AB_LIM_COUNT] = {
+		[AB_LIM_TIMEOUT_MS] = "agentbox monotonic deadline + SIGKILL",
+		[AB_LIM_CPU_TIME_MS] = "cgroup v1 cpuacct.usage polled + RLIMIT_CPU",
+		[AB_LIM_DISK] = "tmpfs size= on the workspace",
+		[AB_LIM_INODES] = "tmpfs nr_inodes= on the workspace",
+		[AB_LIM_TMP_SIZE] = "bwrap --size tmpfs on /tmp and /dev/shm",
+		[AB_LIM_FILE_SIZE] = "rlimit RLIMIT_FSIZE",
+		[AB_LIM_NOFILE] = "rlimit RLIMIT_NOFILE",
+		[AB_LIM_OUTPUT] = "agentbox pipe capture",
+	};
+	static const char out[] = "h\xc3\xa9llo \x1b[31mred\x1b[0m \xff\n\"quoted\" \\ tab\t\n";
+
+	run_opts_init(o);
+	o->limits[AB_LIM_MEMORY] = (struct ab_limit){ 64ULL << 20, true };
+	o->limits[AB_LIM_CPU_TIME_MS] = (struct ab_limit){ 5000, true };
+	o->limits[AB_LIM_TIMEOUT_MS] = (struct ab_limit){ 30000, true };
+	result_init(r, o);
+	r->status = AB_STATUS_OOM;
+	r->signal = SIGKILL;
+	r->agentbox_exit = 137;
+	r->wall_ms = 1234;
+	r->cpu_ms = 987;
+	r->max_rss_kib = 65432;
+	r->started_unix_ms = 1700000000123LL;
+	r->kill_to_reaped_ms = 17;
+	r->supervisor_max_rss_kib = 20480;
+	r->supervisor_fds_left = 0;
+	r->run_id = xstrdup("AbC123");
+	r->out.buf = xmalloc(sizeof(out) - 1);
+	memcpy(r->out.buf, out, sizeof(out) - 1);
+	r->out.len = sizeof(out) - 1;
+	r->out.bytes = 1 << 20;
+	r->out.truncated = true;
+	r->out.relayed = true;
+	r->out.relay_dropped = 12;
+	r->err.buf = xstrdup("Killed\n");
+	r->err.len = strlen(r->err.buf);
+	r->err.bytes = r->err.len;
+	r->message = xstrdup("memory limit reached: 1 process(es) OOM-killed");
+	r->fix = xstrdup("raise --memory");
+	r->run_dir = xstrdup("/var/tmp/agentbox-0/run-AbC123");
+	r->run_dir_kept = true;
+	r->workspace = xstrdup("/var/tmp/agentbox-0/run-AbC123/work");
+	r->script = xstrdup("agent.py");
+	r->lang = AB_LANG_PYTHON;
+	r->interpreter = xstrdup("/usr/bin/python3.11");
+	r->files = json_pack("[{s:s, s:s, s:I, s:I, s:s, s:s, s:[], s:b}, "
+			     "{s:s, s:s, s:I, s:I, s:s, s:s, s:[s], s:b}]",
+			     "path", "agent.py", "type", "file", "size", (json_int_t) 12,
+			     "blocks_bytes", (json_int_t) 4096, "mode", "0644", "sha256",
+			     "6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b",
+			     "flags", "collected", 1, "path", "big\\x0a", "type", "file", "size",
+			     (json_int_t) (1LL << 30), "blocks_bytes", (json_int_t) 0, "mode",
+			     "0600", "reason", "sparse: hashing would read its holes", "flags",
+			     "sparse", "collected", 0);
+	r->files_summary = json_pack(
+		"{s:I, s:I, s:I, s:b, s:[], s:I, s:I, s:I, s:I, s:I, s:I, "
+		"s:I, s:I}",
+		"listed", (json_int_t) 2, "entries", (json_int_t) 2, "unlisted", (json_int_t) 0,
+		"truncated", 0, "truncated_by", "list_bytes", (json_int_t) 640, "hashed_bytes",
+		(json_int_t) 12, "hashes_reused", (json_int_t) 0, "unhashed", (json_int_t) 1,
+		"stripped", (json_int_t) 0, "strip_failed", (json_int_t) 0, "walk_ms",
+		(json_int_t) 3, "skipped", (json_int_t) 0);
+	r->inputs = json_pack("[{s:s, s:s, s:I, s:I, s:[], s:b}]", "path", "/srv/data.csv", "type",
+			      "file", "bytes", (json_int_t) 100, "entries", (json_int_t) 1,
+			      "skipped", "truncated", 0);
+	r->collected =
+		json_pack("{s:s, s:I, s:I, s:[], s:{}}", "dir", "/srv/out", "bytes",
+			  (json_int_t) 12, "skipped_count", (json_int_t) 0, "files", "summary");
+	r->environment = json_pack("{s:I, s:I, s:I, s:[], s:b}", "bytes", (json_int_t) 4096,
+				   "entries", (json_int_t) 3, "skipped_count", (json_int_t) 0,
+				   "skipped", "truncated", 0);
+	for (int i = 0; i < AB_LIM_COUNT; i++)
+		r->limits[i] = (struct ab_limit_result){ true, o->limits[i].value, mechanisms[i],
+							 true, NULL };
+	r->limits[AB_LIM_MEMORY] = (struct ab_limit_result){
+		true, 64ULL << 20, "cgroup v1 memory.limit_in_bytes (+memsw)", true,
+		xstrdup("tmpfs and memfd pages (the workspace included) count")
+	};
+	r->limits[AB_LIM_PIDS] =
+		(struct ab_limit_result){ true, 0, NULL, false, xstrdup("not enforced") };
+	r->limits[AB_LIM_CPUS_MILLI] = (struct ab_limit_result){
+		true, 2000, "cpu affinity (whole cores)", false,
+		xstrdup("fallback: pinned to whole cores; the script can change its own "
+			"affinity")
+	};
+	r->usage = (struct ab_usage){ .memory_peak_bytes = 67108864,
+				      .cpu_ms = 950,
+				      .tasks_peak = 3,
+				      .workspace_bytes = 8192,
+				      .workspace_entries = 2,
+				      .oom_kills = 1,
+				      .pids_refused = 0 };
+	for (size_t i = 0; i < sizeof(prots) / sizeof(prots[0]); i++)
+		if (prots[i][2])
+			result_protect(r, prots[i][0], prots[i][1][0] == '1', "%s", prots[i][2]);
+		else
+			result_protect(r, prots[i][0], prots[i][1][0] == '1', NULL);
+	r->sandbox_host_uid = 64000;
+	r->workspace_mode = "tmpfs";
+	result_warn(r, "default pids limit not enforced: no writable pids cgroup (fix: %s)",
+		    "run as root");
+	result_warn(r, "a second warning with \"quotes\" and \\ backslashes");
+	strv_push(&r->limits_hit, "memory");
+	strv_push(&r->limits_hit, "file-size");
+}
+
+static void
+test_golden(void)
+{
+	struct ab_run_opts o;
+	struct ab_result r;
+	const char *dir = getenv("AB_TESTDIR");
+	char *path, *text, *want;
+	json_t *j, *back;
+	size_t len = 0;
+
+	golden_result(&r, &o);
+	j = report_build(&r);
+	TAP_STREQ(json_string_value(json_object_get(j, "agentbox_version")), AB_VERSION,
+		  "golden: agentbox_version is the build's");
+	/* the golden file does not change with the version number */
+	json_object_set_new(j, "agentbox_version", json_string("@VERSION@"));
+	text = report_dumps(j, &len);
+	path = xasprintf("%s/data/report-golden.json", dir ? dir : "tests");
+	if (getenv("AB_UPDATE_GOLDEN")) {
+		FILE *f = fopen(path, "we");
+
+		if (f) {
+			fwrite(text, 1, len, f);
+			fclose(f);
+		}
+	}
+	want = read_file(path);
+	TAP_OK(want != NULL, "golden file %s exists", path);
+	TAP_OK(want && strlen(want) == len && memcmp(text, want, len) == 0,
+	       "the report of a fully populated result matches its golden file byte for byte");
+	if (want && (strlen(want) != len || memcmp(text, want, len) != 0))
+		printf("# got:\n%s", text);
+	back = json_loads(text, 0, NULL);
+	TAP_OK(back && json_equal(back, j), "golden: the text parses back to the same object");
+	json_decref(back);
+	free(want);
+	free(path);
+	free(text);
+	json_decref(j);
+	result_done(&r);
+	run_opts_done(&o);
+}
+
+/* report_patch_int(key, v) on the dumped report gives exactly the text a report built with
+ * the field at v would have. */
+static void
+patch_is_rebuild(const char *key, size_t field, int64_t from, int64_t to)
+{
+	struct ab_run_opts o;
+	struct ab_result r;
+	json_t *j;
+	char *text, *want;
+	size_t len = 0, wlen = 0;
+	int rc;
+
+	golden_result(&r, &o);
+	*(int64_t *) ((char *) &r + field) = from;
+	j = report_build(&r);
+	text = report_dumps(j, &len);
+	json_decref(j);
+	*(int64_t *) ((char *) &r + field) = to;
+	j = report_build(&r);
+	want = report_dumps(j, &wlen);
+	json_decref(j);
+	rc = report_patch_int(&text, &len, key, to);
+	TAP_OK(rc == 0 && len == wlen && strlen(text) == len && strcmp(text, want) == 0,
+	       "report_patch_int('%s', %lld -> %lld) is the report built with %lld", key,
+	       (long long) from, (long long) to, (long long) to);
+	free(text);
+	free(want);
+	result_done(&r);
+	run_opts_done(&o);
+}
+
+static void
+test_patch_rebuild(void)
+{
+	static const struct {
+		const char *key;
+		size_t field;
+	} patched[] = {
+		{ "agentbox_max_rss_kib", offsetof(struct ab_result, supervisor_max_rss_kib) },
+		{ "agentbox_fds_left", offsetof(struct ab_result, supervisor_fds_left) },
+		{ "cpu_ms", offsetof(struct ab_result, cpu_ms) }, /* usage.cpu_ms is nested */
+		{ "wall_ms", offsetof(struct ab_result, wall_ms) },
+		{ "kill_to_reaped_ms", offsetof(struct ab_result, kill_to_reaped_ms) },
+	};
+	static const int64_t values[][2] = {
+		{ -1, 0 },
+		{ -1, 123456 },
+		{ 123456, -1 },
+		{ 9, 1234567890123LL },
+		{ 1234567890123LL, 7 },
+		{ 0, 0 },
+		{ 5, INT64_MAX },
+	};
+
+	for (size_t k = 0; k < sizeof(patched) / sizeof(patched[0]); k++)
+		for (size_t v = 0; v < sizeof(values) / sizeof(values[0]); v++)
+			patch_is_rebuild(patched[k].key, patched[k].field, values[v][0],
+					 values[v][1]);
+}
 
 /* agentbox_max_rss_kib is patched into the serialised report (main.c write_report). */
 static void
@@ -137,5 +395,7 @@ main(void)
 	result_done(&r);
 	run_opts_done(&o);
 	test_patch();
+	test_patch_rebuild();
+	test_golden();
 	return tap_done();
 }
