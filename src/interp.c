@@ -67,11 +67,23 @@ interp_detect_lang(const char *name, int fd, enum ab_lang forced, enum ab_lang *
 	if (nl)
 		*nl = '\0';
 	if (strncmp(line, "#!", 2) == 0) {
-		if (strstr(line, "python")) {
+		/* the interpreter the shebang names: its first word, or the word after env
+		 * (and env's own -S/-flags); only its base name counts, not its arguments */
+		char *save = NULL, *w = strtok_r(line + 2, " \t\r", &save);
+		const char *base;
+
+		while (w) {
+			base = strrchr(w, '/') ? strrchr(w, '/') + 1 : w;
+			if (strcmp(base, "env") != 0 && w[0] != '-')
+				break;
+			w = strtok_r(NULL, " \t\r", &save);
+		}
+		base = !w ? "" : strrchr(w, '/') ? strrchr(w, '/') + 1 : w;
+		if (strncmp(base, "python", 6) == 0) {
 			*ret = AB_LANG_PYTHON;
 			return 0;
 		}
-		if (strstr(line, "node")) {
+		if (strcmp(base, "node") == 0 || strncmp(base, "nodejs", 6) == 0) {
 			*ret = AB_LANG_NODE;
 			return 0;
 		}
