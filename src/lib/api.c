@@ -437,12 +437,16 @@ ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error *
 /* ---- starting a supervisor -------------------------------------------------------------- */
 
 struct ab_run_handle {
-	pid_t pid;
-	int pidfd;
+	pid_t pid;       /* the intermediate process (see intermediate()) */
+	int pidfd;       /* its pidfd: readable once it, and so the supervisor, has ended */
+	int sup_pidfd;   /* the supervisor's, for signals (-1 once it is gone) */
 	int response_fd; /* memfd the supervisor writes its response into */
 	int watch_w;     /* our end of the watch pipe: closing it tells the supervisor */
 	bool waited;
 };
+
+static void run_free(ab_run_handle *r);
+static int finish_quietly(ab_run_handle *r);
 
 /* agentbox-supervisor: the context's, else next to the running program (the build tree,
  * the CLI and the supervisor itself), else the installed one. */
@@ -515,19 +519,62 @@ high(int fd)
 	return h;
 }
 
+/* In the intermediate process (a copy of the caller that never execs, so only
+ * async-signal-safe calls): starts the supervisor as its own child, tells the caller its pid,
+ * lets go of every fd it inherited, and reaps the supervisor. Its exit, with exit_signal 0,
+ * sends the caller no SIGCHLD; the supervisor's exit (an exec resets exit_signal to SIGCHLD)
+ * goes to this process, never to the caller. */
+static _Noreturn void
+intermediate(const char *path, char *const argv[], char *const envp[], const int src[6], int pid_w)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, ign = { .sa_handler = SIG_IGN };
+	static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
+	sigset_t none;
+	long sup;
+	int st, code;
+
+	/* the caller's handlers are not ours; a terminal's ^C is the supervisor's to answer */
+	for (int s = 1; s < NSIG; s++)
+		(void) sigaction(s, &dfl, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(quiet); i++)
+		(void) sigaction(quiet[i], &ign, NULL);
+	sigemptyset(&none);
+	(void) sigprocmask(SIG_SETMASK, &none, NULL);
+	sup = syscall(SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+	if (sup == 0)
+		child_exec(path, argv, envp, src);
+	{
+		int v = sup < 0 ? -errno : (int) sup;
+
+		(void) !write(pid_w, &v, sizeof(v));
+	}
+	/* nothing of the caller's stays open here: a pipe end held by this process would keep
+	 * the caller's readers (and the supervisor's watch pipe) from ever seeing EOF */
+	if (syscall(SYS_close_range, 0U, ~0U, 0) < 0)
+		for (int fd = 0; fd < 65536; fd++)
+			(void) close(fd);
+	if (sup < 0)
+		_exit(127);
+	while (waitpid((pid_t) sup, &st, 0) < 0)
+		if (errno != EINTR)
+			_exit(127);
+	code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	_exit(code);
+}
+
 /* Starts `agentbox-supervisor mode` with the request (config + body). */
 static ab_run_handle *
 start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body, const ab_io *io,
       ab_error **err)
 {
 	cleanup_free char *path = find_supervisor(ctx), *text = NULL;
-	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1;
+	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1, resp = -1;
 	json_t *request;
 	struct strv env = { 0 };
-	int watch[2] = { -1, -1 }, pidfd = -1;
+	int watch[2] = { -1, -1 }, pp[2] = { -1, -1 }, pidfd = -1, sup = -1;
 	struct clone_args ca = { 0 };
 	ab_run_handle *r;
-	long pid;
+	long mid;
 
 	request = json_pack("{s:o, s:O}", "config", cfg_to_json(&ctx->cfg), body_key, body);
 	text = json_dumps(request, JSON_COMPACT);
@@ -535,9 +582,10 @@ start(ab_context *ctx, const char *mode, const char *body_key, const json_t *bod
 	if (!text)
 		return fail(err, -ENOMEM, 125, NULL, "out of memory"), NULL;
 	r = xcalloc(1, sizeof(*r));
-	r->pidfd = r->response_fd = r->watch_w = -1;
+	r->pidfd = r->sup_pidfd = r->response_fd = r->watch_w = -1;
 	req = high(sealed_memfd("agentbox-request", text, strlen(text)));
 	r->response_fd = memfd_create("agentbox-response", MFD_CLOEXEC);
+	resp = r->response_fd >= 0 ? fcntl(r->response_fd, F_DUPFD_CLOEXEC, 10) : -1;
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	in = high(nul >= 0 ? fcntl(nul, F_DUPFD_CLOEXEC, 0) : -1);
 	out = high(io && io->out_fd >= 0 ? fcntl(io->out_fd, F_DUPFD_CLOEXEC, 0)
@@ -548,41 +596,56 @@ start(ab_context *ctx, const char *mode, const char *body_key, const json_t *bod
 		watch_r = high(watch[0]);
 		r->watch_w = watch[1];
 	}
-	if (req < 0 || r->response_fd < 0 || in < 0 || out < 0 || errfd < 0 || watch_r < 0) {
+	if (req < 0 || resp < 0 || in < 0 || out < 0 || errfd < 0 || watch_r < 0 ||
+	    pipe2(pp, O_CLOEXEC) < 0) {
 		int e = errno;
 
-		ab_run_wait(r, NULL, NULL);
+		run_free(r);
 		return fail(err, -e, 125, NULL, "start a run: %s", strerror(e)), NULL;
 	}
 	strv_push(&env, "PATH=/usr/sbin:/usr/bin:/sbin:/bin");
 	STRV_FOREACH (kv, &ctx->sanitizer_env)
 		strv_push(&env, *kv);
 	{
-		int src[6] = { in, out, errfd, req, -1, watch_r };
+		int src[6] = { in, out, errfd, req, resp, watch_r };
 		char *argv[] = { (char *) "agentbox-supervisor", (char *) mode, NULL };
-		int resp = fcntl(r->response_fd, F_DUPFD_CLOEXEC, 10);
 
-		src[4] = resp;
 		ca.flags = CLONE_PIDFD;
 		ca.pidfd = (uint64_t) (uintptr_t) &pidfd;
 		ca.exit_signal = 0; /* no SIGCHLD for the caller; waitpid(-1) never reaps it */
-		pid = resp < 0 ? -1 : syscall(SYS_clone3, &ca, sizeof(ca));
-		if (pid == 0)
-			child_exec(path, argv, strv_array(&env), src);
-		if (resp >= 0)
-			(void) close(resp);
+		mid = syscall(SYS_clone3, &ca, sizeof(ca));
+		if (mid < 0 && errno == ENOSYS) {
+			/* no clone3 (an old kernel, or valgrind): the same with clone(2), exit
+			 * signal 0 in its flags, the pidfd opened after */
+			mid = syscall(SYS_clone, 0UL, 0UL, 0UL, 0UL, 0UL);
+			if (mid > 0)
+				pidfd = (int) syscall(SYS_pidfd_open, (pid_t) mid, 0);
+		}
+		if (mid == 0)
+			intermediate(path, argv, strv_array(&env), src, pp[1]);
 	}
 	strv_done(&env);
-	if (pid < 0) {
-		int e = errno;
+	(void) close(pp[1]);
+	if (mid >= 0 && read(pp[0], &sup, sizeof(sup)) != (ssize_t) sizeof(sup))
+		sup = -EIO;
+	(void) close(pp[0]);
+	if (mid < 0 || sup < 0) {
+		int e = mid < 0 ? errno : -sup;
 
-		ab_run_wait(r, NULL, NULL);
+		r->pidfd = pidfd;
+		r->pid = (pid_t) mid;
+		if (mid > 0)
+			(void) finish_quietly(r);
+		run_free(r);
 		return fail(err, -e, 125, "check that agentbox is installed (meson install)",
 			    "start agentbox-supervisor '%s': %s", path, strerror(e)),
 		       NULL;
 	}
-	r->pid = (pid_t) pid;
+	r->pid = (pid_t) mid;
 	r->pidfd = pidfd;
+	/* the supervisor is the intermediate's child, which reaps it only when it ends: its
+	 * pid cannot be reused while we hold on, so this pidfd names it or nothing */
+	r->sup_pidfd = (int) syscall(SYS_pidfd_open, sup, 0);
 	return r;
 }
 
@@ -633,11 +696,25 @@ finish(ab_run_handle *r, char **ret_text, ab_error **err)
 	return 0;
 }
 
+static int
+finish_quietly(ab_run_handle *r)
+{
+	siginfo_t si;
+
+	while (r->pidfd >= 0 && waitid(P_PIDFD, (id_t) r->pidfd, &si, WEXITED | __WALL) < 0)
+		if (errno != EINTR)
+			return -errno;
+	r->waited = true;
+	return 0;
+}
+
 static void
 run_free(ab_run_handle *r)
 {
 	if (r->pidfd >= 0)
 		(void) close(r->pidfd);
+	if (r->sup_pidfd >= 0)
+		(void) close(r->sup_pidfd);
 	if (r->response_fd >= 0)
 		(void) close(r->response_fd);
 	if (r->watch_w >= 0)
@@ -728,9 +805,9 @@ ab_run_fd(const ab_run_handle *r)
 int
 api_run_signal(ab_run_handle *r, int sig)
 {
-	if (!r || r->waited || r->pidfd < 0)
+	if (!r || r->waited || r->sup_pidfd < 0)
 		return -EINVAL;
-	return syscall(SYS_pidfd_send_signal, r->pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+	return syscall(SYS_pidfd_send_signal, r->sup_pidfd, sig, NULL, 0) < 0 ? -errno : 0;
 }
 
 AB_EXPORT int

@@ -1,0 +1,46 @@
+#!/bin/sh
+# test-install.sh -- issue 14: `meson install` into a staging directory, then the README's C
+# example (examples/c/hello.c) compiled against the installed header and library with
+# `pkg-config --cflags --libs agentbox`, and run: it must print "exited: 42". Also: the
+# installed library exports ab_* and nothing else, and has a soname.
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$AB_TESTDIR/integration/lib.sh"
+
+if [ -z "${AB_BUILDDIR:-}" ] || [ ! -f "$AB_BUILDDIR/build.ninja" ]; then
+    skip "meson install into a stage" "needs the build tree (AB_BUILDDIR); the staged user variant has none"
+    done_testing
+    exit $?
+fi
+STAGE=$WORK/stage
+rc=0
+meson install -C "$AB_BUILDDIR" --destdir "$STAGE" --no-rebuild --quiet >"$WORK/install.log" 2>&1 || rc=$?
+is "$rc" 0 "meson install --destdir: exit 0"
+PREFIX=$(meson introspect "$AB_BUILDDIR" --buildoptions | jq -r '.[] | select(.name == "prefix") | .value')
+PC=$(find "$STAGE" -name agentbox.pc | head -n1)
+check "the pkg-config file is installed" test -n "$PC"
+check "the header is installed" test -f "$STAGE$PREFIX/include/agentbox/agentbox.h"
+check "the man page is installed" test -f "$STAGE$PREFIX/share/man/man1/agentbox.1"
+SUP=$(find "$STAGE" -name agentbox-supervisor -type f | head -n1)
+check "agentbox-supervisor is installed (libexec)" test -n "$SUP"
+LIB=$(find "$STAGE" -name 'libagentbox.so.1' | head -n1)
+is "$(objdump -p "$LIB" 2>/dev/null | awk '/SONAME/ { print $2 }')" libagentbox.so.1 "the library's soname is libagentbox.so.1"
+is "$(nm -D --defined-only "$LIB" | awk '$3 !~ /^ab_/ && $3 != "AGENTBOX_1" { print $3 }' | head -n5 | tr '\n' ' ')" "" \
+    "the library exports ab_* only"
+check "the library exports ab_run_start" sh -c "nm -D --defined-only '$LIB' | grep -qw ab_run_start"
+
+# pkg-config relocated to the stage: --define-variable=prefix
+CFLAGS_LIBS=$(PKG_CONFIG_PATH=$(dirname "$PC") pkg-config --define-variable=prefix="$STAGE$PREFIX" \
+    --cflags --libs agentbox 2>"$WORK/pc.err")
+check "pkg-config --cflags --libs agentbox works" test -n "$CFLAGS_LIBS"
+rc=0
+# shellcheck disable=SC2086 # the flags are words
+cc -Wall -Werror "$AB_SRCDIR/examples/c/hello.c" $CFLAGS_LIBS -o "$WORK/hello" >"$WORK/cc.log" 2>&1 || rc=$?
+is "$rc" 0 "the README's C example compiles against the installed files ($(head -c 200 "$WORK/cc.log"))"
+rc=0
+LD_LIBRARY_PATH=$(dirname "$LIB") AGENTBOX_SUPERVISOR=$SUP AGENTBOX_RUNS_DIR=$RUNS \
+    bounded 60 "$WORK/hello" >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$rc" 0 "the example runs (exit 0)"
+is "$(cat "$WORK/out")" "exited: 42" "the example prints 'exited: 42'"
+
+done_testing
