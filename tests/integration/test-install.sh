@@ -36,7 +36,18 @@ check "pkg-config --cflags --libs agentbox works" test -n "$CFLAGS_LIBS"
 rc=0
 # shellcheck disable=SC2086 # the flags are words
 cc -Wall -Werror "$AB_SRCDIR/examples/c/hello.c" $CFLAGS_LIBS -o "$WORK/hello" >"$WORK/cc.log" 2>&1 || rc=$?
-is "$rc" 0 "the README's C example compiles against the installed files ($(head -c 200 "$WORK/cc.log"))"
+is "$rc" 0 "examples/c/hello.c compiles against the installed files ($(head -c 200 "$WORK/cc.log"))"
+# the README's first C block itself, exactly as written there
+awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on { print }' "$AB_SRCDIR/README.md" >"$WORK/readme.c"
+check "the README has a C block" test -s "$WORK/readme.c"
+rc=0
+# shellcheck disable=SC2086 # the flags are words
+cc -Wall -Werror -x c "$WORK/readme.c" $CFLAGS_LIBS -o "$WORK/readme" >"$WORK/cc2.log" 2>&1 || rc=$?
+is "$rc" 0 "the README's first C block compiles against the installed files ($(head -c 200 "$WORK/cc2.log"))"
+rc=0
+LD_LIBRARY_PATH=$(dirname "$LIB") AGENTBOX_SUPERVISOR=$SUP AGENTBOX_RUNS_DIR=$RUNS \
+    bounded 60 "$WORK/readme" >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$(cat "$WORK/out")" "exited: 42" "the README's block runs and prints 'exited: 42'"
 rc=0
 LD_LIBRARY_PATH=$(dirname "$LIB") AGENTBOX_SUPERVISOR=$SUP AGENTBOX_RUNS_DIR=$RUNS \
     bounded 60 "$WORK/hello" >"$WORK/out" 2>"$WORK/err" || rc=$?
