@@ -398,7 +398,7 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->sandbox_user = optarg;
 			break;
 		case OPT_SECCOMP_POLICY:
-			if (seccomp_policy_parse(optarg, &o->seccomp_policy) < 0)
+			if (filter_policy_parse(optarg, &o->seccomp_policy) < 0)
 				r = ab_err_usage(
 					err,
 					"invalid --seccomp-policy '%s': expected default or "

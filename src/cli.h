@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-#include "seccomp.h"
+#include "filter.h"
 #include "util/err.h"
 #include "util/strv.h"
 
