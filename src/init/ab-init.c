@@ -232,7 +232,7 @@ main(int argc, char **argv)
 	if (landlock) {
 		const char *what = NULL;
 
-		abi = landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
+		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
 		if (abi < 0)
 			setup_failed(-abi, what ? what : "landlock");
 	}
