@@ -110,12 +110,7 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	/* T7: nothing else crosses into the sandbox. The error pipe is CLOEXEC: keep it. */
 	if (fcntl(errpipe, F_SETFD, FD_CLOEXEC) < 0)
 		child_fail(errpipe, "fcntl");
-	for (int fd = AB_FD_FIRST_FREE; fd < errpipe; fd++)
-		(void) close(fd);
-	if (syscall(SYS_close_range, (unsigned) errpipe + 1, ~0U, 0) < 0) {
-		for (int fd = errpipe + 1; fd < 4096; fd++)
-			(void) close(fd);
-	}
+	(void) fds_close_from_except(AB_FD_FIRST_FREE, errpipe);
 	argv[0] = "bwrap";
 	argv[1] = "--args";
 	argv[2] = "3";
