@@ -210,6 +210,21 @@ relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_
 	}
 }
 
+/* Ends the run, whatever the reason (timeout, CPU time, output cap, interrupt): SIGKILL to
+ * bwrap and everything in the run's cgroup (bwrap's --die-with-parent and the PID namespace
+ * take the rest, see supervise.h). Once; *kill_at is when, for kill_to_reaped_ms. */
+static void
+kill_run(pid_t pid, const struct ab_spawn *sp, bool *killed, int64_t *kill_at)
+{
+	if (*killed)
+		return;
+	*kill_at = now_ms();
+	(void) kill(pid, SIGKILL);
+	if (sp->cg)
+		(void) cg_kill(sp->cg);
+	*killed = true;
+}
+
 /* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
  * of flooding on while the kill lands) and kill the run. */
 static void
@@ -223,11 +238,7 @@ over_cap(struct stream_state *st, struct ab_outcome *oc, pid_t pid, const struct
 	if (*killed)
 		return;
 	oc->output_limited = true;
-	(void) kill(pid, SIGKILL);
-	if (sp->cg)
-		(void) cg_kill(sp->cg);
-	*killed = true;
-	*kill_at = now_ms();
+	kill_run(pid, sp, killed, kill_at);
 }
 
 static void
@@ -518,13 +529,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 					why = "cpu-time";
 				}
 			}
-			if (why) {
-				(void) kill(pid, SIGKILL);
-				if (sp->cg)
-					(void) cg_kill(sp->cg);
-				killed = true;
-				kill_at = now;
-			}
+			if (why)
+				kill_run(pid, sp, &killed, &kill_at);
 		}
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
@@ -583,11 +589,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 					continue;
 				/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
 				oc->interrupted_by = (int) si.ssi_signo;
-				(void) kill(pid, SIGKILL);
-				if (sp->cg)
-					(void) cg_kill(sp->cg);
-				killed = true;
-				kill_at = now_ms();
+				kill_run(pid, sp, &killed, &kill_at);
 			}
 		}
 		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
