@@ -1,6 +1,7 @@
 /* cgroup.h: per-run cgroups, v2 (delegated subtree) or v1 (root: memory, pids, cpu, cpuacct
  * hierarchies). Every path is relative to a root directory so the code runs against a fake
- * cgroupfs tree in unit tests (tests/unit/test-cgroup.c). */
+ * cgroupfs tree in unit tests (tests/unit/test-cgroup.c). Implemented by src/cgroup*.c; which
+ * file does what is in cgroup-internal.h. */
 #pragma once
 
 #include <stdbool.h>

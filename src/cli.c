@@ -220,8 +220,9 @@ cli_run_help(void)
 	       "executable / not found; 2 usage error.\n";
 }
 
+/* The policy names live here, not in filter.c: libagentbox parses specs without libseccomp. */
 int
-cli_policy_parse(const char *s, enum ab_seccomp_policy *ret)
+filter_policy_parse(const char *s, enum ab_seccomp_policy *ret)
 {
 	if (s && strcmp(s, "default") == 0)
 		*ret = AB_SECCOMP_DEFAULT;
@@ -233,7 +234,7 @@ cli_policy_parse(const char *s, enum ab_seccomp_policy *ret)
 }
 
 const char *
-cli_policy_name(enum ab_seccomp_policy p)
+filter_policy_name(enum ab_seccomp_policy p)
 {
 	return p == AB_SECCOMP_STRICT ? "strict" : "default";
 }
@@ -480,7 +481,7 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->sandbox_user = optarg;
 			break;
 		case OPT_SECCOMP_POLICY:
-			if (cli_policy_parse(optarg, &o->seccomp_policy) < 0)
+			if (filter_policy_parse(optarg, &o->seccomp_policy) < 0)
 				r = ab_err_usage(
 					err,
 					"invalid --seccomp-policy '%s': expected default or "

@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-#include "seccomp.h"
+#include "filter.h"
 #include "util/err.h"
 #include "util/strv.h"
 
@@ -121,8 +121,6 @@ int cli_set_without(struct ab_run_opts *o, const char *name, struct ab_err *err)
 int cli_limit_id(const char *name); /* -1 when unknown */
 /* Checks that need the whole set (--input with --workspace...). */
 int cli_check(const struct ab_run_opts *o, struct ab_err *err);
-int cli_policy_parse(const char *s, enum ab_seccomp_policy *ret);
-const char *cli_policy_name(enum ab_seccomp_policy p);
 /* True when o holds nothing but what --spec may come with (--report). */
 bool cli_only_spec(const struct ab_run_opts *o);
 /* A copy of s that lives as long as o. */

@@ -19,12 +19,12 @@
 #include <sys/wait.h>
 
 #include "config.h"
+#include "filter.h"
 #include "host.h"
 #include "hostfs.h"
 #include "result.h"
 #include "run.h"
 #include "rundir.h"
-#include "seccomp.h"
 #include "units.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -222,10 +222,10 @@ report_check(struct doctor *d, const char *name, enum check_state st, const char
 
 /* Loads the default filter in a child and checks that keyctl is refused with EPERM. */
 static bool
-seccomp_loads(char *detail, size_t size)
+filter_loads(char *detail, size_t size)
 {
 	struct ab_err err = { 0 };
-	cleanup_fd int fd = seccomp_program_fd(AB_SECCOMP_DEFAULT, -1, &err);
+	cleanup_fd int fd = filter_program_fd(AB_SECCOMP_DEFAULT, -1, &err);
 	cleanup_free char *prog = NULL;
 	ssize_t n;
 	pid_t pid;
@@ -363,7 +363,7 @@ doctor_checks(json_t **ret, struct ab_err *err)
 		     h.landlock_abi > 0 ? detail : "not available",
 		     "boot Linux >= 5.13 with landlock in lsm= (or run with --without landlock)");
 	{
-		bool ok = seccomp_loads(detail, sizeof(detail));
+		bool ok = filter_loads(detail, sizeof(detail));
 
 		report_check(&d, "seccomp", ok ? CHECK_OK : CHECK_FAIL, detail,
 			     "a kernel with CONFIG_SECCOMP_FILTER (or run with --without seccomp)");

@@ -78,7 +78,7 @@ host_probe_paths(struct ab_host *h, struct ab_err *err)
 	else
 		h->bwrap_path[0] = '\0';
 	find_init(h);
-	h->landlock_abi = landlock_abi();
+	h->landlock_abi = ab_landlock_abi();
 	if (read_small_file_at(AT_FDCWD, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
 			       buf, sizeof(buf)) > 0)
 		h->apparmor_restrict_userns = buf[0] == '1';

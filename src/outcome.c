@@ -12,10 +12,10 @@
 #include <sys/statfs.h>
 #include <sys/wait.h>
 
+#include "filter.h"
 #include "netproxy.h"
 #include "run.h"
 #include "runctx.h"
-#include "seccomp.h"
 #include "util/xalloc.h"
 
 static bool
@@ -239,7 +239,7 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 						    ? "opted out with --without disable-userns"
 						    : "bwrap lacks --disable-userns"));
 	result_protect(r, "seccomp", p->seccomp, "policy %s%s",
-		       seccomp_policy_name(c->o->seccomp_policy),
+		       filter_policy_name(c->o->seccomp_policy),
 		       p->seccomp ? "" : " (opted out with --without seccomp)");
 	if (p->landlock)
 		result_protect(r, "landlock", oc && oc->init_started && oc->landlock_abi > 0,

@@ -123,7 +123,7 @@ result_set_message(struct ab_result *r, const char *msg, const char *fix)
 
 /* Copies buf into valid UTF-8, replacing each invalid byte with U+FFFD. Sets *lossy. */
 static char *
-utf8_sanitize(const char *buf, size_t len, size_t *ret_len, bool *lossy)
+sanitize_utf8(const char *buf, size_t len, size_t *ret_len, bool *lossy)
 {
 	const unsigned char *s = (const unsigned char *) buf;
 	char *out = xmalloc(len * 3 + 1), *q = out;
@@ -174,7 +174,7 @@ stream_json(const struct ab_stream *s)
 {
 	size_t len;
 	bool lossy;
-	char *text = utf8_sanitize(s->buf ? s->buf : "", s->len, &len, &lossy);
+	char *text = sanitize_utf8(s->buf ? s->buf : "", s->len, &len, &lossy);
 	json_t *o =
 		json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o}", "bytes", (json_int_t) s->bytes,
 			  "captured_bytes", (json_int_t) s->len, "truncated", s->truncated, "text",

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "cpuclaim.h"
 #include "etcgen.h"
+#include "filter.h"
 #include "host.h"
 #include "interp.h"
 #include "limitplan.h"
@@ -35,7 +36,6 @@
 #include "prepare.h"
 #include "runctx.h"
 #include "rundir.h"
-#include "seccomp.h"
 #include "supervise.h"
 #include "units.h"
 #include "util/fdutil.h"
@@ -422,7 +422,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	c.plan.tmp_size = c.lp.tmp_bytes;
 
 	if (c.plan.seccomp) {
-		c.seccomp_fd = seccomp_program_fd(o->seccomp_policy, cache_fd, err);
+		c.seccomp_fd = filter_program_fd(o->seccomp_policy, cache_fd, err);
 		if (c.seccomp_fd < 0) {
 			r = c.seccomp_fd;
 			ab_err_fix(err, "report a bug, or pass --without seccomp");

@@ -224,7 +224,7 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 	}
 	if (strcmp(key, "seccomp_policy") == 0) {
 		r = want_string(key, v, &s, err);
-		if (r == 0 && cli_policy_parse(s, &o->seccomp_policy) < 0)
+		if (r == 0 && filter_policy_parse(s, &o->seccomp_policy) < 0)
 			r = ab_err_usage(
 				err, "spec: \"seccomp_policy\" must be \"default\" or \"strict\"");
 		return r;
@@ -391,7 +391,7 @@ spec_build(const struct ab_run_opts *o)
 		json_object_set(j, "without", wo);
 	if (o->seccomp_policy != AB_SECCOMP_DEFAULT)
 		json_object_set_new(j, "seccomp_policy",
-				    json_string(cli_policy_name(o->seccomp_policy)));
+				    json_string(filter_policy_name(o->seccomp_policy)));
 	if (o->rm)
 		json_object_set_new(j, "rm", json_true());
 	if (o->quiet)

@@ -110,12 +110,7 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	/* T7: nothing else crosses into the sandbox. The error pipe is CLOEXEC: keep it. */
 	if (fcntl(errpipe, F_SETFD, FD_CLOEXEC) < 0)
 		child_fail(errpipe, "fcntl");
-	for (int fd = AB_FD_FIRST_FREE; fd < errpipe; fd++)
-		(void) close(fd);
-	if (syscall(SYS_close_range, (unsigned) errpipe + 1, ~0U, 0) < 0) {
-		for (int fd = errpipe + 1; fd < 4096; fd++)
-			(void) close(fd);
-	}
+	(void) fds_close_from_except(AB_FD_FIRST_FREE, errpipe);
 	argv[0] = "bwrap";
 	argv[1] = "--args";
 	argv[2] = "3";
@@ -215,6 +210,21 @@ relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_
 	}
 }
 
+/* Ends the run, whatever the reason (timeout, CPU time, output cap, interrupt): SIGKILL to
+ * bwrap and everything in the run's cgroup (bwrap's --die-with-parent and the PID namespace
+ * take the rest, see supervise.h). Once; *kill_at is when, for kill_to_reaped_ms. */
+static void
+kill_run(pid_t pid, const struct ab_spawn *sp, bool *killed, int64_t *kill_at)
+{
+	if (*killed)
+		return;
+	*kill_at = now_ms();
+	(void) kill(pid, SIGKILL);
+	if (sp->cg)
+		(void) cg_kill(sp->cg);
+	*killed = true;
+}
+
 /* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
  * of flooding on while the kill lands) and kill the run. */
 static void
@@ -228,11 +238,7 @@ over_cap(struct stream_state *st, struct ab_outcome *oc, pid_t pid, const struct
 	if (*killed)
 		return;
 	oc->output_limited = true;
-	(void) kill(pid, SIGKILL);
-	if (sp->cg)
-		(void) cg_kill(sp->cg);
-	*killed = true;
-	*kill_at = now_ms();
+	kill_run(pid, sp, killed, kill_at);
 }
 
 static void
@@ -524,13 +530,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 					why = "cpu-time";
 				}
 			}
-			if (why) {
-				(void) kill(pid, SIGKILL);
-				if (sp->cg)
-					(void) cg_kill(sp->cg);
-				killed = true;
-				kill_at = now;
-			}
+			if (why)
+				kill_run(pid, sp, &killed, &kill_at);
 		}
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
@@ -601,11 +602,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 					continue;
 				/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
 				oc->interrupted_by = (int) si.ssi_signo;
-				(void) kill(pid, SIGKILL);
-				if (sp->cg)
-					(void) cg_kill(sp->cg);
-				killed = true;
-				kill_at = now_ms();
+				kill_run(pid, sp, &killed, &kill_at);
 			}
 		}
 		/* Reap: bwrap, and PID 1 if it was re-parented to us. */

@@ -31,6 +31,7 @@
 
 #include "landlock.h"
 #include "proto.h"
+#include "util/fdclose.h"
 
 static int status_fd = -1;
 
@@ -220,11 +221,7 @@ main(int argc, char **argv)
 		setup_failed(errno, "agentbox-init: status fd");
 	/* Our own binary arrived as an fd (bwrap exec'd /proc/self/fd/N); nothing but 0-2 and
 	 * the status fd may reach the script. */
-	for (int fd = 3; fd < 64; fd++)
-		if (fd != status_fd)
-			(void) close(fd);
-	if (syscall(SYS_close_range, 64U, ~0U, 0) < 0 && errno != ENOSYS)
-		setup_failed(errno, "agentbox-init: close_range");
+	(void) fds_close_from_except(3, status_fd);
 
 	/* T6/T12: not dumpable, so /proc/1/{environ,mem,fd} are closed to the script. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
@@ -232,7 +229,7 @@ main(int argc, char **argv)
 	if (landlock) {
 		const char *what = NULL;
 
-		abi = landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
+		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
 		if (abi < 0)
 			setup_failed(-abi, what ? what : "landlock");
 	}

@@ -52,7 +52,7 @@ struct ab_net_port {
 };
 
 int
-landlock_abi(void)
+ab_landlock_abi(void)
 {
 	long v = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 
@@ -94,14 +94,14 @@ add_path(int ruleset, const char *path, uint64_t rights)
 }
 
 int
-landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports, bool scope,
-	       const char **ret_what)
+ab_landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports, bool scope,
+		  const char **ret_what)
 {
 	static const char *const devices[] = { "/dev/null",   "/dev/zero",    "/dev/full",
 					       "/dev/random", "/dev/urandom", NULL };
 	struct ab_ruleset_attr attr = { 0 };
 	size_t attr_size = sizeof(uint64_t);
-	int abi = landlock_abi();
+	int abi = ab_landlock_abi();
 	int fd, r;
 
 	if (abi <= 0) {

@@ -9,8 +9,8 @@
  * in connect_ports (0-terminated, may be NULL: none). With scope (ABI >= 6): no
  * abstract-socket connections or signals outside the domain.
  * Returns the ABI in force (> 0) or -errno; *ret_what names the failing step. */
-int landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports, bool scope,
-		   const char **ret_what);
+int ab_landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports,
+		      bool scope, const char **ret_what);
 
 /* The kernel's Landlock ABI, 0 when unavailable. */
-int landlock_abi(void);
+int ab_landlock_abi(void);

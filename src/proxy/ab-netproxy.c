@@ -486,7 +486,7 @@ apply_landlock(void)
 	size_t n = 1;
 	int abi;
 
-	if (landlock_abi() <= 0)
+	if (ab_landlock_abi() <= 0)
 		return 0; /* best effort: the proxy is not the sandbox */
 	for (size_t i = 0; i < policy.n; i++) {
 		bool seen = false;
@@ -497,7 +497,7 @@ apply_landlock(void)
 			ports[n++] = policy.allow[i].port;
 	}
 	ports[n] = 0;
-	abi = landlock_apply(none, true, ports, true, &what);
+	abi = ab_landlock_apply(none, true, ports, true, &what);
 	if (abi < 0)
 		die("Landlock: %s: %s", what ? what : "?", strerror(-abi));
 	return abi;

@@ -1,16 +1,12 @@
 #include "fdutil.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <sys/syscall.h>
 
 #include "../cfg.h"
 #include "macro.h"
@@ -111,57 +107,6 @@ write_small_file_at(int dirfd, const char *path, const char *s)
 	if ((size_t) w != len)
 		return -EIO;
 	return 0;
-}
-
-/* fallback: close_range() needs Linux 5.9 */
-static int
-proc_fds_walk(int first, bool close_them)
-{
-	int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	char buf[4096];
-	int count = 0;
-
-	if (dfd < 0) {
-		if (!close_them)
-			return -errno;
-		for (int fd = first; fd < 65536; fd++)
-			(void) close(fd);
-		return 0;
-	}
-	for (;;) {
-		long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
-
-		if (n <= 0)
-			break;
-		for (long off = 0; off < n;) {
-			struct dirent64 *d = (struct dirent64 *) (buf + off);
-			char *end;
-			long fd = strtol(d->d_name, &end, 10);
-
-			off += d->d_reclen;
-			if (*end != '\0' || end == d->d_name || fd < first || fd == dfd)
-				continue;
-			count++;
-			if (close_them)
-				(void) close((int) fd);
-		}
-	}
-	(void) close(dfd);
-	return close_them ? 0 : count;
-}
-
-int
-fds_count_from(int first)
-{
-	return proc_fds_walk(first, false);
-}
-
-int
-fds_close_from(int first)
-{
-	if (syscall(SYS_close_range, (unsigned) first, ~0U, 0) == 0)
-		return 0;
-	return proc_fds_walk(first, true);
 }
 
 int64_t

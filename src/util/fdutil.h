@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include "fdclose.h" /* fds_close_from, fds_count_from */
+
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
 int write_all(int fd, const void *buf, size_t len);
 
@@ -20,13 +22,6 @@ ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
 /* Writes a short string into an existing file relative to dirfd (O_WRONLY, no create).
  * Returns 0 or -errno. */
 int write_small_file_at(int dirfd, const char *path, const char *s);
-
-/* Closes every fd >= first (close_range, falling back to a /proc/self/fd walk).
- * Async-signal-safe enough for a forked child: no allocation. Returns 0 or -errno. */
-int fds_close_from(int first);
-
-/* How many fds >= first are open (from /proc/self/fd), or -errno. */
-int fds_count_from(int first);
 
 /* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
 int64_t now_ms(void);

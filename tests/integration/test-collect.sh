@@ -266,7 +266,7 @@ for lang in py js; do
     rd=$(jr .run_dir)
     check "$lang kept copy: exists under the run directory" test -d "$ws"
     is "${ws#"$rd"/}" work "$lang kept copy: it is RUN_DIR/work"
-    # BUG (walk.c WALK_COPY_MODE_MASK): a chmod 000 directory is copied as 0000, so the host
+    # BUG (walk-internal.h WALK_COPY_MODE_MASK): a chmod 000 directory is copied as 0000, so the host
     # user cannot read or traverse its own kept copy (find, cp -r, rm -r fail on it)
     is "$(find "$ws" -type d ! -perm -u=rwx 2>/dev/null | sed "s|^$ws/||" | tr '\n' ' ')" "" \
         "$lang kept copy: every directory is readable and traversable by its owner"
@@ -322,7 +322,7 @@ for n in [b"nl\nname", b"\x1b]52;c;ZXZpbA==\x07esc", b"ff\xffname", b"L" * 255]:
     is "$(jq '.collected.skipped_count' "$WORK/r.json")" \
         "$(jq '[.collected.files[] | select(.collected == false)] | length' "$WORK/r.json")" \
         "$lang --collect: skipped_count counts the skipped entries"
-    # BUG (walk.c walk_file/walk_dir): entries below a directory that was not copied are
+    # BUG (walk-copy.c walk_file, walk.c walk_dir): entries below a directory that was not copied are
     # skipped silently (planted2/x has collected:false and no reason)
     nr=$(jq -r '[.collected.files[] | select(.collected == false and .reason == null) | .path] | join(" ")' "$WORK/r.json")
     is "$nr" "" "$lang --collect: every skipped entry has a reason"

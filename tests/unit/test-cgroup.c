@@ -1,4 +1,4 @@
-/* test-cgroup.c: the per-run cgroup backend (src/cgroup.c), TAP.
+/* test-cgroup.c: the per-run cgroup backend (src/cgroup*.c), TAP.
  *
  * Part 1 runs anywhere: fake cgroupfs trees (plain directories and files in a temp dir) for
  * v2 and v1. Plain directories get no interface files on mkdir and refuse rmdir while files

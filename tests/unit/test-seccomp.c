@@ -31,11 +31,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-/* libseccomp's header (for seccomp_version()), not our src/seccomp.h; see seccomp.c. */
+/* libseccomp's header (for seccomp_version()); ours is src/filter.h. */
 #include <seccomp.h>
 
 #include "config.h"
-#include "src/seccomp.h"
+#include "src/filter.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/strv.h"
@@ -472,14 +472,14 @@ push_bwrap(struct strv *av)
 static void
 check_results(const char *how, enum ab_seccomp_policy p, const struct run *r)
 {
-	TAP_OK(exited_ok(r), "%s %s: ab-probe try-syscall exits 0", how, seccomp_policy_name(p));
+	TAP_OK(exited_ok(r), "%s %s: ab-probe try-syscall exits 0", how, filter_policy_name(p));
 	if (!exited_ok(r))
 		diag(r->out);
 	for (size_t i = 0; i < ARRAY_SIZE(expects); i++) {
 		char buf[64];
 		const char *got = result_of(r->out, expects[i].name, buf, sizeof(buf));
 
-		TAP_STREQ(got, expects[i].want[p], "%s %s: %s -> %s", how, seccomp_policy_name(p),
+		TAP_STREQ(got, expects[i].want[p], "%s %s: %s -> %s", how, filter_policy_name(p),
 			  expects[i].name, expects[i].want[p]);
 	}
 }
@@ -496,21 +496,21 @@ test_parse(void)
 {
 	enum ab_seccomp_policy p = AB_SECCOMP_COUNT;
 
-	TAP_OK(seccomp_policy_parse("default", &p) == 0 && p == AB_SECCOMP_DEFAULT,
+	TAP_OK(filter_policy_parse("default", &p) == 0 && p == AB_SECCOMP_DEFAULT,
 	       "parse 'default'");
-	TAP_OK(seccomp_policy_parse("strict", &p) == 0 && p == AB_SECCOMP_STRICT, "parse 'strict'");
-	TAP_OK(seccomp_policy_parse("Strict", &p) == -EINVAL, "parse is case-sensitive");
-	TAP_OK(seccomp_policy_parse("", &p) == -EINVAL, "parse '' fails");
-	TAP_OK(seccomp_policy_parse(NULL, &p) == -EINVAL, "parse NULL fails");
-	TAP_STREQ(seccomp_policy_name(AB_SECCOMP_DEFAULT), "default", "name of default");
-	TAP_STREQ(seccomp_policy_name(AB_SECCOMP_STRICT), "strict", "name of strict");
+	TAP_OK(filter_policy_parse("strict", &p) == 0 && p == AB_SECCOMP_STRICT, "parse 'strict'");
+	TAP_OK(filter_policy_parse("Strict", &p) == -EINVAL, "parse is case-sensitive");
+	TAP_OK(filter_policy_parse("", &p) == -EINVAL, "parse '' fails");
+	TAP_OK(filter_policy_parse(NULL, &p) == -EINVAL, "parse NULL fails");
+	TAP_STREQ(filter_policy_name(AB_SECCOMP_DEFAULT), "default", "name of default");
+	TAP_STREQ(filter_policy_name(AB_SECCOMP_STRICT), "strict", "name of strict");
 }
 
 /* Checks the uncached program fd for p and returns its bytes. */
 static char *
 test_program_fd(enum ab_seccomp_policy p, size_t *ret_len)
 {
-	const char *name = seccomp_policy_name(p);
+	const char *name = filter_policy_name(p);
 	struct ab_err err = { 0 };
 	cleanup_fd int fd = -1;
 	cleanup_free char *again = NULL;
@@ -519,7 +519,7 @@ test_program_fd(enum ab_seccomp_policy p, size_t *ret_len)
 	char *bytes;
 	int fd2;
 
-	fd = seccomp_program_fd(p, -1, &err);
+	fd = filter_program_fd(p, -1, &err);
 	TAP_OK(fd >= 0, "%s: program fd (%s)", name, err.msg);
 	if (fd < 0)
 		return NULL;
@@ -537,7 +537,7 @@ test_program_fd(enum ab_seccomp_policy p, size_t *ret_len)
 	memcpy(&first, bytes, sizeof(first));
 	TAP_OK(first.code == (BPF_LD | BPF_W | BPF_ABS) && first.k == 4,
 	       "%s: the first instruction loads seccomp_data.arch", name);
-	fd2 = seccomp_program_fd(p, -1, NULL);
+	fd2 = filter_program_fd(p, -1, NULL);
 	again = fd2 >= 0 ? read_fd_all(fd2, &len2) : NULL;
 	TAP_OK(again && len2 == len && memcmp(again, bytes, len) == 0,
 	       "%s: compiling twice gives the same bytes", name);
@@ -563,24 +563,24 @@ count_temp_files(const char *dir)
 	return n;
 }
 
-/* seccomp_program_fd with the cache directory at path dir (a missing one: no cache). */
+/* filter_program_fd with the cache directory at path dir (a missing one: no cache). */
 static int
 program_fd_in(enum ab_seccomp_policy p, const char *dir, struct ab_err *err)
 {
 	cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	return seccomp_program_fd(p, dfd, err);
+	return filter_program_fd(p, dfd, err);
 }
 
 static char *
 cache_path(enum ab_seccomp_policy p, const char *dir)
 {
-	cleanup_free char *name = seccomp_cache_name(p);
+	cleanup_free char *name = filter_cache_name(p);
 
 	return xasprintf("%s/%s", dir, name);
 }
 
-/* Calls seccomp_program_fd with the cache; true when it returned a fresh memfd whose bytes
+/* Calls filter_program_fd with the cache; true when it returned a fresh memfd whose bytes
  * are ref (i.e. the cache entry was not used). */
 static bool
 compiled_fresh(const char *dir, const char *ref, size_t ref_len)
@@ -745,7 +745,7 @@ test_filtered_probe(enum ab_seccomp_policy p, const char *bytes, size_t len)
 	strv_push(&av, probe_path);
 	push_probe_names(&av);
 	TAP_OK(run_cmd(strv_array(&av), &prog, -1, &r) == 0, "prctl %s: run ab-probe",
-	       seccomp_policy_name(p));
+	       filter_policy_name(p));
 	check_results("prctl", p, &r);
 	free(r.out);
 	strv_done(&av);
@@ -757,7 +757,7 @@ test_filtered_probe(enum ab_seccomp_policy p, const char *bytes, size_t len)
 
 		run_cmd(argv, &prog, -1, &r);
 		TAP_OK(WIFSIGNALED(r.wstatus) && WTERMSIG(r.wstatus) == SIGSYS,
-		       "prctl %s: %s is killed by SIGSYS", seccomp_policy_name(p), what);
+		       "prctl %s: %s is killed by SIGSYS", filter_policy_name(p), what);
 		if (!WIFSIGNALED(r.wstatus))
 			diag(r.out);
 		free(r.out);
@@ -811,7 +811,7 @@ test_control(void)
 static void
 test_bwrap(enum ab_seccomp_policy p, int prog_fd)
 {
-	const char *name = seccomp_policy_name(p);
+	const char *name = filter_policy_name(p);
 	const char *kind = p == AB_SECCOMP_STRICT ? "unix" : "inet";
 	struct strv av = { 0 };
 	char buf[64];
@@ -889,7 +889,7 @@ main(void)
 	bool tools;
 
 	test_parse();
-	TAP_OK(seccomp_program_fd(AB_SECCOMP_COUNT, -1, &err) == -EINVAL && err.code == -EINVAL,
+	TAP_OK(filter_program_fd(AB_SECCOMP_COUNT, -1, &err) == -EINVAL && err.code == -EINVAL,
 	       "an unknown policy is refused with a message ('%s')", err.msg);
 	for (int p = 0; p < AB_SECCOMP_COUNT; p++)
 		prog[p] = test_program_fd(p, &len[p]);
@@ -922,9 +922,9 @@ main(void)
 	if (tools) {
 		for (int p = 0; p < AB_SECCOMP_COUNT; p++) {
 			struct ab_err e = { 0 };
-			cleanup_fd int fd = seccomp_program_fd(p, -1, &e);
+			cleanup_fd int fd = filter_program_fd(p, -1, &e);
 
-			TAP_OK(fd >= 0, "bwrap %s: program fd (%s)", seccomp_policy_name(p), e.msg);
+			TAP_OK(fd >= 0, "bwrap %s: program fd (%s)", filter_policy_name(p), e.msg);
 			if (fd >= 0)
 				test_bwrap(p, fd);
 		}

@@ -633,7 +633,7 @@ check_escapes(const struct ab_manifest *m)
 }
 
 static json_t *
-json_find(json_t *arr, const char *path)
+files_find(json_t *arr, const char *path)
 {
 	for (size_t i = 0; i < json_array_size(arr); i++) {
 		json_t *o = json_array_get(arr, i);
@@ -645,7 +645,7 @@ json_find(json_t *arr, const char *path)
 }
 
 static bool
-json_flags_are(json_t *o, const char *a, const char *b)
+flags_are(json_t *o, const char *a, const char *b)
 {
 	json_t *f = json_object_get(o, "flags");
 	size_t n = b ? 2 : 1;
@@ -664,7 +664,7 @@ check_json(const struct ab_manifest *m)
 
 	TAP_OK(json_is_array(arr) && json_array_size(arr) == m->n, "manifest_to_json: one object "
 								   "per entry");
-	o = json_find(arr, "hello.txt");
+	o = files_find(arr, "hello.txt");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "file") == 0 &&
 		       strcmp(json_string_value(json_object_get(o, "mode")), "0644") == 0 &&
 		       strcmp(json_string_value(json_object_get(o, "sha256")), SHA_HELLO) == 0 &&
@@ -673,29 +673,29 @@ check_json(const struct ab_manifest *m)
 		       json_is_true(json_object_get(o, "collected")) &&
 		       !json_object_get(o, "flags"),
 	       "json: hello.txt");
-	o = json_find(arr, "link");
+	o = files_find(arr, "link");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "symlink") == 0 &&
 		       strcmp(json_string_value(json_object_get(o, "link_target")),
 			      "/etc/shadow") == 0 &&
-		       json_flags_are(o, "symlink", NULL) &&
+		       flags_are(o, "symlink", NULL) &&
 		       json_is_string(json_object_get(o, "reason")),
 	       "json: link");
-	o = json_find(arr, "fifo");
+	o = files_find(arr, "fifo");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "fifo") == 0 &&
-		       json_flags_are(o, "special", NULL),
+		       flags_are(o, "special", NULL),
 	       "json: fifo");
-	o = json_find(arr, "sock");
+	o = files_find(arr, "sock");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "type")), "socket") == 0,
 	       "json: socket");
-	o = json_find(arr, "huge.sparse");
-	TAP_OK(o && json_flags_are(o, "sparse", "too_big") &&
+	o = files_find(arr, "huge.sparse");
+	TAP_OK(o && flags_are(o, "sparse", "too_big") &&
 		       json_is_false(json_object_get(o, "collected")),
 	       "json: sparse giant");
-	o = json_find(arr, "setid");
+	o = files_find(arr, "setid");
 	TAP_OK(o && strcmp(json_string_value(json_object_get(o, "mode")), "6755") == 0 &&
-		       json_flags_are(o, "setid", NULL),
+		       flags_are(o, "setid", NULL),
 	       "json: setid mode and flag");
-	o = json_find(arr, "\\x1b]52;c;aGVsbG8=\\x07");
+	o = files_find(arr, "\\x1b]52;c;aGVsbG8=\\x07");
 	TAP_OK(o != NULL, "json: the OSC 52 name appears escaped");
 	dump = json_dumps(arr, JSON_COMPACT);
 	TAP_OK(dump && is_printable_ascii(dump), "json: the dump is printable ASCII only");
@@ -1350,11 +1350,11 @@ test_hash_budget(void)
 	{
 		json_t *j = manifest_to_json(&m);
 
-		TAP_OK(has_flag_name(json_find(j, "toobig"), "too_big") &&
-			       !json_object_get(json_find(j, "toobig"), "sha256") &&
-			       has_flag_name(json_find(j, a && a->sha256[0] ? "dense2" : "dense1"),
+		TAP_OK(has_flag_name(files_find(j, "toobig"), "too_big") &&
+			       !json_object_get(files_find(j, "toobig"), "sha256") &&
+			       has_flag_name(files_find(j, a && a->sha256[0] ? "dense2" : "dense1"),
 					     "over_cap") &&
-			       has_flag_name(json_find(j, "sp00"), "sparse"),
+			       has_flag_name(files_find(j, "sp00"), "sparse"),
 		       "hash budget: the JSON of an unhashed file has no sha256 and says why");
 		json_decref(j);
 	}
@@ -1775,8 +1775,8 @@ test_strip(const char *tag, bool by_path, bool fallback)
 		       (before.outside.st_mode & S_ISUID),
 	       "strip %s: the setuid file outside, behind a symlink, is untouched", tag);
 	j = manifest_to_json(&m);
-	TAP_OK(has_flag_name(json_find(j, "new-file"), "stripped") &&
-		       !has_flag_name(json_find(j, "old-file"), "stripped"),
+	TAP_OK(has_flag_name(files_find(j, "new-file"), "stripped") &&
+		       !has_flag_name(files_find(j, "old-file"), "stripped"),
 	       "strip %s: the JSON says \"stripped\"", tag);
 	json_decref(j);
 	manifest_done(&m);

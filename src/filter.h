@@ -1,4 +1,4 @@
-/* seccomp.h: the default syscall filter, compiled with libseccomp and handed to bwrap as a
+/* filter.h: the default seccomp syscall filter, compiled with libseccomp and handed to bwrap as a
  * BPF program by fd (bwrap --seccomp FD). Side effects: memfd, optional on-disk cache. */
 #pragma once
 
@@ -13,8 +13,8 @@ enum ab_seccomp_policy {
 };
 
 /* "default" | "strict" -> enum. Returns 0, or -EINVAL for anything else. */
-int seccomp_policy_parse(const char *s, enum ab_seccomp_policy *ret);
-const char *seccomp_policy_name(enum ab_seccomp_policy p);
+int filter_policy_parse(const char *s, enum ab_seccomp_policy *ret);
+const char *filter_policy_name(enum ab_seccomp_policy p);
 
 /* Returns a readable fd (O_CLOEXEC, offset 0) holding the raw BPF program (struct sock_filter[],
  * length a multiple of 8) for bwrap's --seccomp, or -errno with err set.
@@ -22,8 +22,8 @@ const char *seccomp_policy_name(enum ab_seccomp_policy p);
  * the compiled program is kept, keyed by policy, libseccomp version and agentbox version; -1
  * disables the cache. A cache entry that is not a regular file owned by the caller, or whose
  * length is not a multiple of 8, is ignored and rewritten. */
-int seccomp_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err);
+int filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err);
 
 /* The cache entry's name for policy p (malloc'd). It carries the policy, the rule table's
  * revision, libseccomp's version and agentbox's version. */
-char *seccomp_cache_name(enum ab_seccomp_policy p);
+char *filter_cache_name(enum ab_seccomp_policy p);

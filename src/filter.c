@@ -1,4 +1,5 @@
-/* seccomp.c: the default syscall filter (issue 4).
+/* filter.c: the default syscall filter (issue 4). Named filter_*, not seccomp_*: that
+ * namespace is libseccomp's.
  *
  * A block-list on top of a default ALLOW action, as Flatpak does (flatpak-run.c setup_seccomp),
  * widened with Docker's "significant syscalls blocked" list. It is compiled with libseccomp,
@@ -43,7 +44,7 @@
  *  - EMFILE for inotify_init/inotify_init1: instances are charged to the host uid (T24);
  *    EMFILE is what an exhausted quota returns, which watchers already handle (polling).
  */
-#include "seccomp.h"
+#include "filter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,9 +61,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-/* libseccomp's <seccomp.h>, spelled so that it cannot resolve to our own src/seccomp.h: with
- * -Isrc on the command line a plain <seccomp.h> finds ours first. The lookup of "linux/.."
- * only succeeds in a directory that has linux/, i.e. the system include directory. */
+/* libseccomp's header; ours is filter.h, so <seccomp.h> cannot resolve to it. */
 #include <seccomp.h>
 
 #include "config.h"
@@ -238,32 +237,12 @@ static const int ab_families_strict[] = { AF_UNIX };
 
 /* The libseccomp context as a cleanup attribute. */
 static void
-seccomp_releasep(scmp_filter_ctx *ctx)
+filter_ctx_releasep(scmp_filter_ctx *ctx)
 {
 	if (*ctx)
 		seccomp_release(*ctx);
 }
-#define cleanup_seccomp __attribute__((cleanup(seccomp_releasep)))
-
-int
-seccomp_policy_parse(const char *s, enum ab_seccomp_policy *ret)
-{
-	if (!s)
-		return -EINVAL;
-	if (strcmp(s, "default") == 0)
-		*ret = AB_SECCOMP_DEFAULT;
-	else if (strcmp(s, "strict") == 0)
-		*ret = AB_SECCOMP_STRICT;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-const char *
-seccomp_policy_name(enum ab_seccomp_policy p)
-{
-	return p == AB_SECCOMP_STRICT ? "strict" : "default";
-}
+#define cleanup_seccomp __attribute__((cleanup(filter_ctx_releasep)))
 
 static int
 add_rule(scmp_filter_ctx ctx, const struct ab_rule *r, struct ab_err *err)
@@ -443,11 +422,11 @@ program_size_ok(off_t size)
 #define AB_SECCOMP_RULES_REV 3
 
 char *
-seccomp_cache_name(enum ab_seccomp_policy p)
+filter_cache_name(enum ab_seccomp_policy p)
 {
 	const struct scmp_version *v = seccomp_version();
 
-	return xasprintf("seccomp-%s-r%d-%u.%u.%u-%s.bpf", seccomp_policy_name(p),
+	return xasprintf("seccomp-%s-r%d-%u.%u.%u-%s.bpf", filter_policy_name(p),
 			 AB_SECCOMP_RULES_REV, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
 			 AB_VERSION);
 }
@@ -535,7 +514,7 @@ export_memfd(scmp_filter_ctx ctx, void **ret_buf, size_t *ret_len, struct ab_err
 }
 
 int
-seccomp_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
+filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
 {
 	cleanup_seccomp scmp_filter_ctx ctx = NULL;
 	cleanup_free char *path = NULL;
@@ -546,7 +525,7 @@ seccomp_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err
 	if ((unsigned) p >= AB_SECCOMP_COUNT)
 		return ab_err_set(err, -EINVAL, "seccomp: unknown policy %d", (int) p);
 	if (cache_dirfd >= 0) {
-		path = seccomp_cache_name(p);
+		path = filter_cache_name(p);
 		fd = cache_open(cache_dirfd, path);
 		if (fd >= 0)
 			return fd; /* offset 0, read-only, owned by us */
