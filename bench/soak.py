@@ -68,7 +68,10 @@ def run_cgroups():
 
 
 def tmp_entries():
-    return set(e for e in os.listdir("/tmp") if e.startswith("agentbox"))
+    # what agentbox itself might leave; the test harness's own directories (agentbox-test.*,
+    # agentbox-stage.*), of this or of a concurrent suite, are not agentbox's
+    return set(e for e in os.listdir("/tmp") if e.startswith("agentbox")
+               and not e.startswith(("agentbox-test.", "agentbox-stage.")))
 
 
 def main():
