@@ -540,7 +540,9 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 		(void) sigaction(quiet[i], &ign, NULL);
 	sigemptyset(&none);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
-	sup = syscall(SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+	/* vfork: this process is single-threaded and only waits for the exec; no page tables
+	 * to copy */
+	sup = vfork();
 	if (sup == 0)
 		child_exec(path, argv, envp, src);
 	{
