@@ -30,6 +30,7 @@ enum {
 	OPT_PYTHON,
 	OPT_QUIET,
 	OPT_REPORT,
+	OPT_REPORT_FD,
 	OPT_RM,
 	OPT_RO_BIND,
 	OPT_RUNS_DIR,
@@ -70,6 +71,7 @@ static const struct option run_options[] = {
 	{ "python", required_argument, NULL, OPT_PYTHON },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "report", required_argument, NULL, OPT_REPORT },
+	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
 	{ "rm", no_argument, NULL, OPT_RM },
 	{ "ro-bind", required_argument, NULL, OPT_RO_BIND },
 	{ "runs-dir", required_argument, NULL, OPT_RUNS_DIR },
@@ -175,6 +177,7 @@ cli_run_help(void)
 	       "  --code TEXT            the script itself (needs --lang or a shebang)\n"
 	       "  --spec FILE|-          the whole run as a JSON spec (docs/spec.md)\n"
 	       "  --report FILE          write the JSON report to FILE ('-' for stdout)\n"
+	       "  --report-fd N          write the JSON report to open fd N (>= 3), alone\n"
 	       "\n"
 	       "Interpreter and environment:\n"
 	       "  --lang python|node     override detection by extension / shebang\n"
@@ -465,6 +468,17 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_QUIET:
 			o->quiet = true;
 			break;
+		case OPT_REPORT_FD: {
+			uint64_t fd = 0;
+
+			if (units_parse_count(optarg, &fd) < 0 || fd < 3 || fd > 1000000)
+				return ab_err_usage(err,
+						    "invalid --report-fd '%s': expected an open fd "
+						    "number >= 3",
+						    optarg);
+			o->report_fd = (int) fd;
+			break;
+		}
 		case OPT_REPORT:
 			o->report_path = optarg;
 			break;

@@ -64,6 +64,7 @@ struct ab_run_opts {
 	enum ab_lang lang;
 	const char *report_path; /* NULL: no report file; "-": stdout after the run */
 	const char *spec_path;   /* --spec FILE|-: the run as JSON (the CLI reads it) */
+	int report_fd;           /* --report-fd N: the report alone on fd N (0: none) */
 	const char *runs_dir;
 	const char *workspace;   /* --workspace DIR */
 	struct strv inputs;      /* --input PATH */

@@ -162,6 +162,11 @@ cmd_run(int argc, char **argv)
 		run_opts_done(&o);
 		return 0;
 	}
+	/* --report-fd: must be open now, and is not passed on to anything */
+	if (r == 0 && o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) < 0)
+		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd);
+	if (r == 0 && o.report_fd > 0)
+		(void) fcntl(o.report_fd, F_SETFD, FD_CLOEXEC);
 	/* --spec: the whole run as JSON; other flags may not be mixed in */
 	if (r == 0 && o.spec_path) {
 		cleanup_fd int fd = strcmp(o.spec_path, "-") == 0
@@ -246,6 +251,14 @@ cmd_run(int argc, char **argv)
 			if (w < 0)
 				fprintf(stderr, "agentbox: cannot write the report: %s\n",
 					strerror(-w));
+		}
+		if (o.report_fd > 0) {
+			const char *t = ab_result_json(res);
+
+			if (write_all(o.report_fd, t, strlen(t)) < 0)
+				fprintf(stderr, "agentbox: cannot write the report to fd %d: %s\n",
+					o.report_fd, strerror(errno));
+			(void) close(o.report_fd);
 		}
 		print_outcome(res);
 		code_exit = ab_result_agentbox_exit(res);

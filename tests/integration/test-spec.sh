@@ -68,4 +68,15 @@ printf '{}' | "$AGENTBOX" run --spec - --timeout 5s "$WORK/s.py" >/dev/null 2>"$
 is "$rc" 2 "--spec with other run flags: exit 2"
 check "--spec with other run flags: the line says why" grep -q 'describes the whole run' "$WORK/err3"
 
+# --report-fd: the report alone on a descriptor of the caller's (what the client packages read)
+rc=0
+printf '{"language":"python","code":"print(5)","rm":true}' |
+    bounded 60 "$AGENTBOX" run --spec - --report-fd 3 3>"$WORK/fd.json" >"$WORK/out4" 2>"$WORK/err4" || rc=$?
+is "$rc" 0 "--report-fd 3: exit 0"
+is "$(jq -r .status "$WORK/fd.json" 2>/dev/null)/$(cat "$WORK/out4")" "exited/5" \
+    "--report-fd 3: the report on fd 3, the script's output on stdout"
+rc=0
+"$AGENTBOX" run --report-fd 9 --lang python --code 'print(1)' >/dev/null 2>"$WORK/err4" || rc=$?
+is "$rc" 2 "--report-fd of a closed fd: exit 2"
+
 done_testing
