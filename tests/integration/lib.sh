@@ -86,6 +86,22 @@ keep_report() {
     _nrep=$((_nrep + 1))
     while [ -e "$WORK/reports/$_nrep.json" ]; do _nrep=$((_nrep + 1)); done
     cp "$_kr" "$WORK/reports/$_nrep.json"
+    echo "$_nrep.json $_n" >>"$WORK/reports/index"
+}
+# validate_json ARGS...: tests/integration/validate-schema.py ARGS (exit 77: no jsonschema). Debian's
+# python3 first, the one ./setup installs python3-jsonschema for (and no pyenv shim to start);
+# then python3 from PATH, if it differs.
+validate_json() {
+    _vpy=python3
+    if [ -x /usr/bin/python3 ]; then _vpy=/usr/bin/python3; fi
+    _vjrc=0
+    "$_vpy" "$AB_TESTDIR/integration/validate-schema.py" "$@" || _vjrc=$?
+    if [ "$_vjrc" = 77 ] && [ "$_vpy" != python3 ] &&
+        [ "$(command -v python3)" != /usr/bin/python3 ] && command -v python3 >/dev/null; then
+        _vjrc=0
+        python3 "$AB_TESTDIR/integration/validate-schema.py" "$@" || _vjrc=$?
+    fi
+    return "$_vjrc"
 }
 # validate_reports: one TAP line for every report kept in this test file, validated in one
 # python3 process against schemas/report.schema.json (from the source tree, or the stage
@@ -100,17 +116,28 @@ validate_reports() {
         return 0
     fi
     _vrc=0
-    python3 "$AB_TESTDIR/integration/validate-schema.py" --strict "$_schema" "$@" \
-        >"$WORK/validate.out" 2>&1 || _vrc=$?
+    _vt0=$(date +%s%N)
+    validate_json --strict "$_schema" "$@" >"$WORK/validate.out" 2>&1 || _vrc=$?
+    _vms=$((($(date +%s%N) - _vt0) / 1000000))
     case $_vrc in
-    0) ok "all $# $_what" ;;
+    0)
+        ok "all $# $_what"
+        echo "# validated in $_vms ms ($(du -sk "$WORK/reports" | cut -f1) KiB of reports)"
+        ;;
     77) skip "$_what" "$(head -n1 "$WORK/validate.out")" ;;
     *)
         _vn=$((_n + 1))
         echo "not ok $_vn - $# $_what (see below)"
         _n=$_vn
         _failed=$((_failed + 1))
-        sed 's/^/#   /' "$WORK/validate.out"
+        # each failing report named with the TAP test it was kept after
+        awk 'NR == FNR { after[$1] = $2; next }
+            match($0, /^[^ :]*\/reports\/[0-9]+\.json/) {
+                f = substr($0, 1, RLENGTH)
+                sub(/.*\//, "", f)
+                $0 = "report " f " (kept after test " after[f] ")" substr($0, RLENGTH + 1)
+            }
+            { print "#   " $0 }' "$WORK/reports/index" "$WORK/validate.out"
         ;;
     esac
 }

@@ -7,7 +7,6 @@
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
 
-VALIDATE=$AB_TESTDIR/integration/validate-schema.py
 SPEC_SCHEMA=$AB_SRCDIR/schemas/spec.schema.json
 REPORT_SCHEMA=$AB_SRCDIR/schemas/report.schema.json
 C=$WORK/cases
@@ -44,9 +43,9 @@ group() {
 expect() {
     _vrc=0
     # shellcheck disable=SC2086 # a word list: options, schemas and +/-paths without spaces
-    python3 "$VALIDATE" --each --check-schema $ARGS >"$WORK/v.out" 2>&1 || _vrc=$?
+    validate_json --each --check-schema $ARGS >"$WORK/v.out" 2>&1 || _vrc=$?
     if [ "$_vrc" = 77 ]; then
-        for _lc in $CASES; do skip "${_lc%:*} ${_lc##*:}" "$(head -n1 "$WORK/v.out")"; done
+        for _lc in $CASES; do skip "${_lc%:*} case ${_lc##*:}" "$(head -n1 "$WORK/v.out")"; done
         return 0
     fi
     # the validator prints one line per file, in the order given: read them along $CASES
