@@ -10,7 +10,8 @@
 # snap: every path under $WORK except the runs root and our own outputs, with its mode,
 # owner, size and mtime
 snap() {
-    find "$WORK" -mindepth 1 \( -path "$RUNS" -o -name out -o -name err -o -name 'r.json*' \) \
+    find "$WORK" -mindepth 1 \( -path "$RUNS" -o -path "$WORK/reports" -o -name out -o -name err \
+        -o -name 'r.json*' \) \
         -prune -o -printf '%p %m %U:%G %s %T@\n' | sort
 }
 HINT="Try 'agentbox run --help' for more information."
