@@ -18,6 +18,7 @@ enum {
 	OPT_ENV,
 	OPT_ENV_DIR,
 	OPT_FILE_SIZE,
+	OPT_INLINE_OUTPUT,
 	OPT_INODES,
 	OPT_INPUT,
 	OPT_LANG,
@@ -25,6 +26,7 @@ enum {
 	OPT_NODE,
 	OPT_NODE_MODULES,
 	OPT_NOFILE,
+	OPT_ON_OUTPUT_LIMIT,
 	OPT_OUTPUT_LIMIT,
 	OPT_PIDS,
 	OPT_PYTHON,
@@ -59,6 +61,7 @@ static const struct option run_options[] = {
 	{ "env-dir", required_argument, NULL, OPT_ENV_DIR },
 	{ "file-size", required_argument, NULL, OPT_FILE_SIZE },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "inline-output", required_argument, NULL, OPT_INLINE_OUTPUT },
 	{ "inodes", required_argument, NULL, OPT_INODES },
 	{ "input", required_argument, NULL, OPT_INPUT },
 	{ "lang", required_argument, NULL, OPT_LANG },
@@ -66,6 +69,7 @@ static const struct option run_options[] = {
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "node-modules", required_argument, NULL, OPT_NODE_MODULES },
 	{ "nofile", required_argument, NULL, OPT_NOFILE },
+	{ "on-output-limit", required_argument, NULL, OPT_ON_OUTPUT_LIMIT },
 	{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
 	{ "pids", required_argument, NULL, OPT_PIDS },
 	{ "python", required_argument, NULL, OPT_PYTHON },
@@ -138,6 +142,7 @@ run_opts_init(struct ab_run_opts *o)
 	o->limits[AB_LIM_FILE_SIZE].value = 256ULL << 20;
 	o->limits[AB_LIM_NOFILE].value = 1024;
 	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
+	o->inline_output = AB_INLINE_OUTPUT_DEFAULT;
 	o->env_dst_fd = -1;
 	o->watch_fd = -1;
 }
@@ -178,6 +183,9 @@ cli_run_help(void)
 	       "  --spec FILE|-          the whole run as a JSON spec (docs/spec.md)\n"
 	       "  --report FILE          write the JSON report to FILE ('-' for stdout)\n"
 	       "  --report-fd N          write the JSON report to open fd N (>= 3), alone\n"
+	       "  --inline-output SIZE   bytes of each stream the report holds (default 64K):\n"
+	       "                         past it, its first and last halves, and the whole\n"
+	       "                         stream in RUN_DIR/stdout, RUN_DIR/stderr\n"
 	       "\n"
 	       "Interpreter and environment:\n"
 	       "  --lang python|node     override detection by extension / shebang\n"
@@ -203,8 +211,10 @@ cli_run_help(void)
 	       "  --tmp-size SIZE        /tmp and /dev/shm each (default 128M)\n"
 	       "  --file-size SIZE       largest single file (default 256M)\n"
 	       "  --nofile N             open files per process (default 1024)\n"
-	       "  --output-limit SIZE    stdout and stderr each; the run is stopped past it\n"
-	       "                         (default 1M)\n"
+	       "  --output-limit SIZE    stdout and stderr each (default 1M)\n"
+	       "  --on-output-limit kill|truncate\n"
+	       "                         past --output-limit: stop the run (kill, the default),\n"
+	       "                         or discard the rest and let it run on (truncate)\n"
 	       "\n"
 	       "Hardening:\n"
 	       "  --seccomp-policy default|strict\n"
@@ -257,7 +267,7 @@ cli_only_spec(const struct ab_run_opts *o)
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
 	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
 	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet;
+	       !o->quiet && !o->inline_output_set && !o->output_truncate;
 	run_opts_done(&d);
 	return same;
 }
@@ -390,6 +400,34 @@ cli_set_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 }
 
 int
+cli_set_inline_output(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	uint64_t v = 0;
+
+	if (units_parse_size(arg, &v) < 0 || v > AB_INLINE_OUTPUT_MAX)
+		return ab_err_usage(err,
+				    "invalid --inline-output '%s': expected a size from 0 to 64M, "
+				    "like 64K",
+				    arg);
+	o->inline_output = v;
+	o->inline_output_set = true;
+	return 0;
+}
+
+int
+cli_set_on_output_limit(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	if (strcmp(arg, "kill") == 0)
+		o->output_truncate = false;
+	else if (strcmp(arg, "truncate") == 0)
+		o->output_truncate = true;
+	else
+		return ab_err_usage(
+			err, "invalid --on-output-limit '%s': expected kill or truncate", arg);
+	return 0;
+}
+
+int
 cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 {
 	int c, r = 0;
@@ -435,6 +473,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_HELP:
 			return 1;
+		case OPT_INLINE_OUTPUT:
+			r = cli_set_inline_output(o, optarg, err);
+			break;
 		case OPT_INODES:
 			r = cli_set_limit(o, AB_LIM_INODES, optarg, err);
 			break;
@@ -455,6 +496,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_NOFILE:
 			r = cli_set_limit(o, AB_LIM_NOFILE, optarg, err);
+			break;
+		case OPT_ON_OUTPUT_LIMIT:
+			r = cli_set_on_output_limit(o, optarg, err);
 			break;
 		case OPT_OUTPUT_LIMIT:
 			r = cli_set_limit(o, AB_LIM_OUTPUT, optarg, err);

@@ -176,7 +176,9 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 
 	lp->output_bytes = o->limits[AB_LIM_OUTPUT].value;
 	set_limit(res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
-		  "per stream; the run is stopped when a stream passes it");
+		  o->output_truncate ? "per stream; past it the stream is read and discarded, the "
+				       "run goes on (--on-output-limit truncate)"
+				     : "per stream; the run is stopped when a stream passes it");
 	return 0;
 }
 

@@ -57,6 +57,29 @@ file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 	res->fix = xstrdup("raise --file-size");
 }
 
+/* --on-output-limit truncate: a stream passed the cap and the run went on (issue 15). The
+ * status stays what the script did; limits_hit gets "output-limit" (other_evidence) and, when
+ * nothing else explains the run, the message says what was cut. */
+static void
+truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
+{
+	struct ab_result *res = c->res;
+	const char *which = res->out.truncated && res->err.truncated ? "stdout and stderr"
+			    : res->out.truncated                     ? "stdout"
+								     : "stderr";
+
+	if (oc->output_limited || !(res->out.truncated || res->err.truncated))
+		return;
+	if (res->message || (res->status != AB_STATUS_EXITED && res->status != AB_STATUS_SIGNALED))
+		return;
+	res->message = xasprintf("%s passed --output-limit (%llu bytes per stream): the rest was "
+				 "read and discarded and the run went on (--on-output-limit "
+				 "truncate)",
+				 which, (unsigned long long) c->lp.output_bytes);
+	free(res->fix);
+	res->fix = xstrdup("raise --output-limit, or write large output to a file in /work");
+}
+
 static void
 add_hit(struct ab_result *res, const char *name)
 {
@@ -269,6 +292,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		}
 	}
 	file_size_evidence(c, oc);
+	truncation_evidence(c, oc);
 	other_evidence(c, oc, u);
 	order_limits_hit(res);
 	limit_fix(c);

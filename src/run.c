@@ -557,6 +557,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.relay_to_stderr = o->relay_to_stderr,
 			.sanitize_out = isatty(STDOUT_FILENO),
 			.sanitize_err = isatty(STDERR_FILENO),
+			.inline_bytes = (size_t) o->inline_output,
+			.stream_dirfd = c.rd.fd,
+			.output_truncate = o->output_truncate,
 			.watch_fd = o->watch_fd,
 		};
 

@@ -243,6 +243,22 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		return parse_env_object(v, o, err);
 	if (strcmp(key, "limits") == 0)
 		return parse_limits(v, o, err);
+	if (strcmp(key, "inline_output") == 0) {
+		char text[64];
+
+		if (json_is_integer(v) && json_integer_value(v) >= 0)
+			snprintf(text, sizeof(text), "%" PRIu64, (uint64_t) json_integer_value(v));
+		else if (json_is_string(v))
+			snprintf(text, sizeof(text), "%s", json_string_value(v));
+		else
+			return ab_err_usage(err, "spec: \"inline_output\" must be a size (\"64K\") "
+						 "or a whole number of bytes");
+		return cli_set_inline_output(o, text, err);
+	}
+	if (strcmp(key, "on_output_limit") == 0) {
+		r = want_string(key, v, &s, err);
+		return r < 0 ? r : cli_set_on_output_limit(o, s, err);
+	}
 	if (strcmp(key, "rm") == 0)
 		return want_bool(key, v, &o->rm, err);
 	if (strcmp(key, "quiet") == 0)
@@ -392,6 +408,11 @@ spec_build(const struct ab_run_opts *o)
 	if (o->seccomp_policy != AB_SECCOMP_DEFAULT)
 		json_object_set_new(j, "seccomp_policy",
 				    json_string(filter_policy_name(o->seccomp_policy)));
+	if (o->inline_output_set)
+		json_object_set_new(j, "inline_output",
+				    json_integer((json_int_t) o->inline_output));
+	if (o->output_truncate)
+		json_object_set_new(j, "on_output_limit", json_string("truncate"));
 	if (o->rm)
 		json_object_set_new(j, "rm", json_true());
 	if (o->quiet)

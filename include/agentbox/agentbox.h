@@ -130,7 +130,10 @@ int ab_result_signal(const ab_result *r);    /* 0 when none */
 /* The exit status agentbox's command line would use for this run (README "Exit status"). */
 int ab_result_agentbox_exit(const ab_result *r);
 int64_t ab_result_wall_ms(const ab_result *r);
-/* Captured output (NUL-terminated, possibly lossy UTF-8 as in the report); *len its bytes. */
+/* The report's stdout.text / stderr.text (NUL-terminated, possibly lossy UTF-8); *len its
+ * bytes. A stream longer than the spec's inline_output (64K) is an excerpt there, its head and
+ * tail around a marker line; the whole capture is then the file the report's stdout.file
+ * names (in the run directory; none with rm). */
 const char *ab_result_stdout(const ab_result *r, size_t *len);
 const char *ab_result_stderr(const ab_result *r, size_t *len);
 const char *ab_result_message(const ab_result *r); /* NULL when none */

@@ -88,7 +88,8 @@ case_ every-key '{"spec_version": 1, "script": "/srv/a.py", "language": "node",
   "without": ["seccomp", "landlock", "disable-userns", "cgroup"], "seccomp_policy": "strict",
   "python": "/usr/bin/python3", "node": "/usr/bin/node", "venv": "/srv/venv",
   "node_modules": "/srv/nm", "env_dir": "/srv/env", "ro_binds": ["/srv/ro:/ro"],
-  "allow_binds": ["/srv"], "sandbox_user": "1000:1000", "quiet": true, "dry_run": true}'
+  "allow_binds": ["/srv"], "sandbox_user": "1000:1000", "quiet": true, "dry_run": true,
+  "inline_output": "1M", "on_output_limit": "truncate"}'
 case_ unknown-key '{"script": "a.py", "timout": "10s"}'
 case_ unknown-limit '{"script": "a.py", "limits": {"mem": "1G"}}'
 case_ script-and-code '{"script": "a.py", "code": "print(1)", "language": "python"}'
@@ -104,10 +105,11 @@ case_ timeout-bool '{"script": "a.py", "limits": {"timeout": true}}'
 case_ without-network '{"script": "a.py", "without": ["network"]}'
 case_ policy-bogus '{"script": "a.py", "seccomp_policy": "lax"}'
 case_ spec-version-2 '{"spec_version": 2, "script": "a.py"}'
+case_ on-output-limit-bogus '{"script": "a.py", "on_output_limit": "stop"}'
 case_ not-object '["a.py"]'
 group spec.schema.json "$SPEC_SCHEMA" +doc-example +script-only +code-shebang +every-key \
     -unknown-key -unknown-limit -script-and-code -neither -bad-language -code-no-language \
-    -args-not-array -args-number -rm-string -env-number -memory-fractional -timeout-bool \
+    -args-not-array -args-number -rm-string -env-number -memory-fractional -timeout-bool -on-output-limit-bogus \
     -without-network -policy-bogus -spec-version-2 -not-object
 
 # ---- report.schema.json: it can fail ---------------------------------------------------------
