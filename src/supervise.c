@@ -18,7 +18,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -474,6 +476,16 @@ close_all(int *out_p, int *err_p, int *st_p, int *ep, int *so, int *se)
 			(void) close(*all[i]);
 }
 
+/* Is fd the null device (1:3)? */
+static bool
+is_dev_null(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+	       minor(st.st_rdev) == 3;
+}
+
 static int
 dup_high(int fd)
 {
@@ -632,12 +644,22 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	 * to the same pipe or terminal (2>&1) so their order is kept. After the fork: the
 	 * child has no use for our private descriptions. */
 	if (sp->relay) {
-		relay_dst_open(&derr, STDERR_FILENO, sp->sanitize_err);
-		dst[ndst++] = &derr;
-		se.rs.dst = &derr;
-		if (sp->relay_to_stderr || relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
+		/* A destination that is /dev/null is no destination: the library's caller gave
+		 * none (the CLI's --report -, whose stdout carries the report alone). That
+		 * stream is then not relayed at all (relay_dropped_bytes null). */
+		bool to_err = !is_dev_null(STDERR_FILENO);
+		bool to_out = !sp->relay_to_stderr && !is_dev_null(STDOUT_FILENO);
+
+		if (to_err) {
+			relay_dst_open(&derr, STDERR_FILENO, sp->sanitize_err);
+			dst[ndst++] = &derr;
+			se.rs.dst = &derr;
+		}
+		if (sp->relay_to_stderr) {
+			so.rs.dst = se.rs.dst;
+		} else if (to_out && to_err && relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
 			so.rs.dst = &derr;
-		} else {
+		} else if (to_out) {
 			relay_dst_open(&dout, STDOUT_FILENO, sp->sanitize_out);
 			dst[ndst++] = &dout;
 			so.rs.dst = &dout;

@@ -99,8 +99,9 @@ int ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_err
 /* ---- running ---------------------------------------------------------------------------- */
 
 /* Where the script's output is relayed live (besides being captured in the report): fds of
- * the caller, or -1 for none. The fds are duplicated into the supervisor; the library never
- * closes or changes them. */
+ * the caller, or -1 for none (that stream is then not relayed at all: the report's
+ * relay_dropped_bytes is null; the same for an fd that is /dev/null). The fds are duplicated
+ * into the supervisor; the library never closes or changes them. */
 typedef struct ab_io {
 	int out_fd;
 	int err_fd;

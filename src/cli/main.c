@@ -146,7 +146,7 @@ cmd_run(int argc, char **argv)
 	struct ab_run_opts o;
 	struct ab_err err = { 0 };
 	struct ab_report_dest dest = { .dirfd = -1 };
-	bool have_dest = false;
+	bool have_dest = false, to_stdout, dry_run = false;
 	cleanup_free char *code = NULL, *spec_text = NULL;
 	ab_context *ctx = NULL;
 	ab_spec *spec = NULL;
@@ -182,6 +182,7 @@ cmd_run(int argc, char **argv)
 		} else {
 			run_opts_init(&so);
 			r = spec_parse_text(spec_text, (size_t) -1, &so, &err);
+			dry_run = so.dry_run;
 			run_opts_done(&so);
 		}
 		o.report_path = report;
@@ -224,7 +225,14 @@ cmd_run(int argc, char **argv)
 	}
 	ctx = ab_context_new(NULL);
 	spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
-	run = spec ? ab_run_start(ctx, spec, &(ab_io){ STDOUT_FILENO, STDERR_FILENO }, &e) : NULL;
+	/* --report -: our stdout carries the report and nothing else (one JSON document for a
+	 * caller that parses it), so the script's stdout is not relayed there: it is in the
+	 * report (and RUN_DIR/stdout past --inline-output). Its stderr still goes to stderr.
+	 * --dry-run prints its command line on stdout and writes no report. */
+	to_stdout = o.report_path && strcmp(o.report_path, "-") == 0 && !o.dry_run && !dry_run;
+	run = spec ? ab_run_start(ctx, spec,
+				  &(ab_io){ to_stdout ? -1 : STDOUT_FILENO, STDERR_FILENO }, &e)
+		   : NULL;
 	r = run ? wait_forwarding(run, &res, &e) : -EINVAL;
 	ab_spec_free(spec);
 	ab_context_free(ctx);

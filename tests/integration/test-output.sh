@@ -4,7 +4,7 @@
 # with a marker) and the whole stream in RUN_DIR/stdout, checked byte for byte on the host;
 # --on-output-limit truncate lets a flooding script run on (it writes a file afterwards) while
 # kill (the default) still stops it; --rm keeps no stream file and says so; an excerpt never
-# splits a UTF-8 character.
+# splits a UTF-8 character; --report - puts exactly one JSON document on stdout.
 # Every flood is bounded by --output-limit and --timeout, and runs under an outer timeout.
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
@@ -151,5 +151,39 @@ for bad in "--inline-output 65M" "--inline-output lots" "--on-output-limit maybe
     is "$rc" 2 "$bad: usage error (exit 2)"
 done
 check "--on-output-limit maybe: the message gives the accepted values" grep -q "expected kill or truncate" "$WORK/err"
+
+# ---- --report -: stdout is one JSON document ---------------------------------------------
+# one_json FILE: FILE holds exactly one JSON document (nothing before or after it)
+one_json() {
+    python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode())' "$1" 2>/dev/null
+}
+cat >"$WORK/talk.py" <<'EOF'
+import sys
+print('{"not": "the report"}')
+print("plain line")
+print("to stderr", file=sys.stderr)
+EOF
+rc=0
+bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --report - "$WORK/talk.py" >"$WORK/rep.out" 2>"$WORK/err" || rc=$?
+is "$rc" 0 "--report -: exit 0"
+check "--report -: stdout parses as exactly one JSON document" one_json "$WORK/rep.out"
+is "$(jq -r .status "$WORK/rep.out" 2>/dev/null)" exited "--report -: that document is the report"
+is "$(jq -r .stdout.text "$WORK/rep.out" 2>/dev/null)" '{"not": "the report"}
+plain line' "--report -: the script's stdout is in the report"
+is "$(jq -r .stdout.relay_dropped_bytes "$WORK/rep.out" 2>/dev/null)" null \
+    "--report -: stdout was not relayed (relay_dropped_bytes null)"
+is "$(grep -v "^agentbox: warning: " "$WORK/err")" "to stderr" "--report -: the script's stderr still goes to stderr"
+keep_report "$WORK/rep.out"
+# the same with the run given as a spec on stdin, and a stream past --inline-output
+printf '{"script":"%s","runs_dir":"%s","limits":{"output-limit":"100M","timeout":"120s"}}' \
+    "$WORK/big.py" "$RUNS" >"$WORK/bigspec.json"
+rc=0
+bounded 180 "$AGENTBOX" run --report - --spec - <"$WORK/bigspec.json" >"$WORK/rep.out" 2>"$WORK/err" || rc=$?
+is "$rc" 0 "--report - --spec -, 50 MB of stdout: exit 0"
+check "--report - --spec -: stdout parses as exactly one JSON document" one_json "$WORK/rep.out"
+lt "$(wc -c <"$WORK/rep.out")" $MiB "--report -, 50 MB of stdout: what agentbox printed is small"
+check "--report -, 50 MB of stdout: the whole stream is in stdout.file" \
+    test "$(wc -c <"$(jq -r '.stdout.file.path // "/dev/null"' "$WORK/rep.out")")" = "$want_size"
+keep_report "$WORK/rep.out"
 
 done_testing
