@@ -16,6 +16,7 @@
 #include "netproxy.h"
 #include "run.h"
 #include "runctx.h"
+#include "units.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -146,6 +147,51 @@ order_limits_hit(struct ab_result *res)
 	res->limits_hit = sorted;
 }
 
+/* An OOM kill says when tmpfs may explain it (issue 15): its pages count against --memory,
+ * and nothing else tells a person that a full workspace ends as an OOM kill rather than
+ * ENOSPC. Said when the tmpfs caps add up to more than the memory limit (the warning at the
+ * start says so too), or when the workspace held at least a quarter of the limit at the end;
+ * the workspace's bytes are measured (statfs of the tmpfs, still mounted), /tmp's and
+ * /dev/shm's are gone with the sandbox. */
+/* A measured size for people: "64K", "5.3M", "59M". */
+static char *
+approx_size(uint64_t bytes, char *buf, size_t size)
+{
+	if (bytes >= (10ULL << 20))
+		snprintf(buf, size, "%lluM", (unsigned long long) ((bytes + (1 << 19)) >> 20));
+	else if (bytes >= (1ULL << 20))
+		snprintf(buf, size, "%.1fM", (double) bytes / (1 << 20));
+	else
+		snprintf(buf, size, "%lluK", (unsigned long long) ((bytes + 512) >> 10));
+	return buf;
+}
+
+static char *
+oom_message(struct run_ctx *c, const struct ab_cg_usage *u)
+{
+	unsigned long long kills = (unsigned long long) u->oom_kills;
+	char what[200], held[16], total[16], mem[16], ws[64] = "";
+	uint64_t used = 0, limit = c->lp.cg.memory_bytes;
+	struct statfs sf;
+
+	if (c->tmpfs_mounted && fstatfs(c->work_fd, &sf) == 0)
+		used = (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
+	if (used > 0)
+		snprintf(ws, sizeof(ws), "; the workspace held %s at the end",
+			 approx_size(used, held, sizeof(held)));
+	units_format_size(limit, mem, sizeof(mem));
+	if (c->lp.tmpfs_over_memory)
+		return xasprintf("memory limit reached: %llu process(es) OOM-killed; tmpfs pages "
+				 "count against --memory %s, and %s may hold %s%s",
+				 kills, mem, limits_tmpfs_text(&c->lp, c->o, what, sizeof(what)),
+				 units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)), ws);
+	if (limit > 0 && used >= limit / 4)
+		return xasprintf("memory limit reached: %llu process(es) OOM-killed%s, and tmpfs "
+				 "pages count against --memory %s",
+				 kills, ws, mem);
+	return xasprintf("memory limit reached: %llu process(es) OOM-killed", kills);
+}
+
 /* Every limit status says how to get past it (issue 15). */
 static void
 limit_fix(struct run_ctx *c)
@@ -155,12 +201,19 @@ limit_fix(struct run_ctx *c)
 				  ? "raise --memory (the workspace, /tmp and /dev/shm are RAM and "
 				    "count against it too)"
 				  : "raise --memory";
+	char total[16];
 
 	if (res->fix)
 		return;
 	if (res->status == AB_STATUS_TIMEOUT)
 		res->fix = xasprintf("raise --timeout (now %.1f s), or make the script faster",
 				     (double) c->lp.timeout_ms / 1000.0);
+	else if (res->status == AB_STATUS_OOM && c->lp.tmpfs_over_memory)
+		res->fix =
+			xasprintf("raise --memory above %s, or lower %s (the workspace, /tmp and "
+				  "/dev/shm are RAM and count against it)",
+				  units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)),
+				  c->lp.tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
 	else if (res->status == AB_STATUS_OOM)
 		res->fix = xstrdup(mem);
 	else if (res->status == AB_STATUS_PIDS_LIMIT)
@@ -234,8 +287,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 	} else if (u && u->valid && u->oom_kills > 0) {
 		res->status = AB_STATUS_OOM;
 		strv_push(&res->limits_hit, "memory");
-		res->message = xasprintf("memory limit reached: %llu process(es) OOM-killed",
-					 (unsigned long long) u->oom_kills);
+		res->message = oom_message(c, u);
 	} else if (u && u->valid && u->pids_max_events > 0) {
 		res->status = AB_STATUS_PIDS_LIMIT;
 		strv_push(&res->limits_hit, "pids");

@@ -290,6 +290,42 @@ test_limits(void)
 	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
 	fx_done(&f);
 
+	/* tmpfs caps over the memory limit (issue 15): the message and the fix say so */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 1ULL << 30;
+	f.c.lp.tmpfs_workspace = true;
+	f.c.lp.work_bytes = 2ULL << 30;
+	f.c.lp.tmp_bytes = 128ULL << 20;
+	f.c.lp.tmpfs_bytes = (2ULL << 30) + (256ULL << 20);
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "OOM, --disk 2G over --memory 1G", AB_STATUS_OOM, -1, SIGKILL, "memory",
+	       "memory limit reached: 1 process(es) OOM-killed; tmpfs pages count against "
+	       "--memory 1G, and the workspace (--disk 2G), /tmp and /dev/shm (--tmp-size 128M "
+	       "each) may hold 2304M",
+	       "raise --memory above 2304M, or lower --disk or --tmp-size (the workspace, /tmp "
+	       "and /dev/shm are RAM and count against it)",
+	       137);
+	fx_done(&f);
+
+	/* the same caps, without an OOM kill: nothing to say */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = EXITED(0);
+	f.have_u = true;
+	f.u.valid = true;
+	f.c.lp.cg.memory_bytes = 1ULL << 30;
+	f.c.lp.tmpfs_bytes = (2ULL << 30) + (256ULL << 20);
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "--disk 2G over --memory 1G, no OOM", AB_STATUS_EXITED, 0, 0, "", NULL, NULL, 0);
+	fx_done(&f);
+
 	/* a child was OOM-killed, the script itself exited 1 */
 	fx_init(&f);
 	f.oc.script_done = true;
@@ -692,6 +728,24 @@ test_disk_tmpfs(void)
 	fx_run(&f);
 	expect(&f, "tmpfs at size= + OOM", AB_STATUS_OOM, -1, SIGKILL, "disk,memory",
 	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
+	fx_done(&f);
+
+	/* ... and when the workspace holds a quarter of --memory or more, the message says
+	 * that tmpfs counts as memory (issue 15) */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 256 << 10;
+	f.c.tmpfs_mounted = true;
+	f.c.work_fd = wfd;
+	fx_run(&f);
+	expect(&f, "tmpfs holding 1/4 of --memory + OOM", AB_STATUS_OOM, -1, SIGKILL, "disk,memory",
+	       "memory limit reached: 1 process(es) OOM-killed; the workspace held 64K at the end, "
+	       "and tmpfs pages count against --memory 256K",
+	       "raise --memory", 137);
 	fx_done(&f);
 	close(wfd);
 	(void) umount2(dir, MNT_DETACH);
