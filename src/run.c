@@ -451,6 +451,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_copy_inputs(&c, err);
 		if (r < 0)
 			goto out;
+		r = ws_snapshot_workspace(&c, err);
+		if (r < 0)
+			goto out;
 		c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
 		if (c.rd.path)
 			res->workspace = xasprintf("%s/work", c.rd.path);
@@ -654,5 +657,6 @@ out:
 		(void) close(c.collect_fd);
 	free(c.script_name);
 	free(c.strip_keep);
+	free(c.script_rel);
 	return r;
 }
