@@ -274,8 +274,10 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 
 		head = utf8_end(s->buf, h);
 		raw = xmalloc(s->inline_max + 1);
-		memcpy(raw, s->buf + h + s->ring_pos, ring - s->ring_pos);
-		memcpy(raw + ring - s->ring_pos, s->buf + h, s->ring_pos);
+		if (ring > 0) { /* --inline-output 0: no buffer at all */
+			memcpy(raw, s->buf + h + s->ring_pos, ring - s->ring_pos);
+			memcpy(raw + ring - s->ring_pos, s->buf + h, s->ring_pos);
+		}
 		skip = utf8_start(raw, ring);
 		tail_len = ring - skip;
 		elided = s->captured - head - tail_len;
@@ -292,7 +294,8 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 				head > 0 && s->buf[head - 1] != '\n' ? "\n" : "", elided, name);
 		raw_len = head + strlen(marker) + tail_len;
 		q = xmalloc(raw_len);
-		memcpy(q, s->buf, head);
+		if (head > 0)
+			memcpy(q, s->buf, head);
 		memcpy(q + head, marker, strlen(marker));
 		memcpy(q + head + strlen(marker), raw + skip, tail_len);
 		free(raw);

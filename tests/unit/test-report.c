@@ -349,7 +349,7 @@ test_stream_keep(void)
 				off += n;
 			}
 			ok = s.captured == TOTAL && s.excerpt && s.len == caps[c] &&
-			     memcmp(s.buf, all, head) == 0;
+			     (head == 0 || memcmp(s.buf, all, head) == 0);
 			/* the ring, oldest first, is the stream's last `ring` bytes */
 			for (size_t k = 0; ok && k < ring; k++)
 				ok = s.buf[head + (s.ring_pos + k) % ring] == all[TOTAL - ring + k];
@@ -435,6 +435,15 @@ test_excerpt(void)
 	TAP_OK(t && strstr(t, "elided here and not kept (see warnings)]") &&
 		       json_is_null(json_object_get(json_object_get(j, "stdout"), "file")),
 	       "excerpt without a stream file: the marker says the middle was not kept");
+	json_decref(j);
+	/* --inline-output 0: nothing inline, the marker alone */
+	free(r.err.buf);
+	r.err = (struct ab_stream){ .inline_max = 0 };
+	stream_keep(&r.err, "lost\n", 5);
+	j = report_build(&r);
+	TAP_STREQ(json_string_value(json_object_get(json_object_get(j, "stderr"), "text")),
+		  "[agentbox: 5 bytes of stderr elided here and not kept (see warnings)]\n",
+		  "--inline-output 0: the text is the marker alone");
 	json_decref(j);
 	result_done(&r);
 	run_opts_done(&o);
