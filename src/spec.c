@@ -76,17 +76,21 @@ limit_text(const char *name, int id, const json_t *v, char *buf, size_t size, st
 		return ab_err_usage(err, "spec: limits.%s must be a string (\"512M\") or a number",
 				    name);
 	d = json_number_value(v);
-	if (!isfinite(d) || d < 0 || d > 1e15)
+	if (!isfinite(d) || d < 0)
 		return ab_err_usage(err, "spec: limits.%s is out of range", name);
 	switch (id) {
 	case AB_LIM_TIMEOUT_MS:
 	case AB_LIM_CPU_TIME_MS:
-		snprintf(buf, size, "%.0fms", d * 1000.0);
-		break;
 	case AB_LIM_CPUS_MILLI:
-		snprintf(buf, size, "%.3f", d);
+		/* fractional, converted through a double: keep it exact */
+		if (d > 1e15)
+			return ab_err_usage(err, "spec: limits.%s is out of range", name);
+		snprintf(buf, size, id == AB_LIM_CPUS_MILLI ? "%.3f" : "%.0fms",
+			 id == AB_LIM_CPUS_MILLI ? d : d * 1000.0);
 		break;
 	default:
+		/* a whole number in the base unit, as spec_build writes any value the CLI took
+		 * (a "87092800645.6M" memory is 91323420529806880 bytes) */
 		if (!json_is_integer(v))
 			return ab_err_usage(err, "spec: limits.%s must be a whole number", name);
 		snprintf(buf, size, "%" PRIu64, (uint64_t) json_integer_value(v));
