@@ -442,7 +442,8 @@ rundir_prune(int root_fd, const char *own, uint64_t count, uint64_t age_ms, unsi
 		n++;
 	}
 	closedir(d);
-	qsort(runs, n, sizeof(*runs), newest_first);
+	if (n > 1)
+		qsort(runs, n, sizeof(*runs), newest_first);
 	for (size_t i = 0; i < n && removed < max_remove; i++) {
 		int64_t age = now.tv_sec * 1000000000LL + now.tv_nsec - runs[i].started;
 		struct ab_err e = { 0 };
