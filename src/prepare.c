@@ -264,15 +264,18 @@ ends_with(const char *s, const char *x)
 }
 
 int
-prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **ret_nm,
-	       struct ab_err *err)
+prepare_lookup(const char *spec, const char *cache_dir, const char *python, const char *node_path,
+	       char **ret_venv, char **ret_nm, struct ab_err *err)
 {
+	static const char *const variant[] = { "isolated", "--system-site-packages" };
 	struct stat st;
 	struct env_spec es = { 0 };
 	cleanup_free char *cache = cache_dir ? xstrdup(cache_dir) : prepare_default_cache();
 	cleanup_free char *node = NULL;
+	char *found[2] = { NULL, NULL };
+	int nfound = 0;
 	char key[65];
-	int r;
+	int r = 0;
 
 	if (stat(spec, &st) < 0) {
 		ab_err_set(err, -errno, "--env-dir '%s': %s", spec, strerror(errno));
@@ -280,11 +283,12 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 	}
 	if (S_ISDIR(st.st_mode))
 		return read_env_marker(spec, ret_venv, ret_nm, err);
-	/* a requirements / package file: find the environment prepared from it */
+	/* A requirements / package file: the environment prepared from it for the interpreter
+	 * this run uses, keyed exactly as prepare keys it (--python/--node, else the default). */
 	es.python = !(ends_with(spec, "package.json") || ends_with(spec, "package-lock.json"));
 	if (es.python) {
 		es.reqs = spec;
-		es.interp = "/usr/bin/python3";
+		es.interp = python ? python : "/usr/bin/python3";
 	} else {
 		cleanup_free char *copy = xstrdup(spec);
 		char *slash = strrchr(copy, '/');
@@ -299,9 +303,12 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 			es.reqs = spec;
 		}
 		es.lock = sibling_lock(es.reqs);
-		node = default_node();
-		es.interp = node;
+		if (!node_path)
+			node_path = node = default_node();
+		es.interp = node_path;
 	}
+	/* Python: the isolated and the --system-site-packages variant both match the file; more
+	 * than one prepared is a choice only the caller can make. */
 	for (int site = 0; site < (es.python ? 2 : 1); site++) {
 		cleanup_free char *dir = NULL;
 
@@ -311,18 +318,35 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 			break;
 		dir = xasprintf("%s/%.32s", cache, key);
 		if (access(dir, F_OK) == 0) {
-			r = read_env_marker(dir, ret_venv, ret_nm, err);
-			free(es.lock);
-			return r;
+			found[nfound++] = steal_ptr(&dir);
 		}
-		r = 0;
 	}
 	free(es.lock);
-	if (r < 0)
-		return r;
-	ab_err_set(err, -ENOENT, "no environment prepared from '%s' in '%s'", spec, cache);
-	return ab_err_fix(err, "run agentbox prepare --%s '%s' first",
-			  es.python ? "python" : "node", spec);
+	if (r < 0) {
+		/* the file or the interpreter cannot be read */
+	} else if (nfound == 1) {
+		r = read_env_marker(found[0], ret_venv, ret_nm, err);
+	} else if (nfound == 2) {
+		r = ab_err_usage(err,
+				 "--env-dir '%s' matches 2 environments prepared from it for %s: "
+				 "%s (%s) and %s (%s)",
+				 spec, es.interp, found[0], variant[0], found[1], variant[1]);
+		ab_err_fix(err, "pass the directory agentbox prepare printed for the one you want: "
+				"--env-dir DIR");
+	} else {
+		r = ab_err_set(err, -ENOENT, "no environment prepared from '%s' for %s in '%s'",
+			       spec, es.interp, cache);
+		/* an interpreter the run names explicitly is one prepare must be told about */
+		if (es.python ? python != NULL : node == NULL)
+			ab_err_fix(err, "run agentbox prepare --%s '%s' --interpreter %s first",
+				   es.python ? "python" : "node", spec, es.interp);
+		else
+			ab_err_fix(err, "run agentbox prepare --%s '%s' first",
+				   es.python ? "python" : "node", spec);
+	}
+	free(found[0]);
+	free(found[1]);
+	return r;
 }
 
 /* The marker, written by fd into the environment agentbox is about to publish (its own
