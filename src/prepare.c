@@ -449,6 +449,49 @@ remove_entry(int cache_fd, const char *name, struct ab_err *err)
 	return walk_remove_tree(cache_fd, name, err);
 }
 
+/* The lock that serialises prepares of one key: NAME.lock in the cache, flock()ed. Its holder
+ * unlinks it before closing it (cache_unlock), so none is left behind; a waiter that then gets
+ * the lock holds an unlinked file, sees that the name no longer leads to its inode, and opens
+ * the name again. Returns the locked fd or -errno with err. */
+static int
+cache_lock(int cache_fd, const char *cache_path, const char *lockname, struct ab_err *err)
+{
+	for (;;) {
+		cleanup_fd int fd = -1;
+		struct stat st, now;
+
+		fd = openat(cache_fd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return ab_err_set(err, -errno, "lock '%s/%s': %s", cache_path, lockname,
+					  strerror(errno));
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			return ab_err_set(err, -EPERM, "lock '%s/%s': not agentbox's lock file",
+					  cache_path, lockname);
+		if (RETRY_EINTR(flock(fd, LOCK_EX)) < 0)
+			return ab_err_set(err, -errno, "lock '%s/%s': %s", cache_path, lockname,
+					  strerror(errno));
+		if (fstatat(cache_fd, lockname, &now, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				return ab_err_set(err, -errno, "lock '%s/%s': %s", cache_path,
+						  lockname, strerror(errno));
+		} else if (now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+			return steal_fd(&fd);
+		}
+		/* the holder before us removed it (or it was replaced): lock the name anew */
+	}
+}
+
+/* Ends what cache_lock began: the name goes first, while the lock is still held. */
+static void
+cache_unlock(int cache_fd, const char *lockname, int *fd)
+{
+	if (*fd < 0)
+		return;
+	(void) unlinkat(cache_fd, lockname, 0);
+	(void) close(*fd);
+	*fd = -1;
+}
+
 /* ---- the install's network (netproxy.h) ------------------------------------------------- */
 
 /* What the install may reach through the registry proxy unless --allow-host adds more: the
@@ -687,8 +730,9 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 {
 	struct env_spec es = { 0 };
 	cleanup_free char *node = NULL, *dir = NULL, *cache_path = NULL;
-	cleanup_fd int cache_fd = -1, build_fd = -1, lockfd = -1;
-	char name[40], build_name[48], key[65];
+	cleanup_fd int cache_fd = -1, build_fd = -1;
+	int lockfd = -1;
+	char name[40], build_name[48], lockname[48] = "", key[65];
 	uint64_t env_bytes = 1536ULL << 20;
 	struct ab_netproxy np;
 	json_t *report = NULL;
@@ -751,20 +795,12 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 	}
 	snprintf(name, sizeof(name), "%.32s", key);
 	snprintf(build_name, sizeof(build_name), ".build-%.32s", key);
+	snprintf(lockname, sizeof(lockname), "%.32s.lock", key);
 	dir = xasprintf("%s/%s", cache_path, name);
-	{
-		cleanup_free char *lockname = xasprintf("%s.lock", name);
-		struct stat st;
-
-		lockfd =
-			openat(cache_fd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (lockfd < 0 || fstat(lockfd, &st) < 0 || !S_ISREG(st.st_mode) ||
-		    st.st_uid != geteuid() || flock(lockfd, LOCK_EX) < 0) {
-			r = ab_err_set(err, lockfd < 0 ? -errno : -EPERM, "lock '%s/%s': %s",
-				       cache_path, lockname,
-				       lockfd < 0 ? strerror(errno) : "not agentbox's lock file");
-			goto out;
-		}
+	lockfd = cache_lock(cache_fd, cache_path, lockname, err);
+	if (lockfd < 0) {
+		r = lockfd;
+		goto out;
 	}
 	if (env_published(cache_fd, name)) {
 		fprintf(stderr, "agentbox: cache hit\n");
@@ -888,6 +924,9 @@ fail:
 		report = NULL;
 	}
 out:
+	/* last: everything the lock guards is done (the environment published or removed) */
+	if (cache_fd >= 0)
+		cache_unlock(cache_fd, lockname, &lockfd);
 	json_decref(report);
 	netproxy_done(&np);
 	free(es.lock);

@@ -262,6 +262,34 @@ else
     not_ok "python, a wheel URL on localhost: pip asked the proxy, which refused" "got: $n $(rj '.network_proxy.refused[0]')"
 fi
 
+# ---- the cache's lock ------------------------------------------------------------------
+check "a successful prepare leaves no lock file in the cache" \
+    test -z "$(find "$CACHE" -maxdepth 1 -name '*.lock')"
+# Three prepares of one requirements file at once: the lock serialises them (one builds, two
+# find it), the lock file is gone afterwards, and one environment is in the cache.
+mkdir "$WORK/cache-conc"
+pids=
+for n in 1 2 3; do
+    (
+        _crc=0
+        bounded 300 "$AGENTBOX" prepare --python "$WORK/req.txt" --no-index --find-links "$WORK/wheels" \
+            --cache-dir "$WORK/cache-conc" >"$WORK/conc$n.out" 2>"$WORK/conc$n.err" || _crc=$?
+        echo "$_crc" >"$WORK/conc$n.rc"
+    ) &
+    pids="$pids $!"
+done
+# only these three: the listeners started above are children of this shell too
+# shellcheck disable=SC2086 # a list of pids
+wait $pids
+is "$(cat "$WORK/conc1.rc" "$WORK/conc2.rc" "$WORK/conc3.rc" | tr '\n' ' ')" "0 0 0 " \
+    "concurrent prepares: all three succeed"
+is "$(cat "$WORK/conc1.out" "$WORK/conc2.out" "$WORK/conc3.out" | sort -u | wc -l)" 1 \
+    "concurrent prepares: all three print the same environment"
+is "$(cat "$WORK/conc1.err" "$WORK/conc2.err" "$WORK/conc3.err" | grep -c 'cache hit')" 2 \
+    "concurrent prepares: one built it, two found it (serialised)"
+is "$(find "$WORK/cache-conc" -mindepth 1 -maxdepth 1 | sed 's|.*/||' | tr '\n' ' ')" \
+    "$(sed 's|.*/||' "$WORK/conc1.out") " "concurrent prepares: one environment in the cache, no lock file"
+
 # ---- a real install from the npm registry, through the proxy ------------------------------
 mkdir "$WORK/np-real"
 cat >"$WORK/np-real/package.json" <<'EOF'
