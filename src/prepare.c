@@ -32,7 +32,9 @@
 
 #define AB_ENV_FORMAT "agentbox-env-1"
 
-/* The drivers run inside the install sandbox, as the "script" of an ordinary run. */
+/* The drivers run inside the install sandbox, as the "script" of an ordinary run. A failed
+ * step is one line naming it and the installer's own exit status, never a traceback: what
+ * the installer printed above it is the story. */
 static const char py_driver[] =
 	"import subprocess, sys\n"
 	"env, req, flags = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
@@ -44,23 +46,46 @@ static const char py_driver[] =
 	"        venv.append(flags[i])\n"
 	"    elif flags[i] == '--no-index':\n"
 	"        pip.append(flags[i])\n"
-	"    elif flags[i] == '--find-links':\n"
-	"        pip += ['--find-links', flags[i + 1]]\n"
+	"    elif flags[i] in ('--find-links', '--index-url'):\n"
+	"        pip += [flags[i], flags[i + 1]]\n"
 	"        i += 1\n"
 	"    i += 1\n"
-	"subprocess.run(venv + [env + '/venv'], check=True)\n"
-	"subprocess.run([env + '/venv/bin/python', '-m', 'pip', 'install', '--no-input',\n"
-	"                '--disable-pip-version-check', '--no-cache-dir', '-r', req] + pip,\n"
-	"               check=True)\n";
+	"def step(what, argv):\n"
+	"    try:\n"
+	"        rc = subprocess.run(argv).returncode\n"
+	"    except OSError as e:\n"
+	"        print('agentbox: prepare: %s: %s' % (what, e), file=sys.stderr)\n"
+	"        sys.exit(127)\n"
+	"    if rc != 0:\n"
+	"        print('agentbox: prepare: %s exited with status %d' % (what, rc), "
+	"file=sys.stderr)\n"
+	"        sys.exit(rc if rc > 0 else 1)\n"
+	"step('python -m venv', venv + [env + '/venv'])\n"
+	"step('pip install', [env + '/venv/bin/python', '-m', 'pip', 'install', '--no-input',\n"
+	"     '--disable-pip-version-check', '--no-cache-dir', '-r', req] + pip)\n";
 
 static const char node_driver[] =
 	"const { spawnSync } = require('child_process');\n"
 	"const fs = require('fs');\n"
-	"const [env, lock] = process.argv.slice(2);\n"
-	"fs.copyFileSync('package.json', env + '/package.json');\n"
-	"if (lock === '1') fs.copyFileSync('package-lock.json', env + '/package-lock.json');\n"
-	"const r = spawnSync('npm', [lock === '1' ? 'ci' : 'install', '--no-audit', '--no-fund',\n"
-	"  '--no-update-notifier'], { cwd: env, stdio: 'inherit' });\n"
+	"const [env, lock, registry] = process.argv.slice(2);\n"
+	"const cmd = lock === '1' ? 'ci' : 'install';\n"
+	"const args = [cmd, '--no-audit', '--no-fund', '--no-update-notifier'];\n"
+	"if (registry) args.push('--registry', registry);\n"
+	"try {\n"
+	"  fs.copyFileSync('package.json', env + '/package.json');\n"
+	"  if (lock === '1') fs.copyFileSync('package-lock.json', env + '/package-lock.json');\n"
+	"} catch (e) {\n"
+	"  console.error('agentbox: prepare: ' + e.message);\n"
+	"  process.exit(1);\n"
+	"}\n"
+	"const r = spawnSync('npm', args, { cwd: env, stdio: 'inherit' });\n"
+	"if (r.error) {\n"
+	"  console.error('agentbox: prepare: cannot run npm: ' + r.error.message);\n"
+	"  process.exit(127);\n"
+	"}\n"
+	"if (r.status !== 0)\n"
+	"  console.error('agentbox: prepare: npm ' + cmd + ' exited with ' +\n"
+	"    (r.status === null ? 'signal ' + r.signal : 'status ' + r.status));\n"
 	"process.exit(r.status === null ? 1 : r.status);\n";
 
 char *
@@ -494,19 +519,46 @@ cache_unlock(int cache_fd, const char *lockname, int *fd)
 
 /* ---- the install's network (netproxy.h) ------------------------------------------------- */
 
-/* What the install may reach through the registry proxy unless --allow-host adds more: the
- * registries pip and npm use by default; nothing for pip --no-index. */
+/* The package index the install uses: pypi.org and files.pythonhosted.org for pip, or
+ * registry.npmjs.org for npm; --index-url's host instead; none with --no-index. The
+ * registry proxy allows these (and each --allow-host), and prepare checks that they answer
+ * before it starts the install. */
 static void
-default_registries(struct np_policy *p, bool python, bool no_index)
+index_hosts(struct np_policy *p, bool python, bool no_index, const char *index_target)
 {
 	if (no_index)
 		return;
-	if (python) {
+	if (index_target) {
+		(void) np_policy_add(p, index_target);
+	} else if (python) {
 		(void) np_policy_add(p, "pypi.org");
 		(void) np_policy_add(p, "files.pythonhosted.org");
 	} else {
 		(void) np_policy_add(p, "registry.npmjs.org");
 	}
+}
+
+/* --index-url https://HOST[:PORT][/PATH]: HOST[:PORT] into buf, for the allow-list. No
+ * credentials (the URL lands in the install's argv and report) and nothing but HTTPS (the
+ * proxy only tunnels). Returns 0 or -EINVAL. */
+static int
+index_url_target(const char *url, char *buf, size_t size)
+{
+	struct np_policy one = { 0 };
+	const char *a = url + 8;
+	size_t n;
+
+	if (strncmp(url, "https://", 8) != 0)
+		return -EINVAL;
+	for (const char *c = url; *c; c++)
+		if ((unsigned char) *c <= 0x20 || *c == 0x7f)
+			return -EINVAL;
+	n = strcspn(a, "/?#");
+	if (n == 0 || n >= size || memchr(a, '@', n))
+		return -EINVAL;
+	memcpy(buf, a, n);
+	buf[n] = '\0';
+	return np_policy_add(&one, buf) < 0 ? -EINVAL : 0;
 }
 
 /* prepare --report FILE: the install run's report, with what the proxy let through and
@@ -538,12 +590,17 @@ prepare_usage(void)
 	       "       agentbox prepare --node package.json [package-lock.json]\n"
 	       "options for both: --cache-dir DIR --timeout DUR --memory SIZE --pids N\n"
 	       "                  --disk SIZE --report FILE --allow-host HOST[:PORT]\n"
+	       "                  --index-url https://HOST[:PORT]/PATH (pip's index, npm's "
+	       "registry)\n"
 	       "Builds the environment in a sandbox that writes only into a tmpfs of its own, and\n"
 	       "publishes agentbox's sanitised copy in the cache; prints its path. Same inputs\n"
-	       "again: a cache hit. The sandbox has its own network: only HTTPS to the registry\n"
-	       "(pypi.org and files.pythonhosted.org, or registry.npmjs.org; none with\n"
-	       "--no-index) and each --allow-host, through a proxy that never connects to\n"
-	       "loopback, private or link-local addresses.\n";
+	       "again: a cache hit. The sandbox has its own network: only HTTPS to the package\n"
+	       "index (pypi.org and files.pythonhosted.org, or registry.npmjs.org, or the\n"
+	       "--index-url host; none with --no-index) and each --allow-host, through a proxy\n"
+	       "that never connects to loopback, private or link-local addresses. The index\n"
+	       "must answer first (5 s), or prepare stops.\n"
+	       "Exit status: 0 built or found; 2 usage error; 3 the package index cannot be\n"
+	       "reached; 125 the install failed or was refused.\n";
 }
 
 int
@@ -556,6 +613,7 @@ prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_
 		{ "disk", required_argument, NULL, 'd' },
 		{ "find-links", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "index-url", required_argument, NULL, 'u' },
 		{ "interpreter", required_argument, NULL, 'i' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "no-index", no_argument, NULL, 'n' },
@@ -595,6 +653,9 @@ prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_
 			return 1;
 		case 'i':
 			json_object_set_new(q, "interpreter", json_string(optarg));
+			break;
+		case 'u':
+			json_object_set_new(q, "index_url", json_string(optarg));
 			break;
 		case 'm':
 			json_object_set_new(lim, "memory", json_string(optarg));
@@ -663,6 +724,7 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 {
 	const json_t *lim = json_object_get(q, "limits");
 	const char *find_links = req_str(q, "find_links");
+	const char *index_url = req_str(q, "index_url");
 	const char *t = json_string_value(json_object_get(lim, "timeout"));
 	const char *m = json_string_value(json_object_get(lim, "memory"));
 	const char *p = json_string_value(json_object_get(lim, "pids"));
@@ -719,8 +781,12 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 			strv_push(&o->script_args, "--find-links");
 			strv_pushf(&o->script_args, "/work/%s", fb && fb[1] ? fb + 1 : find_links);
 		}
+		if (index_url)
+			strv_push_n(&o->script_args, 2, "--index-url", index_url);
 	} else {
 		strv_push(&o->script_args, es->lock ? "1" : "0");
+		if (index_url)
+			strv_push(&o->script_args, index_url);
 	}
 	return 0;
 }
@@ -732,7 +798,10 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 	cleanup_free char *node = NULL, *dir = NULL, *cache_path = NULL;
 	cleanup_fd int cache_fd = -1, build_fd = -1;
 	int lockfd = -1;
-	char name[40], build_name[48], lockname[48] = "", key[65];
+	char name[40], build_name[48], lockname[48] = "", key[65], index_target[NP_HOST_MAX + 16];
+	const char *index_url = req_str(q, "index_url");
+	bool no_index = json_is_true(json_object_get(q, "no_index"));
+	struct np_policy index = { 0 };
 	uint64_t env_bytes = 1536ULL << 20;
 	struct ab_netproxy np;
 	json_t *report = NULL;
@@ -759,6 +828,25 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 					 "(at most %d)",
 					 json_is_string(h) ? json_string_value(h) : "?",
 					 NP_MAX_ALLOW);
+			goto out;
+		}
+	}
+	if (index_url && index_url_target(index_url, index_target, sizeof(index_target)) < 0) {
+		r = ab_err_usage(err,
+				 "prepare: --index-url '%s': expected https://HOST[:PORT][/PATH] "
+				 "(no user:password@)",
+				 index_url);
+		goto out;
+	}
+	/* The install's network: its own namespace, the registry proxy its only way out, to the
+	 * package index and each --allow-host. */
+	index_hosts(&index, es.python, no_index, index_url ? index_target : NULL);
+	for (i = 0; i < index.n; i++) {
+		char t[NP_HOST_MAX + 16];
+
+		np_format_target(t, sizeof(t), index.allow[i].host, index.allow[i].port);
+		if (np_policy_add(&np.policy, t) < 0) {
+			r = ab_err_usage(err, "prepare: more than %d hosts to allow", NP_MAX_ALLOW);
 			goto out;
 		}
 	}
@@ -831,11 +919,21 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 		if (r < 0)
 			goto fail;
 	}
-	/* The install's network: its own namespace, the registry proxy its only way out. */
-	default_registries(&np.policy, es.python, json_is_true(json_object_get(q, "no_index")));
 	r = netproxy_start(&np, owner, group, err);
 	if (r < 0)
 		goto fail;
+	/* An index that cannot be reached fails here, in seconds and in one line, rather than
+	 * after the installer's retries and with its traceback. */
+	if (index.n > 0) {
+		r = netproxy_probe(&np, &index, err);
+		if (r < 0) {
+			ab_err_fix(err, "%s",
+				   index_url ? "check that this host reaches --index-url's host"
+					     : "check this host's network and DNS; or install "
+					       "offline with --no-index --find-links DIR");
+			goto fail;
+		}
+	}
 
 	{
 		struct ab_run_opts o;
@@ -855,7 +953,19 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 		}
 		if (r < 0)
 			res.status = AB_STATUS_SETUP_ERROR;
-		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
+		netproxy_stop(&np);
+		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0) &&
+		    np.stats_valid && np.allowed == 0 && np.refused == 0 && np.failed > 0) {
+			/* every way out failed to connect: the index went away after the probe */
+			const char *f =
+				np.failures.n ? np.failures.v[0] : "no connection succeeded";
+
+			r = ab_err_set(err, -EHOSTUNREACH, "cannot reach the package index: %s",
+				       strncmp(f, "CONNECT ", 8) == 0 ? f + 8 : f);
+			err->exit = AB_EXIT_UNAVAILABLE;
+			ab_err_fix(err,
+				   "check this host's network and DNS, then run prepare again");
+		} else if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
 			r = ab_err_set(err, -EIO, "the install failed: %s (exit %d)%s%s",
 				       result_status_name(res.status), res.exit_code,
 				       res.message ? ": " : "", res.message ? res.message : "");
@@ -880,7 +990,6 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 					(long long) skipped);
 			}
 		}
-		netproxy_stop(&np);
 		if (np.refused > 0)
 			fprintf(stderr,
 				"agentbox: prepare: the registry proxy refused %llu connection(s) "
