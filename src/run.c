@@ -327,7 +327,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	ws_name_script(&c);
 	res->lang = c.plan.lang;
 	if (o->env_dir) {
-		r = prepare_lookup(o->env_dir, NULL, &env_venv, &env_nm, err);
+		r = prepare_lookup(o->env_dir, NULL, o->python_path, o->node_path, &env_venv,
+				   &env_nm, err);
 		if (r < 0)
 			goto out;
 		if (env_venv && c.plan.lang != AB_LANG_PYTHON) {
