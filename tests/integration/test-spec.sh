@@ -78,5 +78,14 @@ is "$(jq -r .status "$WORK/fd.json" 2>/dev/null)/$(cat "$WORK/out4")" "exited/5"
 rc=0
 "$AGENTBOX" run --report-fd 9 --lang python --code 'print(1)' >/dev/null 2>"$WORK/err4" || rc=$?
 is "$rc" 2 "--report-fd of a closed fd: exit 2"
+# a spec that does not parse: the usage_error report goes to the fd too (a client reads only it)
+rc=0
+printf '{"language":"python","code":"1","bogus":1}' |
+    "$AGENTBOX" run --spec - --report-fd 3 3>"$WORK/fd2.json" >/dev/null 2>"$WORK/err4" || rc=$?
+is "$rc/$(jq -r '.status + " " + .message' "$WORK/fd2.json" 2>/dev/null)" '2/usage_error spec: unknown key "bogus"' \
+    "--report-fd: a spec with an unknown key gets a usage_error report on the fd"
+# version --json: what the client packages check before their first run
+is "$("$AGENTBOX" version --json | jq -c '[.report_schema_version, .spec_version, (.agentbox_version | type)]')" \
+    '[1,1,"string"]' "version --json: report schema, spec version and the version"
 
 done_testing
