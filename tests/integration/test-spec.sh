@@ -12,6 +12,11 @@ out=$(printf '{"language":"python","code":"print(6*7)"}' |
     AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - 2>"$WORK/err")
 is "$out" 42 "printf '{\"language\":\"python\",\"code\":\"print(6*7)\"}' | agentbox run --spec - prints 42"
 
+# stdin_data: the script's stdin given inline reaches the script (it used to be parsed and dropped)
+out=$(printf '{"language":"python","code":"import sys; print(sys.stdin.read().upper())","stdin_data":"inline input","rm":true}' |
+    AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - 2>"$WORK/err")
+is "$out" "INLINE INPUT" "stdin_data is the script's stdin"
+
 printf 'import sys\nprint(sys.argv[1:])\n' >"$WORK/s.py"
 mkdir -m 0755 "$WORK/in"
 echo data >"$WORK/in/d.txt"
