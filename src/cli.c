@@ -102,6 +102,25 @@ static const char *const limit_names[AB_LIM_COUNT] = {
 	[AB_LIM_OUTPUT] = "output-limit",
 };
 
+/* What each limit accepts, and how an error says it (the sandbox always holds agentbox-init
+ * and the interpreter, hence pids >= 2; below 16M of memory no interpreter starts). */
+static const struct {
+	uint64_t min, max;
+	const char *text;
+} limit_range[AB_LIM_COUNT] = {
+	[AB_LIM_TIMEOUT_MS] = { 1, 7 * 24 * 3600 * 1000ULL, "from 1ms to 7d" },
+	[AB_LIM_MEMORY] = { 16ULL << 20, 1ULL << 50, "from 16M to 1024T" },
+	[AB_LIM_PIDS] = { 2, 4194304, "from 2 to 4194304" },
+	[AB_LIM_CPUS_MILLI] = { 10, 1024 * 1000, "from 0.01 to 1024" },
+	[AB_LIM_CPU_TIME_MS] = { 0, 7 * 24 * 3600 * 1000ULL, "from 0 (no limit) to 7d" },
+	[AB_LIM_DISK] = { 1ULL << 20, 1ULL << 50, "from 1M to 1024T" },
+	[AB_LIM_INODES] = { 16, 1ULL << 32, "from 16 to 4294967296" },
+	[AB_LIM_TMP_SIZE] = { 1ULL << 20, 1ULL << 50, "from 1M to 1024T" },
+	[AB_LIM_FILE_SIZE] = { 1, 1ULL << 50, "from 1 byte to 1024T" },
+	[AB_LIM_NOFILE] = { 16, 1048576, "from 16 to 1048576" },
+	[AB_LIM_OUTPUT] = { 1, 1ULL << 40, "from 1 byte to 1T" },
+};
+
 static const char *const prot_names[AB_PROT_COUNT] = {
 	[AB_PROT_SECCOMP] = "seccomp",
 	[AB_PROT_LANDLOCK] = "landlock",
@@ -337,22 +356,11 @@ cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struc
 	default:
 		return ab_err_usage(err, "internal: unknown limit");
 	}
-	if (r == 0 && v == 0 && id != AB_LIM_CPU_TIME_MS)
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_TIMEOUT_MS && v > 7 * 24 * 3600 * 1000ULL)
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_NOFILE && (v < 16 || v > 1048576))
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_CPUS_MILLI && (v < 10 || v > 1024 * 1000))
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_MEMORY && v < (16ULL << 20))
-		r = -ERANGE;
-	/* the sandbox always holds agentbox-init and the interpreter */
-	if (r == 0 && id == AB_LIM_PIDS && v < 2)
+	if (r == 0 && (v < limit_range[id].min || v > limit_range[id].max))
 		r = -ERANGE;
 	if (r < 0)
-		return ab_err_usage(err, "invalid --%s '%s': expected %s%s", limit_names[id], arg,
-				    expect, r == -ERANGE ? " in a sensible range" : "");
+		return ab_err_usage(err, "invalid --%s '%s': expected %s, %s", limit_names[id], arg,
+				    expect, limit_range[id].text);
 	o->limits[id].value = v;
 	o->limits[id].set = true;
 	return 0;

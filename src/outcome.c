@@ -16,6 +16,7 @@
 #include "netproxy.h"
 #include "run.h"
 #include "runctx.h"
+#include "util/macro.h"
 #include "util/xalloc.h"
 
 static bool
@@ -54,6 +55,102 @@ file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 				 where, (unsigned long long) c->lp.fsize);
 	free(res->fix);
 	res->fix = xstrdup("raise --file-size");
+}
+
+static void
+add_hit(struct ab_result *res, const char *name)
+{
+	if (!limit_hit(res, name))
+		strv_push(&res->limits_hit, name);
+}
+
+/* Every other limit with evidence that it was reached, whatever ended the run (issue 15): a
+ * fork bomb under --pids that then times out has both. */
+static void
+other_evidence(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u)
+{
+	struct ab_result *res = c->res;
+
+	if (u && u->valid && u->pids_max_events > 0)
+		add_hit(res, "pids");
+	if (u && u->valid && u->oom_kills > 0)
+		add_hit(res, "memory");
+	if (oc->cpu_time_limited || (u && u->valid && c->lp.cg_cpu_time && c->lp.cpu_time_ms &&
+				     u->cpu_usec / 1000 >= c->lp.cpu_time_ms))
+		add_hit(res, "cpu-time");
+	if (res->out.truncated || res->err.truncated)
+		add_hit(res, "output-limit");
+	if (oc->timed_out)
+		add_hit(res, "timeout");
+}
+
+/* The limit of the status is the one that ended the run, so it was reached last: it goes to
+ * the end; the others (reached while the run went on) keep their order before it. */
+static const char *
+status_limit(enum ab_status st)
+{
+	static const struct {
+		enum ab_status st;
+		const char *limit;
+	} map[] = {
+		{ AB_STATUS_TIMEOUT, "timeout" },
+		{ AB_STATUS_OOM, "memory" },
+		{ AB_STATUS_PIDS_LIMIT, "pids" },
+		{ AB_STATUS_CPU_TIME_LIMIT, "cpu-time" },
+		{ AB_STATUS_OUTPUT_LIMIT, "output-limit" },
+		{ AB_STATUS_FILE_SIZE_LIMIT, "file-size" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (map[i].st == st)
+			return map[i].limit;
+	return NULL;
+}
+
+static void
+order_limits_hit(struct ab_result *res)
+{
+	const char *last = status_limit(res->status);
+	struct strv sorted = { 0 };
+
+	if (!last || !limit_hit(res, last))
+		return;
+	STRV_FOREACH (h, &res->limits_hit)
+		if (strcmp(*h, last) != 0)
+			strv_push(&sorted, *h);
+	strv_push(&sorted, last);
+	strv_done(&res->limits_hit);
+	res->limits_hit = sorted;
+}
+
+/* Every limit status says how to get past it (issue 15). */
+static void
+limit_fix(struct run_ctx *c)
+{
+	struct ab_result *res = c->res;
+	const char *mem = res->opts && (c->lp.work_bytes || c->lp.tmp_bytes)
+				  ? "raise --memory (the workspace, /tmp and /dev/shm are RAM and "
+				    "count against it too)"
+				  : "raise --memory";
+
+	if (res->fix)
+		return;
+	if (res->status == AB_STATUS_TIMEOUT)
+		res->fix = xasprintf("raise --timeout (now %.1f s), or make the script faster",
+				     (double) c->lp.timeout_ms / 1000.0);
+	else if (res->status == AB_STATUS_OOM)
+		res->fix = xstrdup(mem);
+	else if (res->status == AB_STATUS_PIDS_LIMIT)
+		res->fix = xstrdup("raise --pids, or start fewer processes or threads");
+	else if (res->status == AB_STATUS_CPU_TIME_LIMIT)
+		res->fix = xstrdup("raise --cpu-time, or make the script do less work");
+	else if (res->status == AB_STATUS_OUTPUT_LIMIT)
+		res->fix =
+			xstrdup("raise --output-limit, or write large output to a file in /work");
+	else if (res->status == AB_STATUS_DISK_LIMIT)
+		res->fix = xstrdup(limit_hit(res, "inodes") ? "raise --inodes" : "raise --disk");
+	else if (res->status == AB_STATUS_FILE_SIZE_LIMIT)
+		res->fix = xstrdup("raise --file-size");
 }
 
 void
@@ -172,6 +269,9 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		}
 	}
 	file_size_evidence(c, oc);
+	other_evidence(c, oc, u);
+	order_limits_hit(res);
+	limit_fix(c);
 }
 
 int

@@ -49,6 +49,8 @@ result_init(struct ab_result *r, struct ab_run_opts *opts)
 	r->cpu_ms = -1;
 	r->max_rss_kib = -1;
 	r->kill_to_reaped_ms = -1;
+	r->started_unix_ms = -1; /* null until a run started, never 0 */
+	r->wall_ms = -1;
 	r->supervisor_max_rss_kib = -1;
 	r->supervisor_fds_left = -1;
 	r->opts = opts;

@@ -700,11 +700,15 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 					    *in, json_array_size(skipped));
 			manifest_done(&m);
 		} else {
-			json_array_append_new(c->res->inputs,
-					      json_pack("{s:s, s:s, s:s}", "path", *in, "type",
-							S_ISLNK(st.st_mode) ? "symlink" : "special",
-							"skipped",
-							"not a regular file or directory"));
+			cleanup_free char *esc = walk_escape_name(*in);
+
+			json_array_append_new(
+				c->res->inputs,
+				json_pack("{s:s, s:s, s:i, s:i, s:[{s:s, s:s}], s:b}", "path", *in,
+					  "type", S_ISLNK(st.st_mode) ? "symlink" : "special",
+					  "bytes", 0, "entries", 0, "skipped", "path", esc,
+					  "reason", "not a regular file or directory", "truncated",
+					  false));
 			result_warn(c->res, "--input '%s' is a %s: not copied", *in,
 				    S_ISLNK(st.st_mode) ? "symlink" : "special file");
 		}

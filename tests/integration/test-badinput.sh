@@ -10,7 +10,8 @@
 # snap: every path under $WORK except the runs root and our own outputs, with its mode,
 # owner, size and mtime
 snap() {
-    find "$WORK" -mindepth 1 \( -path "$RUNS" -o -name out -o -name err -o -name 'r.json*' \) \
+    find "$WORK" -mindepth 1 \( -path "$RUNS" -o -path "$WORK/reports" -o -name out -o -name err \
+        -o -name 'r.json*' \) \
         -prune -o -printf '%p %m %U:%G %s %T@\n' | sort
 }
 HINT="Try 'agentbox run --help' for more information."
@@ -86,13 +87,30 @@ refused "--timeout 5x" 2 usage_error "invalid --timeout '5x': expected a duratio
 refused "--timeout 0" 2 usage_error "invalid --timeout '0'" - --timeout 0 "$WORK/ok.py"
 refused "--memory lots" 2 usage_error "invalid --memory 'lots': expected a size" - \
     --memory lots "$WORK/ok.py"
-refused "--memory 1K (too small)" 2 usage_error "invalid --memory '1K'.*sensible range" - \
+refused "--memory 1K (too small)" 2 usage_error "invalid --memory '1K'.*from 16M to 1024T" - \
     --memory 1K "$WORK/ok.py"
 refused "--pids -1" 2 usage_error "invalid --pids '-1': expected a whole number" - \
     --pids -1 "$WORK/ok.py"
 refused "--cpus 0" 2 usage_error "invalid --cpus '0'" - --cpus 0 "$WORK/ok.py"
 refused "--disk 12Q" 2 usage_error "invalid --disk '12Q'" - --disk 12Q "$WORK/ok.py"
 refused "--nofile 1" 2 usage_error "invalid --nofile '1'" - --nofile 1 "$WORK/ok.py"
+# every limit's error gives the accepted range
+refused "--timeout 8d (over the range)" 2 usage_error "invalid --timeout '8d'.*from 1ms to 7d" - \
+    --timeout 8d "$WORK/ok.py"
+refused "--disk 1 (under the range)" 2 usage_error "invalid --disk '1'.*from 1M to 1024T" - \
+    --disk 1 "$WORK/ok.py"
+refused "--cpus 0.001" 2 usage_error "invalid --cpus '0.001'.*from 0.01 to 1024" - \
+    --cpus 0.001 "$WORK/ok.py"
+refused "--pids 1" 2 usage_error "invalid --pids '1'.*from 2 to 4194304" - --pids 1 "$WORK/ok.py"
+refused "--inodes 3" 2 usage_error "invalid --inodes '3'.*from 16 to" - --inodes 3 "$WORK/ok.py"
+refused "--tmp-size 2000T" 2 usage_error "invalid --tmp-size '2000T'.*from 1M to 1024T" - \
+    --tmp-size 2000T "$WORK/ok.py"
+refused "--output-limit 0" 2 usage_error "invalid --output-limit '0'.*from 1 byte to 1T" - \
+    --output-limit 0 "$WORK/ok.py"
+refused "--file-size 0" 2 usage_error "invalid --file-size '0'.*from 1 byte" - \
+    --file-size 0 "$WORK/ok.py"
+refused "--cpu-time 8d" 2 usage_error "invalid --cpu-time '8d'.*from 0 \(no limit\) to 7d" - \
+    --cpu-time 8d "$WORK/ok.py"
 refused "--env without =" 2 usage_error "invalid --env 'NOVALUE'" - --env NOVALUE "$WORK/ok.py"
 refused "--without unknown" 2 usage_error "invalid --without 'foo'" - --without foo "$WORK/ok.py"
 

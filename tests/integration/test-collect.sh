@@ -30,7 +30,8 @@ flags() {
 snap() {
     find "$WORK/outside" -printf '%p|%y|%s|%m|%T@|%l\n' | sort
     find "$WORK/outside" -type f -exec sha256sum {} + | sort
-    find "$WORK" -mindepth 1 -maxdepth 1 ! -name out ! -name err ! -name r.json -printf '%f\n' |
+    find "$WORK" -mindepth 1 -maxdepth 1 ! -name out ! -name err ! -name r.json ! -name reports \
+        -printf '%f\n' |
         sort
     if [ -f "$HOME/.bashrc" ]; then sha256sum "$HOME/.bashrc"; fi
 }
@@ -380,6 +381,7 @@ else
         "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --disk 16M --inodes 4096 \
         --collect "$WORK/coll-amp" "$WORK/amp.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
 fi
+keep_report "$WORK/r.json"
 is "$rc|$(jr .status)|$(cat "$WORK/out")" "0|exited|AMP 2160" \
     "amplification: the run made its 2,160 entries and exited"
 # post-run: from "interpreted" (the sandbox is gone) to "report written"
@@ -539,8 +541,10 @@ printf 'print("gc")\n' >"$WORK/gc.py"
 for _i in 1 2 3; do
     rc=0
     "$AGENTBOX" run --quiet --runs-dir "$G" --report "$WORK/r.json" "$WORK/gc.py" >/dev/null 2>&1 || rc=$?
+    keep_report "$WORK/r.json"
 done
 "$AGENTBOX" run --quiet --runs-dir "$G2" --report "$WORK/r.json" "$WORK/gc.py" >/dev/null 2>&1 || true
+keep_report "$WORK/r.json"
 OTHER=$(jr .run_dir)
 ln -s "$OTHER" "$G/run-lnklnk"
 mkdir "$G/run-nomark"
@@ -584,6 +588,7 @@ if command -v script >/dev/null 2>&1; then
     rc=0
     bounded 60 script -qec "'$AGENTBOX' run --rm --runs-dir '$RUNS' --report '$WORK/t29.json' '$WORK/esc.py'" \
         /dev/null >"$WORK/tty.out" 2>"$WORK/tty.err" </dev/null || rc=$?
+    keep_report "$WORK/t29.json"
     is "$rc" 0 "T29: the run under a pseudo-terminal exits 0"
     check "T29: the output was relayed to the terminal" grep -q 'before' "$WORK/tty.out"
     check "T29: stderr was relayed to the terminal" grep -q '^err' "$WORK/tty.out"

@@ -351,6 +351,7 @@ cat >"$WORK/np-loop/package.json" <<EOF
 EOF
 : >>"$WORK/srv.log"
 prep --node "$WORK/np-loop/package.json" --cache-dir "$CACHE" --report "$WORK/loop.json"
+keep_report "$WORK/loop.json"
 sed -n '1,8s/^/# prepare: /p' "$WORK/perr"
 is "$rc" 125 "loopback dependency: the install fails (exit 125)"
 is "$(wc -l <"$WORK/srv.log")" 0 "loopback dependency: the server on the host's 127.0.0.1 saw no request"
@@ -433,6 +434,7 @@ jq -n --rawfile js "$WORK/hostile.js" '{ name: "abdeps-hostile", version: "1.0.0
   abJs: $js, scripts: { postinstall: "node -e \"eval(require(\u0027./package.json\u0027).abJs)\"" } }' \
     >"$WORK/np-hostile/package.json"
 prep --node "$WORK/np-hostile/package.json" --cache-dir "$CACHE" --report "$WORK/hostile-prep.json"
+keep_report "$WORK/hostile-prep.json"
 is "$rc" 0 "hostile install: prepare finishes (exit 0)"
 HENV=$(tail -n1 "$WORK/pout")
 echo "# hostile install saw: $(cat "$HENV/hostile-report.json" 2>/dev/null)"

@@ -125,6 +125,7 @@ else
     not_ok "py daemon + sleeping main: the daemon shows up on the host"
 fi
 wait "$bg" || rc=$?
+keep_report "$WORK/r.json"
 expect_timeout "py daemon + sleeping main"
 expect_no_procs "py daemon + sleeping main" "${T}c"
 
@@ -204,6 +205,7 @@ for sig in TERM HUP; do
     kill -KILL "$bg" 2>/dev/null || true
     rc=0
     wait "$bg" || rc=$?
+    keep_report "$WORK/r.json"
     is "$rc" 130 "kill -$sig agentbox: it exits 130 (interrupted)"
     is "$(jr .status)" interrupted "kill -$sig agentbox: the report says interrupted"
     is "$(jr .agentbox_exit)" 130 "kill -$sig agentbox: agentbox_exit 130"
@@ -284,6 +286,7 @@ rc=0
 t0=$(now_ms)
 bounded 40 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 3s \
     --output-limit 8M "$WORK/flood.py" "${T}g" >"$WORK/stall" 2>"$WORK/err" || rc=$?
+keep_report "$WORK/r.json"
 el=$(($(now_ms) - t0))
 touch "$WORK/go-g"
 wait "$reader"
@@ -329,6 +332,7 @@ el=$(($(now_ms) - t0))
 kill -KILL "$bg" 2>/dev/null || true
 rc=0
 wait "$bg" || rc=$?
+keep_report "$WORK/r.json"
 touch "$WORK/go-h"
 wait "$reader"
 is "$rc" 130 "SIGTERM, stalled reader: agentbox exits 130"
@@ -357,6 +361,7 @@ EOF
 rm -f "$WORK/r.json"
 python3 "$WORK/ptyhold.py" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 3s \
     --output-limit 8M "$WORK/flood.py" "${T}i" >"$WORK/pty.out" 2>&1
+keep_report "$WORK/r.json"
 sed "s/^/# pty: /" "$WORK/pty.out"
 is "$(sed -n 's/^rc=\([0-9-]*\) .*/\1/p' "$WORK/pty.out")" 124 "stalled terminal: agentbox exits 124"
 is "$(jr .status)" timeout "stalled terminal: status timeout"

@@ -25,6 +25,7 @@ ABSPID=
 prep() {
     rc=0
     bounded 300 "$AGENTBOX" prepare "$@" >"$WORK/pout" 2>"$WORK/perr" || rc=$?
+    keep_report "$WORK/pr.json"
 }
 # rj FILTER: jq -r FILTER on prepare's report
 rj() { jq -r "$1" "$WORK/pr.json" 2>/dev/null; }
