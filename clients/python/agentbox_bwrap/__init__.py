@@ -92,9 +92,10 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
     `result.raise_for_status()` raises RunFailed). agentbox refusing the run raises
     SetupError / UsageError (with `message` and `fix`). KeyboardInterrupt stops the run.
     """
+    path = binary_info(binary).path
     inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
                       workspace, collect, options)
-    return run_invocation(inv, binary)
+    return run_invocation(inv, path)
 
 
 async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = None,
@@ -107,6 +108,9 @@ async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = 
                     options: Optional[Mapping[str, Any]] = None) -> Result:
     """run() for asyncio: many runs at once from one event loop. Cancelling the task stops
     the run (agentbox kills the sandbox and reaps it) before CancelledError propagates."""
+    import asyncio
+
+    path = (await asyncio.get_running_loop().run_in_executor(None, binary_info, binary)).path
     inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
                       workspace, collect, options)
-    return await run_invocation_async(inv, binary)
+    return await run_invocation_async(inv, path)

@@ -324,10 +324,10 @@ def _pump(proc: "subprocess.Popen[bytes]", report_fd: int, data: bytes,
     return bytes(report), bytes(err)
 
 
-def run_invocation(inv: _Invocation, binary: Optional[PathLike]) -> Result:
+def run_invocation(inv: _Invocation, path: str) -> Result:
+    """Runs what `inv` describes with the agentbox at `path` (binary_info() checked it)."""
     import time
 
-    path = binary_info(binary).path
     rfd, wfd = os.pipe()
     try:
         try:
@@ -362,14 +362,13 @@ def run_invocation(inv: _Invocation, binary: Optional[PathLike]) -> Result:
     return inv.finish(report, err, rc)
 
 
-async def run_invocation_async(inv: _Invocation, binary: Optional[PathLike]) -> Result:
+async def run_invocation_async(inv: _Invocation, path: str) -> Result:
     loop = asyncio.get_running_loop()
     try:
-        info = await loop.run_in_executor(None, binary_info, binary)
         rfd, wfd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *inv.argv(info.path, wfd), stdin=asyncio.subprocess.PIPE,
+                *inv.argv(path, wfd), stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
                 pass_fds=(wfd,))
         except BaseException:
@@ -396,9 +395,9 @@ async def run_invocation_async(inv: _Invocation, binary: Optional[PathLike]) -> 
             asyncio.gather(feed(), reader.read(), proc.stderr.read(), proc.wait()))
         try:
             _, report, err, rc = await asyncio.shield(work)
-        except asyncio.CancelledError:
-            # the task was cancelled: agentbox stops the run (reported `interrupted`), and
-            # the task ends only when every process of the run is gone
+        except BaseException:
+            # the task was cancelled (or reading failed): agentbox stops the run (reported
+            # `interrupted`), and the task ends only when every process of the run is gone
             if proc.returncode is None:
                 try:
                     proc.send_signal(signal.SIGTERM)
