@@ -139,8 +139,13 @@ class _Invocation:
             os.chmod(self.staging, 0o711)
         return self.staging
 
-    def _build(self, code, script, language, files, args, stdin, env, limits, timeout,
-               workspace, collect, options) -> Dict[str, Any]:
+    def _build(self, code: Optional[str], script: Optional[PathLike], language: Optional[str],
+               files: Union[Mapping[str, FileContent], Iterable[PathLike], None],
+               args: Iterable[str], stdin: Union[str, bytes, "os.PathLike[str]", None],
+               env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
+               timeout: Optional[float], workspace: Optional[PathLike],
+               collect: Optional[PathLike], options: Optional[Mapping[str, Any]]
+               ) -> Dict[str, Any]:
         if (code is None) == (script is None):
             raise TypeError("run() needs exactly one of code and script")
         spec: Dict[str, Any] = {"spec_version": 1, "quiet": True, "rm": True}
@@ -150,7 +155,7 @@ class _Invocation:
             spec["code"] = code
             if language is None and not code.startswith("#!"):
                 language = "python"
-        else:
+        elif script is not None:
             spec["script"] = os.path.abspath(os.fspath(script))
         if language is not None:
             if language not in ("python", "node"):
