@@ -322,18 +322,24 @@ function cleanup(inv, everything) {
 }
 
 // agentbox's own lines on its stderr ("agentbox: warning: ...", its error line) come after
-// the script's relayed output. With onStderr, lines that start like them are held back until
-// the end, and the ones the report accounts for are dropped; the rest go out as they come.
+// the script's relayed output. With onStderr, the output goes out as it comes until a line
+// starts like one of agentbox's: from there on everything is held until the run ends (so
+// that the order stays), the lines the report accounts for are dropped from its end, and the
+// rest goes out.
 const HELD = ['agentbox: ', "Try 'agentbox "];
 class StderrFilter {
   constructor(emit) {
     this.emit = emit;
-    this.line = '';
-    this.mode = 'start';
+    this.line = ''; // the start of the current line, while it could still be agentbox's
+    this.mode = 'start'; // 'start' of a line, 'pass' (the rest of a line that is not), 'hold'
     this.held = '';
   }
 
   push(text) {
+    if (this.mode === 'hold') {
+      this.held += text;
+      return;
+    }
     let i = 0;
     while (i < text.length) {
       const nl = text.indexOf('\n', i);
@@ -347,22 +353,16 @@ class StderrFilter {
       }
       this.line += piece;
       const done = this.line.endsWith('\n');
-      if (this.mode === 'start') {
-        if (!done && HELD.some((h) => h.startsWith(this.line))) continue;
-        if (HELD.some((h) => this.line.startsWith(h))) {
-          this.mode = 'hold';
-        } else {
-          this.emit(this.line);
-          this.line = '';
-          this.mode = done ? 'start' : 'pass';
-          continue;
-        }
-      }
-      if (done) {
-        this.held += this.line;
+      if (!done && HELD.some((h) => h.startsWith(this.line))) continue; // too short to tell
+      if (HELD.some((h) => this.line.startsWith(h))) {
+        this.mode = 'hold';
+        this.held = this.line + text.slice(i);
         this.line = '';
-        this.mode = 'start';
+        return;
       }
+      this.emit(this.line);
+      this.line = '';
+      this.mode = done ? 'start' : 'pass';
     }
   }
 
@@ -525,4 +525,5 @@ module.exports = {
   STATUSES,
   LIMIT_NAMES,
   PROTECTION_NAMES,
+  _StderrFilter: StderrFilter, // for the tests
 };

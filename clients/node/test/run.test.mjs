@@ -245,3 +245,25 @@ test('no temporary directories left behind', async () => {
   const after = fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('agentbox-bwrap-'));
   assert.deepEqual(after.filter((n) => !before.includes(n)), []);
 });
+
+test("onStderr: agentbox's own lines are left out, the script's kept in order", async () => {
+  const { _StderrFilter: Filter } = require('../index.cjs');
+  const through = (chunks, ours) => {
+    const out = [];
+    const f = new Filter((t) => out.push(t));
+    chunks.forEach((c) => f.push(c));
+    f.end(ours);
+    return out.join('');
+  };
+  assert.equal(through(['a\nb', 'c\nagen', 'tbox: warning: w1\n'], 'agentbox: warning: w1\n'), 'a\nbc\n');
+  assert.equal(through(['x\nagentbox: mine\ny\n', 'agentbox: warning: w\n'], 'agentbox: warning: w\n'), 'x\nagentbox: mine\ny\n');
+  assert.equal(through(['ag', 'ent', 'x\n', 'agentbo'], null), 'agentx\nagentbo');
+  let err = '';
+  const r = await run({
+    code: 'import sys\nprint("agentbox: not really", file=sys.stderr)\nprint("partial", end="", file=sys.stderr)',
+    onStderr: (t) => { err += t; },
+  });
+  assert.equal(err, 'agentbox: not really\npartial');
+  assert.equal(r.stderr.text, err);
+  r.close();
+});
