@@ -18,7 +18,14 @@ python)
         echo "SKIP: pytest is not installed for $py (apt-get install python3-pytest)"
         exit 77
     fi
-    PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -q -rs -p no:cacheprovider "$src/clients/python/tests"
+    # pytest's temporary directories in one of ours, removed afterwards
+    tmp=$(mktemp -d /tmp/agentbox-client-python.XXXXXX)
+    trap 'rm -rf --one-file-system "$tmp"' EXIT
+    trap 'exit 1' INT TERM
+    rc=0
+    PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -rs -p no:cacheprovider --basetemp "$tmp/pytest" \
+        "$src/clients/python/tests" || rc=$?
+    exit "$rc"
     ;;
 node)
     if ! command -v node >/dev/null 2>&1; then
