@@ -293,10 +293,11 @@ function prepare(o) {
       spec.workspace = path.resolve(String(o.workspace));
       inv.filesDir = spec.workspace;
     }
-    if (o.collect != null) {
+    if (o.collect === true) throw new TypeError('collect is a directory, or false for no files out');
+    if (o.collect != null && o.collect !== false) {
       spec.collect = path.resolve(String(o.collect));
       inv.filesDir = spec.collect;
-    } else if (o.workspace == null) {
+    } else if (o.workspace == null && o.collect == null) {
       inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
       spec.collect = inv.owned;
       inv.filesDir = inv.owned;

@@ -304,8 +304,9 @@ export interface RunOptions {
   /** Work in this directory in place. */
   workspace?: string;
   /** Copy the files the script left into this directory (else: a temporary one the Result
-   * owns, removed by result.close(), when the Result is collected, or at exit). */
-  collect?: string;
+   * owns, removed by result.close(), when the Result is collected, or at exit). `false`: no
+   * files out (faster with many files; `files` still lists them with their sha256). */
+  collect?: string | false;
   /** The agentbox binary (default: $AGENTBOX, else `agentbox` on PATH). */
   binary?: string;
   /** Aborting stops the run; run() then rejects with AbortError. */

@@ -267,3 +267,12 @@ test("onStderr: agentbox's own lines are left out, the script's kept in order", 
   assert.equal(r.stderr.text, err);
   r.close();
 });
+
+test('collect: false keeps no files, the listing stays', async () => {
+  const r = await run({ code: "open('x', 'w').write('1')", collect: false });
+  assert.ok(r.ok);
+  assert.equal(r.collected, undefined);
+  assert.equal(r.filesDir, null);
+  assert.equal(r.files.find((f) => f.path === 'x').sha256, crypto.createHash('sha256').update('1').digest('hex'));
+  await assert.rejects(r.read('x'), (e) => e.code === 'ENOENT');
+});

@@ -70,7 +70,7 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
         language: Optional[str] = None, files: Files = None, args: Iterable[str] = (),
         stdin: Stdin = None, env: Optional[Mapping[str, str]] = None,
         limits: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
-        workspace: Optional[PathLike] = None, collect: Optional[PathLike] = None,
+        workspace: Optional[PathLike] = None, collect: Union[PathLike, bool, None] = None,
         binary: Optional[PathLike] = None,
         options: Optional[Mapping[str, Any]] = None) -> Result:
     """Run `code` (or the file `script`) in a fresh sandbox and return its report.
@@ -85,6 +85,8 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
     workspace: work in this directory in place. collect: copy the files left here.
               Without either, the files left are collected into a temporary directory the
               Result owns: `result.read(path)`; removed by `result.close()` or with it.
+              collect=False: no files out (faster with many files; `files` still lists
+              them with their sha256).
     binary:   the agentbox binary (default: $AGENTBOX, else `agentbox` on PATH).
     options:  any other spec keys (`without`, `seccomp_policy`, `venv`, `python`...).
 
@@ -103,7 +105,8 @@ async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = 
                     args: Iterable[str] = (), stdin: Stdin = None,
                     env: Optional[Mapping[str, str]] = None,
                     limits: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
-                    workspace: Optional[PathLike] = None, collect: Optional[PathLike] = None,
+                    workspace: Optional[PathLike] = None,
+                    collect: Union[PathLike, bool, None] = None,
                     binary: Optional[PathLike] = None,
                     options: Optional[Mapping[str, Any]] = None) -> Result:
     """run() for asyncio: many runs at once from one event loop. Cancelling the task stops

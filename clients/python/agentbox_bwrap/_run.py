@@ -122,7 +122,8 @@ class _Invocation:
                  args: Iterable[str], stdin: Union[str, bytes, "os.PathLike[str]", None],
                  env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                  timeout: Optional[float], workspace: Optional[PathLike],
-                 collect: Optional[PathLike], options: Optional[Mapping[str, Any]]) -> None:
+                 collect: Union[PathLike, bool, None],
+                 options: Optional[Mapping[str, Any]]) -> None:
         self.staging: Optional[str] = None
         self.owned: Optional[str] = None
         self.files_dir: Optional[str] = None
@@ -144,7 +145,7 @@ class _Invocation:
                args: Iterable[str], stdin: Union[str, bytes, "os.PathLike[str]", None],
                env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                timeout: Optional[float], workspace: Optional[PathLike],
-               collect: Optional[PathLike], options: Optional[Mapping[str, Any]]
+               collect: Union[PathLike, bool, None], options: Optional[Mapping[str, Any]]
                ) -> Dict[str, Any]:
         if (code is None) == (script is None):
             raise TypeError("run() needs exactly one of code and script")
@@ -187,10 +188,12 @@ class _Invocation:
         if workspace is not None:
             spec["workspace"] = os.path.abspath(os.fspath(workspace))
             self.files_dir = spec["workspace"]
-        if collect is not None:
+        if collect is True:
+            raise TypeError("collect is a directory, or False for no files out")
+        if collect is not None and collect is not False:
             spec["collect"] = os.path.abspath(os.fspath(collect))
             self.files_dir = spec["collect"]
-        elif workspace is None:
+        elif workspace is None and collect is None:
             # the files out: collected into a directory the Result owns (removed by close()
             # or when the Result goes away), no run directory kept
             self.owned = tempfile.mkdtemp(prefix="agentbox-bwrap-out-")

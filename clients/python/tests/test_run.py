@@ -240,3 +240,11 @@ def test_no_temporary_directories_left(tmp_path, monkeypatch):
     with pytest.raises(agentbox.SetupError):
         agentbox.run("1", files=["/nonexistent/path"])
     assert os.listdir(tmp_path) == []
+
+
+def test_collect_false_keeps_no_files():
+    r = agentbox.run("open('x', 'w').write('1')", collect=False)
+    assert r.ok and r.collected is None and r.files_dir is None
+    assert next(f for f in r.files if f.path == "x").sha256 == hashlib.sha256(b"1").hexdigest()
+    with pytest.raises(FileNotFoundError):
+        r.read("x")
