@@ -37,9 +37,11 @@ from ._report import (
 from ._run import (
     BINARY_ENV,
     BinaryInfo,
+    Callback,
     FileContent,
     PathLike,
     _Invocation,
+    _Streams,
     binary_info,
     find_binary,
     run_invocation,
@@ -71,8 +73,8 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
         stdin: Stdin = None, env: Optional[Mapping[str, str]] = None,
         limits: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
         workspace: Optional[PathLike] = None, collect: Union[PathLike, bool, None] = None,
-        binary: Optional[PathLike] = None,
-        options: Optional[Mapping[str, Any]] = None) -> Result:
+        binary: Optional[PathLike] = None, options: Optional[Mapping[str, Any]] = None,
+        on_stdout: Optional[Callback] = None, on_stderr: Optional[Callback] = None) -> Result:
     """Run `code` (or the file `script`) in a fresh sandbox and return its report.
 
     language: "python" (the default for `code`) or "node"; for a script, by its extension.
@@ -89,15 +91,19 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
               them with their sha256).
     binary:   the agentbox binary (default: $AGENTBOX, else `agentbox` on PATH).
     options:  any other spec keys (`without`, `seccomp_policy`, `venv`, `python`...).
+    on_stdout, on_stderr: called with the script's output (str) as it comes (the live
+              relay; agentbox's own warning lines are left out). Without them the run is
+              quiet; the output is in the report either way.
 
     The script failing, or a limit stopping it, is a Result (`result.ok` is False;
     `result.raise_for_status()` raises RunFailed). agentbox refusing the run raises
     SetupError / UsageError (with `message` and `fix`). KeyboardInterrupt stops the run.
     """
     path = binary_info(binary).path
+    streams = _Streams(on_stdout, on_stderr) if on_stdout or on_stderr else None
     inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
-                      workspace, collect, options)
-    return run_invocation(inv, path)
+                      workspace, collect, options, streams is not None)
+    return run_invocation(inv, path, streams)
 
 
 async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = None,
@@ -108,12 +114,15 @@ async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = 
                     workspace: Optional[PathLike] = None,
                     collect: Union[PathLike, bool, None] = None,
                     binary: Optional[PathLike] = None,
-                    options: Optional[Mapping[str, Any]] = None) -> Result:
+                    options: Optional[Mapping[str, Any]] = None,
+                    on_stdout: Optional[Callback] = None,
+                    on_stderr: Optional[Callback] = None) -> Result:
     """run() for asyncio: many runs at once from one event loop. Cancelling the task stops
     the run (agentbox kills the sandbox and reaps it) before CancelledError propagates."""
     import asyncio
 
     path = (await asyncio.get_running_loop().run_in_executor(None, binary_info, binary)).path
+    streams = _Streams(on_stdout, on_stderr) if on_stdout or on_stderr else None
     inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
-                      workspace, collect, options)
-    return await run_invocation_async(inv, path)
+                      workspace, collect, options, streams is not None)
+    return await run_invocation_async(inv, path, streams)

@@ -10,6 +10,7 @@ agentbox, which hands it to the run's supervisor: the sandbox is killed and repo
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import __version__
 from ._report import SCHEMA_VERSIONS, Result, Status, _own_dir, parse_report
@@ -34,6 +35,8 @@ SPEC_VERSIONS: Tuple[int, ...] = (1,)
 STOP_GRACE_S = 30.0
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: on_stdout / on_stderr: called with the script's output as it comes
+Callback = Callable[[str], None]
 FileContent = Union[str, bytes, "os.PathLike[str]"]
 
 
@@ -123,7 +126,8 @@ class _Invocation:
                  env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                  timeout: Optional[float], workspace: Optional[PathLike],
                  collect: Union[PathLike, bool, None],
-                 options: Optional[Mapping[str, Any]]) -> None:
+                 options: Optional[Mapping[str, Any]], streaming: bool = False) -> None:
+        self.streaming = streaming
         self.staging: Optional[str] = None
         self.owned: Optional[str] = None
         self.files_dir: Optional[str] = None
@@ -149,7 +153,7 @@ class _Invocation:
                ) -> Dict[str, Any]:
         if (code is None) == (script is None):
             raise TypeError("run() needs exactly one of code and script")
-        spec: Dict[str, Any] = {"spec_version": 1, "quiet": True, "rm": True}
+        spec: Dict[str, Any] = {"spec_version": 1, "quiet": not self.streaming, "rm": True}
         if code is not None:
             if not isinstance(code, str):
                 raise TypeError("code must be a str")
@@ -282,6 +286,85 @@ class _Invocation:
         return res
 
 
+# agentbox's own lines on its stderr ("agentbox: warning: ...", its error line) come after
+# the script's relayed output. With on_stderr, the output goes out as it comes until a line
+# starts like one of agentbox's: from there on everything is held until the run ends (so the
+# order stays), the lines the report accounts for are dropped from its end, the rest goes out.
+_HELD = ("agentbox: ", "Try 'agentbox ")
+
+
+class _StderrFilter:
+    def __init__(self, emit: Callback) -> None:
+        self.emit = emit
+        self.line = ""  # the start of the current line, while it could still be agentbox's
+        self.mode = "start"  # "start" of a line, "pass" (the rest of a line that is not), "hold"
+        self.held = ""
+
+    def push(self, text: str) -> None:
+        if self.mode == "hold":
+            self.held += text
+            return
+        i = 0
+        while i < len(text):
+            nl = text.find("\n", i)
+            end = len(text) if nl < 0 else nl + 1
+            piece, i = text[i:end], end
+            if self.mode == "pass":
+                self.emit(piece)
+                if piece.endswith("\n"):
+                    self.mode = "start"
+                continue
+            self.line += piece
+            done = self.line.endswith("\n")
+            if not done and any(h.startswith(self.line) for h in _HELD):
+                continue  # too short to tell
+            if self.line.startswith(_HELD):
+                self.mode, self.held, self.line = "hold", self.line + text[i:], ""
+                return
+            self.emit(self.line)
+            self.line, self.mode = "", "start" if done else "pass"
+
+    def end(self, ours: Optional[str]) -> None:
+        rest = self.held + self.line
+        if ours and rest.endswith(ours):
+            rest = rest[:len(rest) - len(ours)]
+        if rest:
+            self.emit(rest)
+
+
+class _Streams:
+    """The live relay, for on_stdout / on_stderr: UTF-8 decoded as it comes."""
+
+    def __init__(self, on_stdout: Optional[Callback], on_stderr: Optional[Callback]) -> None:
+        self.on_stdout = on_stdout
+        self.out = codecs.getincrementaldecoder("utf-8")("replace")
+        self.err = codecs.getincrementaldecoder("utf-8")("replace")
+        self.filter = _StderrFilter(on_stderr) if on_stderr else None
+
+    def stdout(self, chunk: bytes, final: bool = False) -> None:
+        text = self.out.decode(chunk, final)
+        if text and self.on_stdout:
+            self.on_stdout(text)
+
+    def stderr(self, chunk: bytes, final: bool = False) -> None:
+        text = self.err.decode(chunk, final)
+        if text and self.filter:
+            self.filter.push(text)
+
+    def end(self, report: bytes) -> None:
+        self.stdout(b"", True)
+        self.stderr(b"", True)
+        if self.filter:
+            try:
+                rep = json.loads(report)
+            except ValueError:
+                rep = None
+            ours = None
+            if isinstance(rep, dict) and rep.get("status") not in ("setup_error", "usage_error"):
+                ours = "".join("agentbox: warning: %s\n" % w for w in rep.get("warnings") or [])
+            self.filter.end(ours)
+
+
 def _stop(proc: "subprocess.Popen[bytes]") -> None:
     if proc.poll() is None:
         try:
@@ -291,8 +374,9 @@ def _stop(proc: "subprocess.Popen[bytes]") -> None:
 
 
 def _pump(proc: "subprocess.Popen[bytes]", report_fd: int, data: bytes,
-          deadline: Optional[float] = None) -> Tuple[bytes, bytes]:
-    """Feed the spec, read the report and stderr to their ends (until `deadline`)."""
+          deadline: Optional[float] = None,
+          streams: Optional[_Streams] = None) -> Tuple[bytes, bytes]:
+    """Feed the spec, read the report, stderr (and stdout) to their ends (until `deadline`)."""
     import time
 
     report, err = bytearray(), bytearray()
@@ -303,9 +387,11 @@ def _pump(proc: "subprocess.Popen[bytes]", report_fd: int, data: bytes,
                 sel.register(proc.stdin, selectors.EVENT_WRITE)
             else:
                 proc.stdin.close()
-        if proc.stderr is not None and not proc.stderr.closed:
-            sel.register(proc.stderr, selectors.EVENT_READ)
+        for f in (proc.stderr, proc.stdout):
+            if f is not None and not f.closed:
+                sel.register(f, selectors.EVENT_READ)
         sel.register(report_fd, selectors.EVENT_READ)
+        out_fd = proc.stdout.fileno() if proc.stdout is not None else -1
         view, off = memoryview(data), 0
         while sel.get_map():
             wait = None if deadline is None else deadline - time.monotonic()
@@ -328,11 +414,19 @@ def _pump(proc: "subprocess.Popen[bytes]", report_fd: int, data: bytes,
                 if not chunk:
                     sel.unregister(key.fileobj)
                     continue
-                (report if fd == report_fd else err).extend(chunk)
+                if fd == report_fd:
+                    report.extend(chunk)
+                elif fd == out_fd:
+                    if streams:
+                        streams.stdout(chunk)
+                else:
+                    err.extend(chunk)
+                    if streams:
+                        streams.stderr(chunk)
     return bytes(report), bytes(err)
 
 
-def run_invocation(inv: _Invocation, path: str) -> Result:
+def run_invocation(inv: _Invocation, path: str, streams: Optional[_Streams] = None) -> Result:
     """Runs what `inv` describes with the agentbox at `path` (binary_info() checked it)."""
     import time
 
@@ -340,13 +434,15 @@ def run_invocation(inv: _Invocation, path: str) -> Result:
     try:
         try:
             proc = subprocess.Popen(inv.argv(path, wfd), stdin=subprocess.PIPE,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    pass_fds=(wfd,))
+                                    stdout=subprocess.PIPE if streams else subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, pass_fds=(wfd,))
         finally:
             os.close(wfd)
         try:
-            report, err = _pump(proc, rfd, inv.spec_bytes())
+            report, err = _pump(proc, rfd, inv.spec_bytes(), None, streams)
             rc = proc.wait()
+            if streams:
+                streams.end(report)
         except BaseException:
             # KeyboardInterrupt, or anything else: the run stops and is reaped, not orphaned
             _stop(proc)
@@ -358,7 +454,7 @@ def run_invocation(inv: _Invocation, path: str) -> Result:
                 proc.wait()
             raise
         finally:
-            for f in (proc.stdin, proc.stderr):
+            for f in (proc.stdin, proc.stderr, proc.stdout):
                 if f is not None and not f.closed:
                     f.close()
     except BaseException:
@@ -370,14 +466,16 @@ def run_invocation(inv: _Invocation, path: str) -> Result:
     return inv.finish(report, err, rc)
 
 
-async def run_invocation_async(inv: _Invocation, path: str) -> Result:
+async def run_invocation_async(inv: _Invocation, path: str,
+                               streams: Optional[_Streams] = None) -> Result:
     loop = asyncio.get_running_loop()
     try:
         rfd, wfd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *inv.argv(path, wfd), stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE if streams else asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
                 pass_fds=(wfd,))
         except BaseException:
             os.close(rfd)
@@ -398,11 +496,30 @@ async def run_invocation_async(inv: _Invocation, path: str) -> Result:
             finally:
                 proc.stdin.close()
 
-        assert proc.stderr is not None
+        async def read_err() -> bytes:
+            assert proc.stderr is not None
+            buf = bytearray()
+            while True:
+                chunk = await proc.stderr.read(65536)
+                if not chunk:
+                    return bytes(buf)
+                buf.extend(chunk)
+                if streams:
+                    streams.stderr(chunk)
+
+        async def read_out() -> None:
+            while proc.stdout is not None and streams:
+                chunk = await proc.stdout.read(65536)
+                if not chunk:
+                    return
+                streams.stdout(chunk)
+
         work = asyncio.ensure_future(
-            asyncio.gather(feed(), reader.read(), proc.stderr.read(), proc.wait()))
+            asyncio.gather(feed(), reader.read(), read_err(), read_out(), proc.wait()))
         try:
-            _, report, err, rc = await asyncio.shield(work)
+            _, report, err, _, rc = await asyncio.shield(work)
+            if streams:
+                streams.end(report)
         except BaseException:
             # the task was cancelled (or reading failed): agentbox stops the run (reported
             # `interrupted`), and the task ends only when every process of the run is gone

@@ -248,3 +248,48 @@ def test_collect_false_keeps_no_files():
     assert next(f for f in r.files if f.path == "x").sha256 == hashlib.sha256(b"1").hexdigest()
     with pytest.raises(FileNotFoundError):
         r.read("x")
+
+
+STREAMING = ("import sys, time\nfor i in range(3):\n"
+             "    print(i, flush=True); print('e', i, file=sys.stderr, flush=True); time.sleep(0.3)")
+
+
+def test_streaming_callbacks():
+    events = []
+    r = agentbox.run(STREAMING, on_stdout=lambda t: events.append(("out", time.monotonic(), t)),
+                     on_stderr=lambda t: events.append(("err", time.monotonic(), t)))
+    assert r.ok
+    assert "".join(t for k, _, t in events if k == "out") == "0\n1\n2\n"
+    assert "".join(t for k, _, t in events if k == "err") == "e 0\ne 1\ne 2\n"
+    outs = [when for k, when, _ in events if k == "out"]
+    assert outs[-1] - outs[0] >= 0.4, "the output came as it was written, not at the end"
+    assert r.stdout.text == "0\n1\n2\n" and r.stdout.relay_dropped_bytes == 0
+
+    async def main():
+        out = []
+        r = await agentbox.run_async(STREAMING, on_stdout=out.append)
+        return r, "".join(out)
+
+    r, out = asyncio.run(main())
+    assert r.ok and out == "0\n1\n2\n"
+
+
+def test_stderr_filter_keeps_the_scripts_lines_in_order():
+    from agentbox_bwrap._run import _StderrFilter
+
+    def through(chunks, ours):
+        out = []
+        f = _StderrFilter(out.append)
+        for c in chunks:
+            f.push(c)
+        f.end(ours)
+        return "".join(out)
+
+    assert through(["a\nb", "c\nagen", "tbox: warning: w1\n"], "agentbox: warning: w1\n") == "a\nbc\n"
+    assert through(["x\nagentbox: mine\ny\n", "agentbox: warning: w\n"],
+                   "agentbox: warning: w\n") == "x\nagentbox: mine\ny\n"
+    assert through(["ag", "ent", "x\n", "agentbo"], None) == "agentx\nagentbo"
+    err = []
+    r = agentbox.run("import sys\nprint('agentbox: not really', file=sys.stderr)\n"
+                     "print('partial', end='', file=sys.stderr)", on_stderr=err.append)
+    assert "".join(err) == "agentbox: not really\npartial" == r.stderr.text
