@@ -29,6 +29,8 @@ enum {
 	OPT_PIDS,
 	OPT_PYTHON,
 	OPT_QUIET,
+	OPT_SUMMARY,
+	OPT_NO_SUMMARY,
 	OPT_REPORT,
 	OPT_REPORT_FD,
 	OPT_RM,
@@ -70,6 +72,8 @@ static const struct option run_options[] = {
 	{ "pids", required_argument, NULL, OPT_PIDS },
 	{ "python", required_argument, NULL, OPT_PYTHON },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "summary", optional_argument, NULL, OPT_SUMMARY },
+	{ "no-summary", no_argument, NULL, OPT_NO_SUMMARY },
 	{ "report", required_argument, NULL, OPT_REPORT },
 	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
 	{ "rm", no_argument, NULL, OPT_RM },
@@ -235,6 +239,11 @@ cli_run_help(void)
 	       "\n"
 	       "  --dry-run              print the bwrap command line, one word per line\n"
 	       "  --quiet                do not relay the script's output live\n"
+	       "  --summary[=WHEN]       one line on stderr at the end: status, time, memory,\n"
+	       "                         files, the fix for a limit; WHEN: auto (default: when\n"
+	       "                         stderr is a terminal), always, never; at a terminal a\n"
+	       "                         run past 3 s also shows a live status line\n"
+	       "  --no-summary           --summary=never\n"
 	       "  --help                 this text\n"
 	       "\n"
 	       "Exit status: the script's; 128+N if it died of signal N; 124 timeout;\n"
@@ -475,6 +484,23 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_SUMMARY:
+			if (!optarg || strcmp(optarg, "always") == 0)
+				o->summary = 1;
+			else if (strcmp(optarg, "auto") == 0)
+				o->summary = 0;
+			else if (strcmp(optarg, "never") == 0)
+				o->summary = -1;
+			else
+				return ab_err_usage(
+					err,
+					"invalid --summary '%s': expected always, auto or "
+					"never",
+					optarg);
+			break;
+		case OPT_NO_SUMMARY:
+			o->summary = -1;
 			break;
 		case OPT_REPORT_FD: {
 			uint64_t fd = 0;

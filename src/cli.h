@@ -84,7 +84,9 @@ struct ab_run_opts {
 	struct ab_limit limits[AB_LIM_COUNT];
 	bool dry_run;
 	bool rm;
-	bool quiet; /* do not relay the script's output live */
+	bool quiet;    /* do not relay the script's output live */
+	bool progress; /* a live status line on stderr when it is a terminal (progress.h) */
+	int summary;   /* the command line's summary line: -1 never, 0 on a terminal, 1 always */
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
 	bool share_net; /* share agentbox's network namespace (installs need one) */
 	/* prepare: a fresh tmpfs (env_bytes, env_inodes) bound read-write at env_path in the

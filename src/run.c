@@ -273,6 +273,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	cleanup_free char *env_venv = NULL, *env_nm = NULL, *cache_path = NULL;
 	cleanup_fd int cache_fd = -1;
 	size_t args_len = 0;
+	uint64_t keep_count = 0, keep_age_ms = 0;
 	struct timespec ts;
 	int r;
 
@@ -398,9 +399,18 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	}
+	r = rundir_retention(&keep_count, &keep_age_ms, err);
+	if (r < 0)
+		goto out;
 	r = rundir_create(&c.rd, !o->rm, err);
 	if (r < 0)
 		goto out;
+	{
+		char own[sizeof(AB_RUN_PREFIX) + sizeof(c.rd.suffix)];
+
+		snprintf(own, sizeof(own), AB_RUN_PREFIX "%s", c.rd.suffix);
+		(void) rundir_prune(c.rd.root_fd, own, keep_count, keep_age_ms, 32);
+	}
 	res->run_id = xstrdup(c.rd.suffix);
 	res->run_dir = c.rd.path ? xstrdup(c.rd.path) : NULL;
 	res->run_dir_kept = c.rd.path != NULL;
@@ -562,6 +572,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.relay_to_stderr = o->relay_to_stderr,
 			.sanitize_out = isatty(STDOUT_FILENO),
 			.sanitize_err = isatty(STDERR_FILENO),
+			.progress = o->progress,
 			.watch_fd = o->watch_fd,
 		};
 

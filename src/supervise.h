@@ -40,8 +40,9 @@ struct ab_spawn {
 	bool relay_to_stderr;  /* ... both to our stderr */
 	bool sanitize_out;     /* our stdout is a terminal: neutralise control sequences */
 	bool sanitize_err;
-	int watch_fd; /* EOF or POLLHUP here: whoever started us is gone; stop the run (0..2, as
-		       * in a zero-initialised struct, or -1: none) */
+	bool progress; /* a live status line on stderr if it is a terminal (progress.h) */
+	int watch_fd;  /* EOF or POLLHUP here: whoever started us is gone; stop the run (0..2, as
+			* in a zero-initialised struct, or -1: none) */
 };
 
 struct ab_outcome {

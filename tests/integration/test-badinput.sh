@@ -192,6 +192,39 @@ echo x >"$WORK/runsfile"
 refused "--runs-dir is a file" 125 setup_error "runsfile" - --runs-dir "$WORK/runsfile" "$WORK/ok.py"
 refute "no refused run ran the script" grep -q SHOULD-NOT-RUN "$WORK/out"
 
+# ---- every subcommand has --help; its usage errors are one line and the hint ---------------
+for _c in run prepare doctor collect rm gc version; do
+    rc=0
+    "$AGENTBOX" "$_c" --help >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 0 "$_c --help: exit 0"
+    check "$_c --help: its usage on stdout" grep -q "^usage: agentbox $_c" "$WORK/out"
+    check "$_c --help: nothing on stderr" test ! -s "$WORK/err"
+    rc=0
+    "$AGENTBOX" help "$_c" >"$WORK/out2" 2>/dev/null || rc=$?
+    check "help $_c: the same text" cmp -s "$WORK/out" "$WORK/out2"
+done
+subcmd_refused() { # LABEL PATTERN ARGS...: exit 2, the error line, then the command's hint
+    _label=$1 _pat=$2
+    shift 2
+    rc=0
+    "$AGENTBOX" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 2 "$_label: exit 2"
+    check "$_label: the error names the problem" grep -q -- "$_pat" "$WORK/err"
+    is "$(sed -n 2p "$WORK/err")" "Try 'agentbox $1 --help' for more information." "$_label: the hint"
+    is "$(wc -l <"$WORK/err")" 2 "$_label: two lines, nothing else"
+    check "$_label: nothing on stdout" test ! -s "$WORK/out"
+}
+subcmd_refused "gc --frob" "unknown option '--frob'" gc --frob
+subcmd_refused "gc --older-than (no value)" "value is needed after '--older-than'" gc --older-than
+subcmd_refused "gc with an operand" "takes no operands" gc extra
+subcmd_refused "doctor --verbose" "unknown option '--verbose'" doctor --verbose
+subcmd_refused "collect with one operand" "give RUN_DIR and DIR" collect "$WORK/x"
+subcmd_refused "rm without operands" "at least one RUN_DIR" rm
+rc=0
+"$AGENTBOX" gc --older-than 5x >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$rc" 2 "gc --older-than 5x: exit 2"
+check "gc --older-than 5x: names the accepted form" grep -q "invalid --older-than '5x': expected a duration" "$WORK/err"
+
 # ---- root: a runs root the sandbox user cannot reach --------------------------------------------
 # Started as root, bwrap runs as the sandbox user and opens RUN/etc by path. Under a 0700 parent
 # it cannot: agentbox must either cope or refuse up front with one line and a fix, not pass on
