@@ -446,16 +446,31 @@ async function run(options = {}) {
   const report = [];
   const stderr = [];
   const errDecoder = new StringDecoder('utf8');
-  const filter = o.onStderr ? new StderrFilter((t) => o.onStderr(t)) : null;
   let aborted = false;
+  let callbackError = null;
   let killTimer = null;
-  const onAbort = () => {
-    aborted = true;
-    if (child.exitCode === null && child.signalCode === null) {
+  const stop = () => {
+    if (child.exitCode === null && child.signalCode === null && !killTimer) {
       child.kill('SIGTERM');
       killTimer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
     }
   };
+  const onAbort = () => {
+    aborted = true;
+    stop();
+  };
+  // a callback that throws stops the run; run() then rejects with what it threw
+  const guard = (fn) => (t) => {
+    if (callbackError) return;
+    try {
+      fn(t);
+    } catch (e) {
+      callbackError = { error: e };
+      stop();
+    }
+  };
+  const onOut = o.onStdout ? guard(o.onStdout) : null;
+  const filter = o.onStderr ? new StderrFilter(guard(o.onStderr)) : null;
   try {
     const exit = await new Promise((resolve, reject) => {
       child.on('error', (e) => reject(new AgentboxNotFoundError(`cannot start ${info.path}: ${e.message}`,
@@ -471,14 +486,14 @@ async function run(options = {}) {
       if (streaming) {
         const outDecoder = new StringDecoder('utf8');
         child.stdout.on('data', (d) => {
-          if (o.onStdout) {
+          if (onOut) {
             const t = outDecoder.write(d);
-            if (t) o.onStdout(t);
+            if (t) onOut(t);
           }
         });
         child.stdout.on('end', () => {
           const t = outDecoder.end();
-          if (t && o.onStdout) o.onStdout(t);
+          if (t && onOut) onOut(t);
         });
       }
       if (signal) signal.addEventListener('abort', onAbort, { once: true });
@@ -490,6 +505,10 @@ async function run(options = {}) {
     if (filter) {
       filter.push(errDecoder.end());
       filter.end(ownLines(parsed));
+    }
+    if (callbackError) {
+      try { finish(inv, reportText, stderrText, exit).close(); } catch { /* no report */ }
+      throw callbackError.error;
     }
     if (aborted) {
       let result = null;

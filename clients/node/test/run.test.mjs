@@ -276,3 +276,15 @@ test('collect: false keeps no files, the listing stays', async () => {
   assert.equal(r.files.find((f) => f.path === 'x').sha256, crypto.createHash('sha256').update('1').digest('hex'));
   await assert.rejects(r.read('x'), (e) => e.code === 'ENOENT');
 });
+
+test('a callback that throws stops the run and run() rejects with it', async () => {
+  const token = `cb-${randomUUID()}`;
+  const boom = new Error('the callback failed');
+  const t = Date.now();
+  await assert.rejects(run({
+    code: "import sys, time\nprint('go', flush=True)\ntime.sleep(60)", args: [token],
+    onStdout: () => { throw boom; },
+  }), (e) => e === boom);
+  assert.ok(Date.now() - t < 15000);
+  assert.deepEqual(procsWith(token), []);
+});

@@ -293,3 +293,16 @@ def test_stderr_filter_keeps_the_scripts_lines_in_order():
     r = agentbox.run("import sys\nprint('agentbox: not really', file=sys.stderr)\n"
                      "print('partial', end='', file=sys.stderr)", on_stderr=err.append)
     assert "".join(err) == "agentbox: not really\npartial" == r.stderr.text
+
+
+def test_a_callback_that_raises_stops_the_run():
+    token = "cb-" + uuid.uuid4().hex
+
+    def boom(text):
+        raise ValueError("the callback failed")
+
+    t = time.monotonic()
+    with pytest.raises(ValueError):
+        agentbox.run("import time\nprint('go', flush=True)\ntime.sleep(60)", args=[token],
+                     on_stdout=boom)
+    assert time.monotonic() - t < 15 and procs_with(token) == []
