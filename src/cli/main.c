@@ -39,7 +39,7 @@ static const char main_help[] =
 	"  collect RUN_DIR DIR              copy what a kept run left into DIR\n"
 	"  rm RUN_DIR...                    remove kept runs\n"
 	"  gc [--older-than DUR]            remove kept runs (all, or older than DUR)\n"
-	"  version                          print the version\n"
+	"  version [--json]                 print the version (--json: and the formats)\n"
 	"  help [COMMAND]                   this text, or COMMAND's (as COMMAND --help)\n"
 	"\n"
 	"`agentbox COMMAND --help` lists each command's options; man agentbox has them all.\n";
@@ -95,7 +95,15 @@ static const char gc_help[] =
 	"\n"
 	"Exit status: 0, 2 usage error, 125 a run could not be removed.\n";
 
-static const char version_help[] = "usage: agentbox version\n\nPrints agentbox's version.\n";
+static const char version_help[] =
+	"usage: agentbox version [--json]\n"
+	"\n"
+	"Prints agentbox's version.\n"
+	"\n"
+	"  --json      one JSON object: {agentbox_version, report_schema_version,\n"
+	"              spec_version}, the formats this agentbox writes and reads (what the\n"
+	"              client packages check before their first run)\n"
+	"  --help      this text\n";
 
 /* Options of a subcommand that takes only --help (and what the table adds): returns the
  * getopt result loop's verdict: 1 --help was asked, 0 go on (optind at the operands), -1 a
@@ -153,10 +161,11 @@ fail_with(const char *prefix, ab_error *e)
 	return code;
 }
 
-/* A report for a run refused before the library had it (a flag that does not parse): the
- * same schema as every other report. */
+/* A report for a run refused before the library had it (a flag or a spec that does not
+ * parse): the same schema as every other report, to --report (dest, when open) and to
+ * --report-fd (report_fd, when > 0), so a client reading only the fd learns why too. */
 static void
-write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest,
+write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest, int report_fd,
 		   const struct ab_err *err)
 {
 	struct ab_result res;
@@ -171,8 +180,10 @@ write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest,
 	rep = report_build(&res);
 	text = report_dumps(rep, &len);
 	json_decref(rep);
-	if (text)
+	if (text && dest)
 		(void) report_write_at(dest, text, len);
+	if (text && report_fd > 0)
+		(void) write_all(report_fd, text, len);
 	result_done(&res);
 }
 
@@ -362,7 +373,7 @@ cmd_run(int argc, char **argv)
 	struct ab_run_opts o;
 	struct ab_err err = { 0 };
 	struct ab_report_dest dest = { .dirfd = -1 };
-	bool have_dest = false;
+	bool have_dest = false, fd_ok = false;
 	cleanup_free char *code = NULL, *spec_text = NULL;
 	ab_context *ctx = NULL;
 	ab_spec *spec = NULL;
@@ -380,9 +391,10 @@ cmd_run(int argc, char **argv)
 		return 0;
 	}
 	/* --report-fd: must be open now, and is not passed on to anything */
-	if (r == 0 && o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) < 0)
+	fd_ok = o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) >= 0;
+	if (r == 0 && o.report_fd > 0 && !fd_ok)
 		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd);
-	if (r == 0 && o.report_fd > 0)
+	if (fd_ok)
 		(void) fcntl(o.report_fd, F_SETFD, FD_CLOEXEC);
 	/* --spec: the whole run as JSON; other flags may not be mixed in */
 	if (r == 0 && o.spec_path) {
@@ -426,8 +438,9 @@ cmd_run(int argc, char **argv)
 			r = d;
 	}
 	if (r < 0) {
-		if (have_dest)
-			write_usage_report(&o, &dest, &err);
+		if (have_dest || fd_ok)
+			write_usage_report(&o, have_dest ? &dest : NULL, fd_ok ? o.report_fd : -1,
+					   &err);
 		print_error("", err.msg, err.fix, err.exit == AB_EXIT_USAGE);
 		report_dest_done(&dest);
 		run_opts_done(&o);
@@ -460,12 +473,13 @@ cmd_run(int argc, char **argv)
 	if (r == 1) { /* --dry-run: the command line was printed */
 		code_exit = 0;
 	} else if (r < 0) {
-		if (have_dest && ab_error_exit_status(e) == AB_EXIT_USAGE) {
+		if ((have_dest || fd_ok) && ab_error_exit_status(e) == AB_EXIT_USAGE) {
 			struct ab_err ue = { .code = -EINVAL, .exit = AB_EXIT_USAGE };
 
 			snprintf(ue.msg, sizeof(ue.msg), "%s", ab_error_message(e));
 			snprintf(ue.fix, sizeof(ue.fix), "%s", ab_error_fix(e));
-			write_usage_report(&o, &dest, &ue);
+			write_usage_report(&o, have_dest ? &dest : NULL, fd_ok ? o.report_fd : -1,
+					   &ue);
 		}
 		code_exit = ab_error_exit_status(e);
 		print_error("", ab_error_message(e), ab_error_fix(e), code_exit == AB_EXIT_USAGE);
@@ -756,7 +770,13 @@ command(int argc, char **argv)
 			fputs(version_help, stdout);
 			return 0;
 		}
-		printf("agentbox %s\n", AB_VERSION);
+		/* --json: what a client checks before its first run (the formats it speaks) */
+		if (argc > 2 && strcmp(argv[2], "--json") == 0)
+			printf("{\"agentbox_version\": \"%s\", \"report_schema_version\": %d, "
+			       "\"spec_version\": %d}\n",
+			       AB_VERSION, AB_REPORT_SCHEMA_VERSION, AB_SPEC_VERSION);
+		else
+			printf("agentbox %s\n", AB_VERSION);
 		return 0;
 	}
 	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
