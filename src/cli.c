@@ -31,6 +31,8 @@ enum {
 	OPT_PIDS,
 	OPT_PYTHON,
 	OPT_QUIET,
+	OPT_SUMMARY,
+	OPT_NO_SUMMARY,
 	OPT_REPORT,
 	OPT_REPORT_FD,
 	OPT_RM,
@@ -74,6 +76,8 @@ static const struct option run_options[] = {
 	{ "pids", required_argument, NULL, OPT_PIDS },
 	{ "python", required_argument, NULL, OPT_PYTHON },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "summary", optional_argument, NULL, OPT_SUMMARY },
+	{ "no-summary", no_argument, NULL, OPT_NO_SUMMARY },
 	{ "report", required_argument, NULL, OPT_REPORT },
 	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
 	{ "rm", no_argument, NULL, OPT_RM },
@@ -104,6 +108,25 @@ static const char *const limit_names[AB_LIM_COUNT] = {
 	[AB_LIM_FILE_SIZE] = "file-size",
 	[AB_LIM_NOFILE] = "nofile",
 	[AB_LIM_OUTPUT] = "output-limit",
+};
+
+/* What each limit accepts, and how an error says it (the sandbox always holds agentbox-init
+ * and the interpreter, hence pids >= 2; below 16M of memory no interpreter starts). */
+static const struct {
+	uint64_t min, max;
+	const char *text;
+} limit_range[AB_LIM_COUNT] = {
+	[AB_LIM_TIMEOUT_MS] = { 1, 7 * 24 * 3600 * 1000ULL, "from 1ms to 7d" },
+	[AB_LIM_MEMORY] = { 16ULL << 20, 1ULL << 50, "from 16M to 1024T" },
+	[AB_LIM_PIDS] = { 2, 4194304, "from 2 to 4194304" },
+	[AB_LIM_CPUS_MILLI] = { 10, 1024 * 1000, "from 0.01 to 1024" },
+	[AB_LIM_CPU_TIME_MS] = { 0, 7 * 24 * 3600 * 1000ULL, "from 0 (no limit) to 7d" },
+	[AB_LIM_DISK] = { 1ULL << 20, 1ULL << 50, "from 1M to 1024T" },
+	[AB_LIM_INODES] = { 16, 1ULL << 32, "from 16 to 4294967296" },
+	[AB_LIM_TMP_SIZE] = { 1ULL << 20, 1ULL << 50, "from 1M to 1024T" },
+	[AB_LIM_FILE_SIZE] = { 1, 1ULL << 50, "from 1 byte to 1024T" },
+	[AB_LIM_NOFILE] = { 16, 1048576, "from 16 to 1048576" },
+	[AB_LIM_OUTPUT] = { 1, 1ULL << 40, "from 1 byte to 1T" },
 };
 
 static const char *const prot_names[AB_PROT_COUNT] = {
@@ -228,6 +251,11 @@ cli_run_help(void)
 	       "\n"
 	       "  --dry-run              print the bwrap command line, one word per line\n"
 	       "  --quiet                do not relay the script's output live\n"
+	       "  --summary[=WHEN]       one line on stderr at the end: status, time, memory,\n"
+	       "                         files, the fix for a limit; WHEN: auto (default: when\n"
+	       "                         stderr is a terminal), always, never; at a terminal a\n"
+	       "                         run past 3 s also shows a live status line\n"
+	       "  --no-summary           --summary=never\n"
 	       "  --help                 this text\n"
 	       "\n"
 	       "Exit status: the script's; 128+N if it died of signal N; 124 timeout;\n"
@@ -349,22 +377,11 @@ cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struc
 	default:
 		return ab_err_usage(err, "internal: unknown limit");
 	}
-	if (r == 0 && v == 0 && id != AB_LIM_CPU_TIME_MS)
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_TIMEOUT_MS && v > 7 * 24 * 3600 * 1000ULL)
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_NOFILE && (v < 16 || v > 1048576))
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_CPUS_MILLI && (v < 10 || v > 1024 * 1000))
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_MEMORY && v < (16ULL << 20))
-		r = -ERANGE;
-	/* the sandbox always holds agentbox-init and the interpreter */
-	if (r == 0 && id == AB_LIM_PIDS && v < 2)
+	if (r == 0 && (v < limit_range[id].min || v > limit_range[id].max))
 		r = -ERANGE;
 	if (r < 0)
-		return ab_err_usage(err, "invalid --%s '%s': expected %s%s", limit_names[id], arg,
-				    expect, r == -ERANGE ? " in a sensible range" : "");
+		return ab_err_usage(err, "invalid --%s '%s': expected %s, %s", limit_names[id], arg,
+				    expect, limit_range[id].text);
 	o->limits[id].value = v;
 	o->limits[id].set = true;
 	return 0;
@@ -513,6 +530,23 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_SUMMARY:
+			if (!optarg || strcmp(optarg, "always") == 0)
+				o->summary = 1;
+			else if (strcmp(optarg, "auto") == 0)
+				o->summary = 0;
+			else if (strcmp(optarg, "never") == 0)
+				o->summary = -1;
+			else
+				return ab_err_usage(
+					err,
+					"invalid --summary '%s': expected always, auto or "
+					"never",
+					optarg);
+			break;
+		case OPT_NO_SUMMARY:
+			o->summary = -1;
 			break;
 		case OPT_REPORT_FD: {
 			uint64_t fd = 0;

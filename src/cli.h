@@ -84,7 +84,9 @@ struct ab_run_opts {
 	struct ab_limit limits[AB_LIM_COUNT];
 	bool dry_run;
 	bool rm;
-	bool quiet; /* do not relay the script's output live */
+	bool quiet;    /* do not relay the script's output live */
+	bool progress; /* a live status line on stderr when it is a terminal (progress.h) */
+	int summary;   /* the command line's summary line: -1 never, 0 on a terminal, 1 always */
 	/* bytes of each stream the report holds inline (--inline-output): the first half and
 	 * the last half of a longer stream, whose whole is then in RUN_DIR/stdout|stderr */
 	uint64_t inline_output;

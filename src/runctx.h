@@ -74,6 +74,7 @@ void ws_name_script(struct run_ctx *c); /* c->script_name, once the language is 
 int ws_place_script(struct run_ctx *c, struct ab_err *err);
 int ws_copy_inputs(struct run_ctx *c, struct ab_err *err);
 int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err);
+int ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct ab_err *err);
 int ws_collect(struct run_ctx *c, struct ab_err *err);
 void ws_cleanup(struct run_ctx *c);
 

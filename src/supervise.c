@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 
 #include "plan.h"
+#include "progress.h"
 #include "relay.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -518,6 +519,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	sigset_t mask;
 	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
+	struct ab_progress prog = { .fd = -1 };
 	pid_t pid, self = getpid();
 	bool killed = false, children = true, in_cgroup = false;
 	int r = 0;
@@ -684,6 +686,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 	deadline = t0 + (int64_t) sp->lp->timeout_ms;
 	next_tick = t0 + 50;
+	progress_init(&prog, sp->progress, t0);
 	while (children || so.fd >= 0 || se.fd >= 0) {
 		struct pollfd pfd[5 + ARRAY_SIZE(dst)];
 		int watch_at;
@@ -742,6 +745,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 			if (sp->lp->cg_cpu_time && next_tick < until)
 				until = next_tick;
+			if (progress_next(&prog) < until)
+				until = progress_next(&prog);
 			timeout = until - now > 60000 ? 60000 : (int) (until - now);
 			if (timeout < 0)
 				timeout = 0;
@@ -750,6 +755,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			r = ab_err_set(err, -errno, "poll");
 			break;
 		}
+		/* the script's output goes to a clean line */
+		if (pfd[1].revents || pfd[2].revents)
+			progress_clear(&prog);
 		if (so.fd >= 0 && !so.capped && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    pump(&so, sp->lp->output_bytes, sp->output_truncate))
 			over_cap(&so, oc, pid, sp, &killed, &kill_at);
@@ -781,6 +789,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 				kill_run(pid, sp, &killed, &kill_at);
 			}
 		}
+		if (!killed)
+			progress_tick(&prog, now_ms(), sp->cg);
 		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
 		for (;;) {
 			struct rusage ru;
@@ -811,12 +821,14 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	if (kill_at >= 0)
 		oc->kill_to_reaped_ms = now_ms() - kill_at;
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
+	progress_done(&prog);
 	relay_wind_up(&so, &se, dst, ndst, sfd, oc->interrupted_by != 0, res);
 
 out_mask:
 	/* The signals stay blocked: an interrupt from now on must not cut the report or the
 	 * cleanup short. main() leaves through exit() anyway. */
 out_close:
+	progress_done(&prog);
 	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
 	stream_close(&so);
 	stream_close(&se);

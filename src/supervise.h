@@ -44,6 +44,7 @@ struct ab_spawn {
 	int stream_dirfd;     /* the run directory for the stream files (0..2, as in a
 			       * zero-initialised struct, or -1: none, as with --rm) */
 	bool output_truncate; /* --on-output-limit truncate: past the cap, read and discard */
+	bool progress;        /* a live status line on stderr if it is a terminal (progress.h) */
 	int watch_fd; /* EOF or POLLHUP here: whoever started us is gone; stop the run (0..2, as
 		       * in a zero-initialised struct, or -1: none) */
 };

@@ -760,6 +760,28 @@ ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err)
 	return 0;
 }
 
+/* The spec's stdin_data as the script's stdin: a sealed memfd like --stdin FILE's. */
+int
+ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct ab_err *err)
+{
+	cleanup_fd int mfd = -1;
+
+	if (len > cap) {
+		ab_err_set(err, -EFBIG, "stdin_data is bigger than --disk");
+		return ab_err_fix(err, "raise the disk limit, or pass the data with inputs");
+	}
+	mfd = memfd_create("agentbox-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+	if (write_all(mfd, data, len) < 0)
+		return ab_err_set(err, -errno, "copy stdin_data: %s", strerror(errno));
+	if (lseek(mfd, 0, SEEK_SET) < 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return ab_err_set(err, -errno, "seal stdin_data: %s", strerror(errno));
+	*ret = steal_fd(&mfd);
+	return 0;
+}
+
 /* Post-run work runs outside every limit of the run, so it is bounded by totals for the whole
  * run (docs/design.md, "Post-run work is bounded"): one time budget and one hash budget shared
  * by the walk of the workspace and the --collect walk (the first gets half the time when there

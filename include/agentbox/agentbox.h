@@ -11,7 +11,8 @@
  * Errors: a function that can fail returns a negative errno-style value (or NULL) and, when
  * `err` is not NULL, sets *err to an ab_error the caller frees with ab_error_free. An error
  * carries a message, a fix (how to resolve it, may be empty) and the exit status agentbox's
- * command line would use (2: usage, 125: refused or failed before the script ran).
+ * command line would use (2: usage, 3: the package index prepare needs is unreachable, 125:
+ * refused or failed before the script ran).
  *
  * A minimal program:
  *
@@ -46,7 +47,7 @@ typedef struct ab_error ab_error;
 int ab_error_code(const ab_error *e); /* negative errno-style value */
 const char *ab_error_message(const ab_error *e);
 const char *ab_error_fix(const ab_error *e); /* "" when there is none */
-int ab_error_exit_status(const ab_error *e); /* 2 (usage) or 125 (refused, failed) */
+int ab_error_exit_status(const ab_error *e); /* 2 (usage), 3 (unreachable), 125 (failed) */
 /* Prefixes outer context to e's message ("outer: inner"), keeping the code and fix. */
 void ab_error_wrap(ab_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ab_error_free(ab_error *e);
@@ -148,7 +149,7 @@ void ab_result_free(ab_result *r);
 /* What `agentbox doctor --json` prints: every check with its result and fix. */
 int ab_probe(ab_context *ctx, char **ret, ab_error **err);
 /* `agentbox prepare`: req is {"python": "requirements.txt"} or {"node": "package.json"} with
- * optional "lock", "interpreter", "system_site_packages", "find_links", "no_index",
+ * optional "lock", "interpreter", "system_site_packages", "find_links", "no_index", "index_url",
  * "allow_hosts", "cache_dir", "limits" ({"timeout","memory","pids","disk"}). *ret: {"env_dir":
  * PATH, "cache_hit": bool, "report": {...}}. Progress goes to io's fds. */
 int ab_prepare(ab_context *ctx, const char *req_json, const ab_io *io, char **ret, ab_error **err);
