@@ -735,10 +735,11 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 		r = cli_set_limit(o, AB_LIM_MEMORY, m, err);
 	if (r == 0 && p)
 		r = cli_set_limit(o, AB_LIM_PIDS, p, err);
-	/* the environment's tmpfs is RAM too: a bigger default, not an explicit one (a host
+	/* the environment's tmpfs is RAM too (1536M + the workspace + /tmp: 2304M): a bigger
+	 * default above them, not an explicit one (a host
 	 * that cannot enforce it warns, as for any default) */
 	if (!m)
-		o->limits[AB_LIM_MEMORY].value = 2ULL << 30;
+		o->limits[AB_LIM_MEMORY].value = 3ULL << 30;
 	if (r == 0)
 		r = cli_set_env(o, "PIP_NO_CACHE_DIR=1", err);
 	if (r == 0)

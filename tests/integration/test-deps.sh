@@ -481,6 +481,10 @@ jq -n --rawfile js "$WORK/hostile.js" '{ name: "abdeps-hostile", version: "1.0.0
 prep --node "$WORK/np-hostile/package.json" --cache-dir "$CACHE" --report "$WORK/hostile-prep.json"
 keep_report "$WORK/hostile-prep.json"
 is "$rc" 0 "hostile install: prepare finishes (exit 0)"
+if is_root; then
+    refute "prepare's own defaults: no warning that its tmpfs caps exceed its memory limit" \
+        jqe '.warnings | any(test("counted against --memory"))' "$WORK/hostile-prep.json"
+fi
 HENV=$(tail -n1 "$WORK/pout")
 echo "# hostile install saw: $(cat "$HENV/hostile-report.json" 2>/dev/null)"
 check "hostile install: its postinstall ran" test -f "$HENV/hostile-report.json"
