@@ -137,6 +137,10 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(cmd, AB_SANDBOX_INIT);
 	strv_push(cmd, "--status-fd");
 	strv_pushf(cmd, "%d", AB_FD_STATUS);
+	if (p->memwatch) {
+		strv_push(cmd, "--memwatch-fd");
+		strv_pushf(cmd, "%d", AB_FD_MEMWATCH);
+	}
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
 		if (p->rw_bind) {
