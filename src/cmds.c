@@ -337,10 +337,7 @@ doctor_checks(json_t **ret, struct ab_err *err)
 		(void) host_probe_sandbox(&h, drop, uid, gid);
 		report_check(&d, "user namespaces", h.bwrap_runs ? CHECK_OK : CHECK_FAIL,
 			     h.bwrap_runs ? "bwrap starts a sandbox" : h.bwrap_error,
-			     h.apparmor_restrict_userns
-				     ? "install contrib/apparmor/agentbox and reload AppArmor"
-				     : "sysctl -w user.max_user_namespaces=15000 (and "
-				       "kernel.unprivileged_userns_clone=1 where it exists)");
+			     host_userns_fix(&h));
 		if (h.bwrap_runs) {
 			report_check(
 				&d, "disable-userns", h.has_disable_userns ? CHECK_OK : CHECK_FAIL,
@@ -353,11 +350,14 @@ doctor_checks(json_t **ret, struct ab_err *err)
 				     "run outside the container, or give it an unmasked /proc");
 		}
 	}
-	report_check(&d, "apparmor",
-		     h.apparmor_restrict_userns && !h.bwrap_runs ? CHECK_FAIL : CHECK_OK,
-		     h.apparmor_restrict_userns ? "apparmor_restrict_unprivileged_userns=1"
-						: "no AppArmor user-namespace restriction",
-		     "install contrib/apparmor/agentbox (see README)");
+	report_check(
+		&d, "apparmor", h.apparmor_restrict_userns && !h.bwrap_runs ? CHECK_FAIL : CHECK_OK,
+		!h.apparmor_restrict_userns ? "no AppArmor user-namespace restriction"
+		: h.bwrap_runs ? "kernel.apparmor_restrict_unprivileged_userns=1, and bwrap "
+				 "may create user namespaces (agentbox's profile, or another)"
+			       : "kernel.apparmor_restrict_unprivileged_userns=1: unprivileged "
+				 "user namespaces only for profiles that allow them",
+		host_userns_fix(&h));
 	snprintf(detail, sizeof(detail), "ABI %d", h.landlock_abi);
 	report_check(&d, "landlock", h.landlock_abi > 0 ? CHECK_OK : CHECK_FAIL,
 		     h.landlock_abi > 0 ? detail : "not available",

@@ -79,11 +79,36 @@ host_probe_paths(struct ab_host *h, struct ab_err *err)
 		h->bwrap_path[0] = '\0';
 	find_init(h);
 	h->landlock_abi = ab_landlock_abi();
-	if (read_small_file_at(AT_FDCWD, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-			       buf, sizeof(buf)) > 0)
-		h->apparmor_restrict_userns = buf[0] == '1';
+	{
+		/* Ubuntu 23.10+: unprivileged user namespaces only for AppArmor profiles that
+		 * allow them (cfg proc_root: a fake /proc in tests) */
+		char p[PATH_MAX];
+
+		snprintf(p, sizeof(p), "%s/sys/kernel/apparmor_restrict_unprivileged_userns",
+			 cfg_proc_root());
+		if (read_small_file_at(AT_FDCWD, p, buf, sizeof(buf)) > 0)
+			h->apparmor_restrict_userns = buf[0] == '1';
+	}
 	(void) cg_probe(NULL, NULL, &h->cg);
 	return 0;
+}
+
+const char *
+host_userns_fix(const struct ab_host *h)
+{
+	if (h->apparmor_restrict_userns)
+		return "AppArmor restricts unprivileged user namespaces "
+		       "(kernel.apparmor_restrict_unprivileged_userns=1): install agentbox's "
+		       "profile, "
+		       "which lets bwrap and agentbox-supervisor create them and changes nothing "
+		       "else: sudo install -m 0644 " AB_APPARMOR_PROFILE
+		       " /etc/apparmor.d/agentbox "
+		       "&& sudo apparmor_parser -r /etc/apparmor.d/agentbox (the same file is "
+		       "contrib/apparmor/agentbox in the source tree); do not turn the restriction "
+		       "off";
+	return "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0, and "
+	       "kernel.unprivileged_userns_clone=1 where it exists); in a container, start it with "
+	       "the flags of contrib/container/run-flags; run `agentbox doctor`";
 }
 
 /* Runs bwrap with extra options and /usr/bin/true, as uid/gid when drop. Captures bwrap's

@@ -31,6 +31,11 @@ struct ab_host {
  * cgroups. Returns 0. */
 int host_probe_paths(struct ab_host *ret, struct ab_err *err);
 
+/* The fix for a host where unprivileged user namespaces do not work (bwrap cannot start a
+ * sandbox, or the supervisor cannot make its own namespace): under Ubuntu's AppArmor
+ * restriction, the shipped profile and the commands that install it. Static text. */
+const char *host_userns_fix(const struct ab_host *h);
+
 /* Starts probe sandboxes (as uid/gid when drop: root callers probe as the sandbox user, the
  * way the real run starts bwrap): fills bwrap_runs, has_disable_userns,
  * proc_mountable and bwrap_error. Returns 0, or -ENOENT when there is no bwrap. */

@@ -207,12 +207,7 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	if (!h->bwrap_runs) {
 		ab_err_set(err, -EPERM, "bubblewrap cannot create a sandbox here: %s",
 			   h->bwrap_error[0] ? h->bwrap_error : "unknown error");
-		if (h->apparmor_restrict_userns)
-			return ab_err_fix(err, "AppArmor restricts unprivileged user namespaces: "
-					       "install contrib/apparmor/agentbox (see README)");
-		return ab_err_fix(err, "enable unprivileged user namespaces (sysctl "
-				       "kernel.unprivileged_userns_clone=1, "
-				       "user.max_user_namespaces > 0); run `agentbox doctor`");
+		return ab_err_fix(err, "%s", host_userns_fix(h));
 	}
 	if (!h->proc_mountable) {
 		ab_err_set(err, -EPERM,

@@ -51,12 +51,7 @@ ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 			ab_err_set(err, -errno,
 				   "cannot create a user namespace for the workspace: %s",
 				   strerror(errno));
-			return ab_err_fix(err, "%s",
-					  c->host.apparmor_restrict_userns
-						  ? "AppArmor restricts user namespaces: install "
-						    "contrib/apparmor/agentbox (see README)"
-						  : "enable unprivileged user namespaces "
-						    "(sysctl user.max_user_namespaces > 0)");
+			return ab_err_fix(err, "%s", host_userns_fix(&c->host));
 		}
 		r = write_proc_self("/proc/self/setgroups", "deny");
 		if (r == 0) {
