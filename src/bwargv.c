@@ -85,7 +85,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_pushf(av, "%d", AB_SANDBOX_UID);
 	strv_pushf(av, "--gid");
 	strv_pushf(av, "%d", AB_SANDBOX_GID);
-	strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
+	if (!p->no_hostname)
+		strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
 
 	/* Environment: nothing inherited (T6); the plan holds the whole allow-list. */
 	strv_push(av, "--clearenv");

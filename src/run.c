@@ -210,18 +210,30 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 		return ab_err_fix(err, "%s", host_userns_fix(h));
 	}
 	if (!h->proc_mountable) {
-		ab_err_set(err, -EPERM,
-			   "bubblewrap cannot mount a fresh /proc here (a container "
-			   "without a /proc it may remount?)");
-		return ab_err_fix(err, "run agentbox outside the container or give the container "
-				       "an unmasked /proc; run `agentbox doctor`");
+		ab_err_set(err, -EPERM, "bubblewrap cannot mount a fresh /proc here%s%s%s%s%s",
+			   h->container[0] ? " (in a " : "", h->container,
+			   h->container[0] ? " container)" : "", h->proc_error[0] ? ": " : "",
+			   h->proc_error);
+		return ab_err_fix(err, "%s", host_proc_fix(h));
 	}
 	if (!h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS]) {
 		ab_err_set(err, -ENOTSUP,
 			   "this bwrap cannot disable nested user namespaces "
-			   "(--disable-userns)");
+			   "(--disable-userns)%s%s",
+			   h->disable_error[0] ? ": " : "", h->disable_error);
 		return ab_err_fix(err, "install bubblewrap >= 0.8, or pass --without "
 				       "disable-userns");
+	}
+	/* The hostname hides the host's name (T35); the UTS namespace is private either way.
+	 * A container's seccomp profile may refuse sethostname: run without, and say so. */
+	if (!h->hostname_ok) {
+		c->plan.no_hostname = true;
+		result_warn(res,
+			    "the sandbox keeps this %s's hostname: bwrap cannot set one here (%s) "
+			    "(fix: %s)",
+			    h->container[0] ? "container" : "host",
+			    h->hostname_error[0] ? h->hostname_error : "sethostname refused",
+			    host_hostname_fix(h));
 	}
 	if (h->landlock_abi <= 0 && !c->o->without[AB_PROT_LANDLOCK]) {
 		ab_err_set(err, -ENOTSUP,
@@ -417,7 +429,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		(void) cg_sweep_stale(&c.host.cg, "/proc");
 
 	timing_mark("sandbox probed");
-	r = limits_plan(o, &c.host, o->workspace == NULL, !c.host.is_root, &c.lp, res, err);
+	r = limits_plan(o, &c.host, o->workspace == NULL, !c.host.is_root || c.root_userns, &c.lp,
+			res, err);
 	if (r < 0)
 		goto out;
 	c.plan.tmp_size = c.lp.tmp_bytes;

@@ -110,9 +110,24 @@ test_probe(void)
 	       "restricted: the fix installs the shipped profile (%s), with the commands",
 	       AB_APPARMOR_PROFILE);
 	h.apparmor_restrict_userns = false;
+	h.container[0] = '\0'; /* this very machine may carry a /.dockerenv */
 	TAP_OK(!has(host_userns_fix(&h), "apparmor") &&
 		       has(host_userns_fix(&h), "user.max_user_namespaces"),
 	       "not restricted: the fix is the user-namespace sysctls");
+	snprintf(h.container, sizeof(h.container), "docker");
+	TAP_OK(has(host_userns_fix(&h),
+		   "docker run --security-opt seccomp=" AB_CONTAINER_DIR "/seccomp.json"),
+	       "in Docker: the fix is a seccomp profile that allows user namespaces");
+	TAP_OK(has(host_proc_fix(&h), "docker run --security-opt systempaths=unconfined"),
+	       "in Docker: an unmasked /proc is systempaths=unconfined");
+	snprintf(h.container, sizeof(h.container), "podman");
+	TAP_OK(has(host_proc_fix(&h), "podman run --security-opt unmask=/proc/*"),
+	       "in podman: an unmasked /proc is unmask=/proc/*");
+	snprintf(h.container, sizeof(h.container), "kubernetes");
+	TAP_OK(has(host_proc_fix(&h), "procMount: Unmasked"),
+	       "in Kubernetes: the securityContext's procMount: Unmasked");
+	TAP_OK(has(host_hostname_fix(&h), "seccomp.json"),
+	       "a refused sethostname: the seccomp profile that allows it");
 }
 
 static void
@@ -207,7 +222,7 @@ test_refusal(void)
 	TAP_OK(has(msg, "AppArmor restricts unprivileged user namespaces") &&
 		       has(msg, "apparmor_parser -r /etc/apparmor.d/agentbox"),
 	       "restricted host: the fix names the AppArmor profile and how to install it");
-	if (!has(msg, "apparmor_parser")) {
+	if (!has(msg, "apparmor_parser") || !has(msg, "bubblewrap cannot")) {
 		for (char *q = msg; *q; q++)
 			if (*q == '\n')
 				*q = ' ';
