@@ -308,21 +308,29 @@ scan(struct ab_memwatch *mw, bool precise, uint64_t *ret_bytes, uint64_t *ret_th
 int
 memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 {
-	uint64_t est, threads;
+	uint64_t fast, est, threads;
 	int r;
 
 	if (!mw->attached)
 		return -EBADF;
 	mw->polls++;
-	r = scan(mw, false, &est, &threads);
+	r = scan(mw, false, &fast, &threads);
 	if (r < 0)
 		return r;
 	if (threads > mw->tasks_peak)
 		mw->tasks_peak = threads;
-	if (est > mw->limit) {
-		/* Over by the fast count: the precise one decides, no more often than it can
-		 * afford; until then the fast count only shortens the interval. */
-		if (now_ms >= mw->next_precise_ms) {
+	est = fast;
+	if (fast > mw->limit) {
+		/* Over by the fast count, which over-counts sharing: the precise count decides.
+		 * It costs a page-table walk per process, so while the fast count stays over only
+		 * by sharing the precise one runs no more often than it can afford (copy-on-write
+		 * after fork keeps the fast count high for as long as the processes live). What
+		 * the fast count grew by since the last precise check is new memory, though: once
+		 * that could have taken the run past the limit, check at once. */
+		uint64_t grown = fast > mw->fast_at_precise ? fast - mw->fast_at_precise : 0;
+		uint64_t bound = mw->precise_checks ? mw->last_precise + grown : fast;
+
+		if (now_ms >= mw->next_precise_ms || bound > mw->limit) {
 			int64_t t0 = now_ns();
 			int64_t took_ms;
 
@@ -330,6 +338,8 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 			if (r < 0)
 				return r;
 			mw->precise_checks++;
+			mw->last_precise = est;
+			mw->fast_at_precise = fast;
 			took_ms = (now_ns() - t0) / 1000000;
 			mw->next_precise_ms = now_ms + (4 * took_ms > AB_MEMWATCH_PRECISE_MIN_MS
 								? 4 * took_ms
@@ -339,14 +349,7 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 				mw->over_bytes = est;
 			}
 		} else {
-			/* the last precise count stands until the next one is due */
-			if (mw->last < est)
-				est = mw->last;
-			mw->last = est;
-			mw->next_ms = now_ms + memwatch_interval_ms(mw->limit, est);
-			if (mw->next_ms < mw->next_precise_ms)
-				mw->next_ms = mw->next_precise_ms;
-			return 0;
+			est = bound; /* the last precise count, plus what is new since */
 		}
 	}
 	mw->last = est;

@@ -10,13 +10,14 @@
  *    workspace and prepare's environment from run.c), unlinked-but-open files included.
  * That sum over-counts (anonymous pages shared copy-on-write after fork count in every
  * process, a tmpfs file that is also mapped counts twice), so a sum over the limit is checked
- * precisely before the run is killed: Pss_Anon + Pss_Shmem from /proc/PID/smaps_rollup
- * (shared pages divided among their sharers), minus the Pss of shared mappings of files in
- * the counted tmpfs mounts (from /proc/PID/smaps). A process whose smaps cannot be read (it
- * made itself non-dumpable) counts with its fast numbers: hiding never makes a run cheaper.
- * Memory the watchdog cannot see is closed by the seccomp filter in this mode (filter.h
- * AB_FILTER_NO_HIDDEN_MEM: memfd_create, memfd_secret and shmget are ENOSYS, so callers fall
- * back to /dev/shm or /tmp files, which are counted). What remains uncounted is kernel memory
+ * precisely before the run is killed (rate-limited while the sum stays over by sharing alone,
+ * at once when it grew by more than the last precise count's headroom): Pss_Anon + Pss_Shmem from
+ * /proc/PID/smaps_rollup (shared pages divided among their sharers), minus the Pss of shared
+ * mappings of files in the counted tmpfs mounts (from /proc/PID/smaps). A process whose smaps
+ * cannot be read (it made itself non-dumpable) counts with its fast numbers: hiding never makes a
+ * run cheaper. Memory the watchdog cannot see is closed by the seccomp filter in this mode
+ * (filter.h AB_FILTER_NO_HIDDEN_MEM: memfd_create, memfd_secret and shmget are ENOSYS, so callers
+ * fall back to /dev/shm or /tmp files, which are counted). What remains uncounted is kernel memory
  * (page tables, pipe and socket buffers) and page cache, as docs/design.md says.
  *
  * The overshoot is what the run allocates between two polls plus the time the kill takes; it
@@ -55,8 +56,10 @@ struct ab_memwatch {
 	uint64_t peak;       /* the highest estimate */
 	uint64_t tasks_peak; /* threads in the sandbox, highest seen */
 	uint64_t polls, precise_checks;
-	int64_t next_ms;         /* CLOCK_MONOTONIC ms of the next poll */
-	int64_t next_precise_ms; /* no precise check before this */
+	int64_t next_ms;          /* CLOCK_MONOTONIC ms of the next poll */
+	int64_t next_precise_ms;  /* no precise check before this (unless the run grew) */
+	uint64_t last_precise;    /* bytes: the last precise count */
+	uint64_t fast_at_precise; /* ... and the fast count when it was made */
 };
 
 /* limit in bytes. Owns no fd yet. */
