@@ -320,6 +320,19 @@ ws_mount_dir(struct run_ctx *c, struct ab_err *err)
 		if (!c->drop)
 			return ab_err_set(err, -e, "make --workspace nosuid,nodev: %s",
 					  strerror(e));
+		if (c->root_userns) {
+			/* an idmapped mount needs CAP_SYS_ADMIN where DIR's filesystem was
+			 * mounted: a container's root does not have it there */
+			ab_err_set(err, -e,
+				   "--workspace '%s': root without CAP_SYS_ADMIN (a container's "
+				   "root) cannot make the idmapped mount that gives DIR to the "
+				   "sandbox user (%s)",
+				   dir, strerror(e));
+			return ab_err_fix(err,
+					  "copy in and out with --input '%s' --collect OUT, or run "
+					  "agentbox in the container as DIR's owner (a non-root user)",
+					  dir);
+		}
 		ab_err_set(err, -e,
 			   "--workspace '%s': this kernel or filesystem cannot make an idmapped "
 			   "mount (%s; needs Linux >= 5.12 and a filesystem that supports them: "
