@@ -169,6 +169,45 @@ probe_inotify_cap(void)
 	return WEXITSTATUS(ws) == 0 ? 1 : WEXITSTATUS(ws) == 1 ? 0 : -1;
 }
 
+/* Unprivileged, a run probes bwrap from inside the supervisor's own user namespace
+ * (run.c: after ws_enter_mntns), where a setuid bwrap's bit means nothing: probe the same way,
+ * in a child, so doctor and a run agree. Falls back to probing here. */
+static void
+probe_like_a_run(struct ab_host *h, bool drop, uid_t uid, gid_t gid)
+{
+	int p[2], ws;
+	pid_t pid;
+
+	if (h->is_root || pipe2(p, O_CLOEXEC) < 0) {
+		(void) host_probe_sandbox(h, drop, uid, gid);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		char map[64];
+
+		(void) close(p[0]);
+		snprintf(map, sizeof(map), "%u %u 1", (unsigned) geteuid(), (unsigned) geteuid());
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 &&
+		    write_small_file_at(AT_FDCWD, "/proc/self/setgroups", "deny") == 0 &&
+		    write_small_file_at(AT_FDCWD, "/proc/self/uid_map", map) == 0) {
+			snprintf(map, sizeof(map), "%u %u 1", (unsigned) getegid(),
+				 (unsigned) getegid());
+			if (write_small_file_at(AT_FDCWD, "/proc/self/gid_map", map) == 0) {
+				(void) host_probe_sandbox(h, drop, uid, gid);
+				(void) !write(p[1], h, sizeof(*h));
+			}
+		}
+		_exit(0);
+	}
+	(void) close(p[1]);
+	if (pid < 0 || RETRY_EINTR(read(p[0], h, sizeof(*h))) != (ssize_t) sizeof(*h))
+		(void) host_probe_sandbox(h, drop, uid, gid); /* no user namespace: as we are */
+	(void) close(p[0]);
+	if (pid > 0)
+		(void) RETRY_EINTR(waitpid(pid, &ws, 0));
+}
+
 void
 doctor_host_class(const struct ab_host *h, char *buf, size_t size)
 {
@@ -220,13 +259,16 @@ doctor_checks(json_t **ret, struct ab_err *err)
 			     "apt-get install bubblewrap");
 	} else {
 		snprintf(detail, sizeof(detail), "%s%s", h.bwrap_path,
-			 h.bwrap_setuid ? " is setuid root: agentbox runs it like any bwrap, but "
-					  "unprivileged user namespaces are the supported mode"
-					: "");
+			 !h.bwrap_setuid ? ""
+			 : h.is_root
+				 ? " is setuid root (as root that changes nothing)"
+				 : " is setuid root: agentbox runs it from its own user namespace, "
+				   "where the bit means nothing, so it needs unprivileged user "
+				   "namespaces like any bwrap");
 		report_check(&d, "bwrap", h.bwrap_setuid ? CHECK_WARN : CHECK_OK, detail,
 			     "chmod u-s on bwrap where user namespaces are enabled");
 		warns += h.bwrap_setuid;
-		(void) host_probe_sandbox(&h, drop, uid, gid);
+		probe_like_a_run(&h, drop, uid, gid);
 		report_check(&d, "user namespaces", h.bwrap_runs ? CHECK_OK : CHECK_FAIL,
 			     h.bwrap_runs ? "bwrap starts a sandbox" : h.bwrap_error,
 			     host_userns_fix(&h));
