@@ -14,14 +14,14 @@
 struct ab_host {
 	char bwrap_path[PATH_MAX]; /* absolute; "" when bwrap was not found */
 	bool bwrap_setuid;
-	bool bwrap_runs;               /* a minimal sandbox started (user namespaces work) */
-	char bwrap_error[512];         /* why the minimal sandbox failed, when it did */
-	bool has_disable_userns;       /* `bwrap --disable-userns` worked */
-	char disable_error[256];       /* bwrap's words when it did not */
-	bool proc_mountable;           /* --proc worked (false inside some containers) */
-	char proc_error[256];          /* bwrap's words when it did not */
-	bool hostname_ok;              /* --hostname worked (a container's seccomp may refuse
-					* sethostname without CAP_SYS_ADMIN) */
+	bool bwrap_runs;         /* a minimal sandbox started (user namespaces work) */
+	char bwrap_error[512];   /* why the minimal sandbox failed, when it did */
+	bool has_disable_userns; /* `bwrap --disable-userns` worked */
+	char disable_error[256]; /* bwrap's words when it did not */
+	bool proc_mountable;     /* --proc worked (false inside some containers) */
+	char proc_error[256];    /* bwrap's words when it did not */
+	bool hostname_ok;        /* --hostname worked (a container's seccomp may refuse
+				  * sethostname without CAP_SYS_ADMIN) */
 	char hostname_error[256];
 	bool probe_cached;             /* the facts above came from the probe cache */
 	int landlock_abi;              /* 0 when Landlock is unavailable */

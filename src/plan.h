@@ -48,7 +48,7 @@ struct ab_plan {
 	bool usr_links[4];  /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
 	bool lib32, libx32; /* /lib32, /libx32 exist as usr/ symlinks */
 	bool disable_userns;
-	bool no_hostname;    /* sethostname is refused here (a container's seccomp): no --hostname */
+	bool no_hostname; /* sethostname is refused here (a container's seccomp): no --hostname */
 	bool seccomp;
 	bool landlock;       /* agentbox-init applies Landlock */
 	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */

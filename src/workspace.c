@@ -328,10 +328,11 @@ ws_mount_dir(struct run_ctx *c, struct ab_err *err)
 				   "root) cannot make the idmapped mount that gives DIR to the "
 				   "sandbox user (%s)",
 				   dir, strerror(e));
-			return ab_err_fix(err,
-					  "copy in and out with --input '%s' --collect OUT, or run "
-					  "agentbox in the container as DIR's owner (a non-root user)",
-					  dir);
+			return ab_err_fix(
+				err,
+				"copy in and out with --input '%s' --collect OUT, or run "
+				"agentbox in the container as DIR's owner (a non-root user)",
+				dir);
 		}
 		ab_err_set(err, -e,
 			   "--workspace '%s': this kernel or filesystem cannot make an idmapped "

@@ -218,7 +218,8 @@ test_fake_proc(void)
 	put_free("7/smaps_rollup", rollup_text(400 * 1024, 0));
 	put_free("8/smaps_rollup", rollup_text(300 * 1024, 0));
 	r = memwatch_poll(&mw, mw.next_precise_ms);
-	TAP_OK(r == 1 && mw.precise_checks == 3 && mw.over && mw.over_bytes == (100 + 700 * 1024) * 1024ull,
+	TAP_OK(r == 1 && mw.precise_checks == 3 && mw.over &&
+		       mw.over_bytes == (100 + 700 * 1024) * 1024ull,
 	       "precise over the limit: over, with the count");
 	TAP_OK(mw.peak >= mw.over_bytes, "the peak is at least the count that tripped it");
 	TAP_OK(memwatch_kill(&mw) < 0, "kill on a fake /proc fails (no pidfd there), no crash");
