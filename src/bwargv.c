@@ -85,7 +85,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_pushf(av, "%d", AB_SANDBOX_UID);
 	strv_pushf(av, "--gid");
 	strv_pushf(av, "%d", AB_SANDBOX_GID);
-	strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
+	if (!p->no_hostname)
+		strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
 
 	/* Environment: nothing inherited (T6); the plan holds the whole allow-list. */
 	strv_push(av, "--clearenv");
@@ -137,6 +138,10 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(cmd, AB_SANDBOX_INIT);
 	strv_push(cmd, "--status-fd");
 	strv_pushf(cmd, "%d", AB_FD_STATUS);
+	if (p->memwatch) {
+		strv_push(cmd, "--memwatch-fd");
+		strv_pushf(cmd, "%d", AB_FD_MEMWATCH);
+	}
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
 		if (p->rw_bind) {

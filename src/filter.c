@@ -43,6 +43,16 @@
  *    supervisor's business, Docker T31 note).
  *  - EMFILE for inotify_init/inotify_init1: instances are charged to the host uid (T24);
  *    EMFILE is what an exhausted quota returns, which watchers already handle (polling).
+ *
+ * With AB_FILTER_NO_HIDDEN_MEM (the memory limit is agentbox's watchdog, memwatch.h):
+ *  - ENOSYS for memfd_create, memfd_secret and shmget: their pages need not be mapped by any
+ *    process nor live in a tmpfs the watchdog can see. ENOSYS makes callers fall back to a
+ *    file in /dev/shm or /tmp (glibc's shm_open, CPython's multiprocessing), which is counted.
+ *
+ * With AB_FILTER_NO_INOTIFY (unprivileged where the run's user namespace cannot cap inotify,
+ * limitplan.h limits_cap_inotify: a read-only /proc/sys in a container):
+ *  - EMFILE for inotify_init/inotify_init1, as in the strict policy: the sandbox runs as the
+ *    caller's uid, and its instances would come out of the caller's own quota (T24).
  */
 #include "filter.h"
 
@@ -74,6 +84,7 @@
 #define AB_NR_MEMPOLICY_HOME 450 /* Linux 5.17 */
 #define AB_NR_FCHMODAT2      452 /* Linux 6.6 */
 #define AB_NR_OPEN_TREE_ATTR 467 /* Linux 6.15 */
+#define AB_NR_MEMFD_SECRET   447 /* Linux 5.14 */
 
 /* The bit the kernel tests for O_TMPFILE (O_TMPFILE itself also has O_DIRECTORY). */
 #ifdef __O_TMPFILE
@@ -352,8 +363,21 @@ add_personality_rules(scmp_filter_ctx ctx, struct ab_err *err)
 	return 0;
 }
 
+/* AB_FILTER_NO_HIDDEN_MEM: memory the watchdog could not count (see the top comment). */
+static const struct ab_rule ab_hidden_mem_rules[] = {
+	R(memfd_create, ENOSYS, POL_ALL),
+	RN(memfd_secret, AB_NR_MEMFD_SECRET, ENOSYS, POL_ALL),
+	R(shmget, ENOSYS, POL_ALL),
+};
+
+/* AB_FILTER_NO_INOTIFY (see the top comment); the strict policy has these already. */
+static const struct ab_rule ab_inotify_rules[] = {
+	R(inotify_init, EMFILE, POL_DEFAULT),
+	R(inotify_init1, EMFILE, POL_DEFAULT),
+};
+
 static int
-build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
+build_filter(enum ab_seccomp_policy p, unsigned flags, scmp_filter_ctx *ret, struct ab_err *err)
 {
 	cleanup_seccomp scmp_filter_ctx ctx = NULL;
 	const int *fam;
@@ -388,6 +412,15 @@ build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
 		if ((k = add_rule(ctx, &ab_rules[i], err)) < 0)
 			return k;
 	}
+	if (flags & AB_FILTER_NO_HIDDEN_MEM)
+		for (size_t i = 0; i < ARRAY_SIZE(ab_hidden_mem_rules); i++)
+			if ((k = add_rule(ctx, &ab_hidden_mem_rules[i], err)) < 0)
+				return k;
+	if (flags & AB_FILTER_NO_INOTIFY)
+		for (size_t i = 0; i < ARRAY_SIZE(ab_inotify_rules); i++)
+			if ((ab_inotify_rules[i].policies & (1u << p)) &&
+			    (k = add_rule(ctx, &ab_inotify_rules[i], err)) < 0)
+				return k;
 	if ((k = add_personality_rules(ctx, err)) < 0)
 		return k;
 	if ((k = add_mode_rules(ctx, err)) < 0)
@@ -422,13 +455,20 @@ program_size_ok(off_t size)
 #define AB_SECCOMP_RULES_REV 3
 
 char *
-filter_cache_name(enum ab_seccomp_policy p)
+filter_cache_name_flags(enum ab_seccomp_policy p, unsigned flags)
 {
 	const struct scmp_version *v = seccomp_version();
 
-	return xasprintf("seccomp-%s-r%d-%u.%u.%u-%s.bpf", filter_policy_name(p),
-			 AB_SECCOMP_RULES_REV, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
-			 AB_VERSION);
+	return xasprintf("seccomp-%s%s%s-r%d-%u.%u.%u-%s.bpf", filter_policy_name(p),
+			 flags & AB_FILTER_NO_HIDDEN_MEM ? "-memwatch" : "",
+			 flags & AB_FILTER_NO_INOTIFY ? "-noinotify" : "", AB_SECCOMP_RULES_REV,
+			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0, AB_VERSION);
+}
+
+char *
+filter_cache_name(enum ab_seccomp_policy p)
+{
+	return filter_cache_name_flags(p, 0);
 }
 
 /* Returns an fd on a usable cache entry, or -errno when there is none (or it is not trusted:
@@ -516,6 +556,13 @@ export_memfd(scmp_filter_ctx ctx, void **ret_buf, size_t *ret_len, struct ab_err
 int
 filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
 {
+	return filter_program_fd_flags(p, 0, cache_dirfd, err);
+}
+
+int
+filter_program_fd_flags(enum ab_seccomp_policy p, unsigned flags, int cache_dirfd,
+			struct ab_err *err)
+{
 	cleanup_seccomp scmp_filter_ctx ctx = NULL;
 	cleanup_free char *path = NULL;
 	cleanup_free void *buf = NULL;
@@ -525,12 +572,12 @@ filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
 	if ((unsigned) p >= AB_SECCOMP_COUNT)
 		return ab_err_set(err, -EINVAL, "seccomp: unknown policy %d", (int) p);
 	if (cache_dirfd >= 0) {
-		path = filter_cache_name(p);
+		path = filter_cache_name_flags(p, flags);
 		fd = cache_open(cache_dirfd, path);
 		if (fd >= 0)
 			return fd; /* offset 0, read-only, owned by us */
 	}
-	if ((k = build_filter(p, &ctx, err)) < 0)
+	if ((k = build_filter(p, flags, &ctx, err)) < 0)
 		return k;
 	fd = export_memfd(ctx, &buf, &len, err);
 	if (fd < 0)

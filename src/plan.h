@@ -15,7 +15,8 @@
 #define AB_FD_SECCOMP    4 /* bwrap --seccomp */
 #define AB_FD_STATUS     5 /* agentbox-init writes its status records here */
 #define AB_FD_INIT       6 /* agentbox-init, exec'd through /proc/self/fd: no mount, no path */
-#define AB_FD_FIRST_FREE 7
+#define AB_FD_MEMWATCH   7 /* agentbox-init hands the memory watchdog its fds here (memwatch.h) */
+#define AB_FD_FIRST_FREE 8
 
 /* Paths inside the sandbox. */
 #define AB_SANDBOX_WORK       "/work"
@@ -47,11 +48,13 @@ struct ab_plan {
 	bool usr_links[4];  /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
 	bool lib32, libx32; /* /lib32, /libx32 exist as usr/ symlinks */
 	bool disable_userns;
+	bool no_hostname; /* sethostname is refused here (a container's seccomp): no --hostname */
 	bool seccomp;
 	bool landlock;       /* agentbox-init applies Landlock */
 	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
+	bool memwatch;       /* the memory limit is the supervisor's watchdog (memwatch.h) */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built (its path
 			      * in the sandbox, writable) */

@@ -161,6 +161,13 @@ main(void)
 	golden("weak-host", &p);
 	plan_done(&p);
 
+	/* inside a container (issue 18): sethostname refused, memory by the watchdog */
+	base_plan(&p);
+	p.no_hostname = true;
+	p.memwatch = true;
+	golden("container", &p);
+	plan_done(&p);
+
 	base_plan(&p);
 	free(p.interp);
 	p.interp = xstrdup("/opt/node-v20/bin/node");

@@ -886,7 +886,7 @@ test_protections(void)
 		"namespaces",     "network",          "readonly_base", "writable",
 		"new_session",    "die_with_parent",  "cap_drop_all",  "clearenv",
 		"disable_userns", "seccomp",          "landlock",      "fresh_keyring",
-		"no_host_root",   "pid1_nondumpable", "cgroup",
+		"no_host_root",   "pid1_nondumpable", "caller_quotas", "cgroup",
 	};
 	struct ab_netproxy np;
 	struct fx f;
@@ -904,7 +904,7 @@ test_protections(void)
 	in_order = f.res.n_prot == sizeof(order) / sizeof(order[0]);
 	for (size_t i = 0; in_order && i < f.res.n_prot; i++)
 		in_order = strcmp(f.res.prot[i].name, order[i]) == 0;
-	TAP_OK(in_order, "protections: the 15 of docs/report-schema.md, in its order");
+	TAP_OK(in_order, "protections: the 16 of docs/report-schema.md, in its order");
 	in_order = true;
 	for (size_t i = 0; i < f.res.n_prot; i++)
 		in_order = in_order && f.res.prot[i].enforced;
@@ -921,6 +921,35 @@ test_protections(void)
 	prot_is(&f.res, "all on", "no_host_root", true, "started as root: runs as uid 64000");
 	prot_is(&f.res, "all on", "pid1_nondumpable", true, "agentbox-init is PID 1");
 	prot_is(&f.res, "all on", "cgroup", true, "cgroup v2");
+	prot_is(&f.res, "all on", "caller_quotas", true,
+		"the script runs as uid 64000: no quota of the caller's is shared");
+	prot_fx_done(&f);
+
+	/* unprivileged: the script shares the caller's uid (issue 18) */
+	prot_fx(&f);
+	f.c.inotify_guard = 1;
+	f.c.lp.sigpending = 1024;
+	f.c.lp.msgqueue = 262144;
+	outcome_record_protections(&f.c, &f.oc);
+	prot_is(&f.res, "user, capped", "caller_quotas", true,
+		"the script shares your uid: inotify capped at 8 instances and 8192 watches per "
+		"run (user namespace limits); pending signals 1024 and POSIX message queues "
+		"262144 bytes (rlimits of the run's user namespace); keys refused (seccomp)");
+	prot_fx_done(&f);
+	prot_fx(&f);
+	f.c.inotify_guard = -1;
+	outcome_record_protections(&f.c, &f.oc);
+	TAP_OK(prot(&f.res, "caller_quotas")->enforced &&
+		       strstr(prot(&f.res, "caller_quotas")->detail,
+			      "inotify refused (seccomp: this /proc/sys is read-only)"),
+	       "user, read-only /proc/sys: inotify refused by seccomp instead");
+	prot_fx_done(&f);
+	prot_fx(&f);
+	f.c.inotify_guard = 1;
+	f.c.plan.seccomp = false;
+	outcome_record_protections(&f.c, &f.oc);
+	prot_is(&f.res, "user, --without seccomp", "caller_quotas", false,
+		"--without seccomp: the script can take keys out of your uid's quota");
 	prot_fx_done(&f);
 
 	/* unprivileged, opted out of everything it can, --workspace, a refused run (oc NULL) */
