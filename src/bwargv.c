@@ -137,6 +137,10 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(cmd, AB_SANDBOX_INIT);
 	strv_push(cmd, "--status-fd");
 	strv_pushf(cmd, "%d", AB_FD_STATUS);
+	/* The namespace is what keeps the script off the network (its loopback is its own):
+	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h). */
+	strv_push(cmd, "--net-check");
+	strv_pushf(cmd, "%llu", p->netns_not);
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
 		if (p->rw_bind) {

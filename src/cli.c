@@ -22,6 +22,7 @@ enum {
 	OPT_INPUT,
 	OPT_LANG,
 	OPT_MEMORY,
+	OPT_NET_STRICT,
 	OPT_NODE,
 	OPT_NODE_MODULES,
 	OPT_NOFILE,
@@ -63,6 +64,7 @@ static const struct option run_options[] = {
 	{ "input", required_argument, NULL, OPT_INPUT },
 	{ "lang", required_argument, NULL, OPT_LANG },
 	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "net-strict", no_argument, NULL, OPT_NET_STRICT },
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "node-modules", required_argument, NULL, OPT_NODE_MODULES },
 	{ "nofile", required_argument, NULL, OPT_NOFILE },
@@ -161,7 +163,8 @@ cli_run_help(void)
 	return "usage: agentbox run [OPTIONS] SCRIPT [--] [ARGS...]\n"
 	       "\n"
 	       "Runs SCRIPT (Python .py, Node .js/.mjs/.cjs, or by shebang) in a bubblewrap\n"
-	       "sandbox: read-only system, one writable workspace at /work, no network.\n"
+	       "sandbox: read-only system, one writable workspace at /work, no network (a\n"
+	       "loopback of its own).\n"
 	       "SCRIPT '-' reads the code from stdin; --code TEXT takes it from the command\n"
 	       "line (then every word after the options is an argument of the script).\n"
 	       "\n"
@@ -208,6 +211,8 @@ cli_run_help(void)
 	       "\n"
 	       "Hardening:\n"
 	       "  --seccomp-policy default|strict\n"
+	       "  --net-strict           no TCP bind or connect at all, not even on the\n"
+	       "                         sandbox's own loopback (Landlock)\n"
 	       "  --without NAME         opt out of a default protection that this host cannot\n"
 	       "                         apply: seccomp, landlock, disable-userns, cgroup\n"
 	       "  --sandbox-user USER    when started as root: the unprivileged user (name or\n"
@@ -257,7 +262,7 @@ cli_only_spec(const struct ab_run_opts *o)
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
 	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
 	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet;
+	       !o->quiet && !o->net_strict;
 	run_opts_done(&d);
 	return same;
 }
@@ -446,6 +451,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_MEMORY:
 			r = cli_set_limit(o, AB_LIM_MEMORY, optarg, err);
+			break;
+		case OPT_NET_STRICT:
+			o->net_strict = true;
 			break;
 		case OPT_NODE:
 			o->node_path = optarg;

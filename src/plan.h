@@ -49,7 +49,7 @@ struct ab_plan {
 	bool disable_userns;
 	bool seccomp;
 	bool landlock;       /* agentbox-init applies Landlock */
-	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
+	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4): --net-strict */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
@@ -60,6 +60,10 @@ struct ab_plan {
 	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
 	 * the registry proxy's in the install's own network namespace (netproxy.h). */
 	uint16_t landlock_connect_port;
+
+	/* The nsfs inode of the network namespace agentbox started in: agentbox-init refuses
+	 * to run the script in it (--net-check; 0: only the lo-only check). */
+	unsigned long long netns_not;
 };
 
 void plan_done(struct ab_plan *p);
