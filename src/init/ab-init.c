@@ -240,6 +240,12 @@ main(int argc, char **argv)
 	 * the status fd may reach the script. */
 	(void) fds_close_from_except(3, status_fd);
 
+	/* T10/T29: no terminal of the host reaches the script (agentbox gives it /dev/null or a
+	 * sealed copy of --stdin and pipes): the terminals it may adopt (TIOCSCTTY) are only the
+	 * ptys of its own private /dev/pts. */
+	for (int fd = 0; fd <= 2; fd++)
+		if (isatty(fd))
+			setup_failed(EPERM, "agentbox-init: a terminal on fd 0-2");
 	/* T6/T12: not dumpable, so /proc/1/{environ,mem,fd} are closed to the script. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
 		setup_failed(errno, "prctl(PR_SET_DUMPABLE)");

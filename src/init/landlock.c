@@ -97,8 +97,13 @@ int
 ab_landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports, bool scope,
 		  const char **ret_what)
 {
-	static const char *const devices[] = { "/dev/null",   "/dev/zero",    "/dev/full",
-					       "/dev/random", "/dev/urandom", NULL };
+	/* /dev/pts is bwrap's private devpts instance (--dev: newinstance, /dev/ptmx links to
+	 * its ptmx): the ptys the script opens itself, never a host terminal. /dev/tty is the
+	 * caller's controlling terminal, which after --new-session can only be one of those. */
+	static const char *const devices[] = { "/dev/null",    "/dev/zero",
+					       "/dev/full",    "/dev/random",
+					       "/dev/urandom", "/dev/tty",
+					       "/dev/pts",     NULL };
 	struct ab_ruleset_attr attr = { 0 };
 	size_t attr_size = sizeof(uint64_t);
 	int abi = ab_landlock_abi();

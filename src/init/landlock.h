@@ -4,9 +4,9 @@
 #include <stdbool.h>
 
 /* Restricts the calling process and its future children: writes only under the given
- * directories (and to the usual character devices), reads and exec everywhere else the
- * mount namespace shows. With net (ABI >= 4): no TCP bind, and TCP connect only to the ports
- * in connect_ports (0-terminated, may be NULL: none). With scope (ABI >= 6): no
+ * directories (and to the usual character devices, /dev/tty and the private /dev/pts), reads and
+ * exec everywhere else the mount namespace shows. With net (ABI >= 4): no TCP bind, and TCP connect
+ * only to the ports in connect_ports (0-terminated, may be NULL: none). With scope (ABI >= 6): no
  * abstract-socket connections or signals outside the domain.
  * Returns the ABI in force (> 0) or -errno; *ret_what names the failing step. */
 int ab_landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports,

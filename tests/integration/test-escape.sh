@@ -397,8 +397,8 @@ for lang in $LANGS; do
     check "tty_inject.$lang: nothing reached the host terminal (raw /dev/tty write)" \
         absent_from "abesc-raw" "$PTYLOG"
 done
-# And TIOCSCTTY, the way a script would take a terminal, is refused by the filter itself
-# (tests/unit/test-seccomp.c and test-seccomp.sh check ioctl_tiocsctty[64] -> EPERM).
+# TIOCSCTTY is allowed since issue 15 (forkpty and pty.spawn need it): agentbox-init refuses
+# to start with a terminal on fds 0-2, so only the sandbox's own ptys can be adopted.
 
 # ---- T11: network to host loopback -------------------------------------------------------
 listener_start "$WORK/net"
