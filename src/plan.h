@@ -25,6 +25,7 @@
 #define AB_SANDBOX_GID        1000
 #define AB_SANDBOX_USER       "agent"
 #define AB_SANDBOX_HOSTNAME   "sandbox"
+#define AB_SANDBOX_CACHE      "/tmp/.cache" /* XDG_CACHE_HOME: caches stay out of /work */
 
 struct ab_bind {
 	char *src;   /* host path (the kernel's name for fd; after staging, the staged path) */

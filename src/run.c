@@ -126,6 +126,12 @@ build_env(struct run_ctx *c)
 	strv_push(e, "TMPDIR=/tmp");
 	strv_push(e, "LANG=C.UTF-8");
 	strv_push(e, "PYTHONDONTWRITEBYTECODE=1");
+	/* Caches go to the sandbox's /tmp, not into the workspace (HOME), so they are not
+	 * listed in the report's files or collected: fontconfig's and every XDG-aware library's
+	 * (XDG_CACHE_HOME), matplotlib's font list and config (MPLCONFIGDIR), npm's. */
+	strv_push(e, "XDG_CACHE_HOME=" AB_SANDBOX_CACHE);
+	strv_push(e, "MPLCONFIGDIR=" AB_SANDBOX_CACHE "/matplotlib");
+	strv_push(e, "npm_config_cache=" AB_SANDBOX_CACHE "/npm");
 	STRV_FOREACH (kv, &c->o->env)
 		strv_push(e, *kv);
 }

@@ -25,7 +25,8 @@ for (const l of fs.readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n
   out(EXPECTED.has(mp) ? 'CONTAINED' : 'ESCAPED', 'mount-' + mp,
       EXPECTED.has(mp) ? 'expected' : 'unexpected mount: ' + f[3]);
 }
-const ok = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'PYTHONDONTWRITEBYTECODE', 'PWD', 'INJ', 'INJ2']);
+const ok = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'PYTHONDONTWRITEBYTECODE', 'PWD', 'INJ', 'INJ2',
+  'XDG_CACHE_HOME', 'MPLCONFIGDIR', 'npm_config_cache']);
 const extra = Object.keys(process.env).filter((k) => !ok.has(k)).sort();
 out(extra.length ? 'ESCAPED' : 'CONTAINED', 'no-extra-env', extra.join(',') || 'none');
 console.log('DONE bwrap_inject');

@@ -31,6 +31,7 @@ for l in open("/proc/self/mountinfo"):
         "expected" if mp in EXPECTED else "unexpected mount: " + l.split()[3])
 extra = sorted(k for k in os.environ if k not in {"PATH", "HOME", "TMPDIR", "LANG",
                                                   "PYTHONDONTWRITEBYTECODE", "PWD", "INJ",
-                                                  "INJ2"})
+                                                  "INJ2", "XDG_CACHE_HOME", "MPLCONFIGDIR",
+                                                  "npm_config_cache"})
 out("ESCAPED" if extra else "CONTAINED", "no-extra-env", ",".join(extra) or "none")
 print("DONE bwrap_inject", flush=True)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test-compat.sh -- Debian's Python and Node stacks work unchanged under the default
 # protections (issue 15): ptys (os.openpty, pty.spawn) from the sandbox's private /dev/pts,
-# while agentbox-init refuses to start with a host terminal on fds 0-2.
+# while agentbox-init refuses to start with a host terminal on fds 0-2; caches go to /tmp
+# (XDG_CACHE_HOME, MPLCONFIGDIR, npm's), never into the workspace or the report's files.
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
@@ -68,5 +69,25 @@ EOF
 is "$init_rc" 125 "agentbox-init: a terminal on stdin is refused (exit 125)"
 check "agentbox-init: the status record says why" grep -aq "a terminal on fd 0-2" "$WORK/st"
 refute "agentbox-init: the command did not start" grep -q started "$WORK/init.out"
+
+# ---- caches go to /tmp --------------------------------------------------------------------
+cat >"$WORK/caches.js" <<'EOF'
+const fs = require('fs'), path = require('path'), os = require('os');
+for (const k of ['XDG_CACHE_HOME', 'MPLCONFIGDIR', 'npm_config_cache'])
+  console.log(k + '=' + process.env[k]);
+// what an XDG-aware library does: its cache under XDG_CACHE_HOME
+const d = path.join(process.env.XDG_CACHE_HOME, 'somelib');
+fs.mkdirSync(d, { recursive: true });
+fs.writeFileSync(path.join(d, 'index.json'), '{}');
+fs.writeFileSync('/work/result.txt', 'ok\n');
+console.log('HOME=' + os.homedir());
+EOF
+abb 60 "$WORK/caches.js"
+is "$rc" 0 "caches: the script exits 0"
+is "$(val XDG_CACHE_HOME)" /tmp/.cache "caches: XDG_CACHE_HOME is under the sandbox's /tmp"
+is "$(val MPLCONFIGDIR)" /tmp/.cache/matplotlib "caches: MPLCONFIGDIR is under /tmp"
+is "$(val npm_config_cache)" /tmp/.cache/npm "caches: npm's cache is under /tmp"
+is "$(jr '[.files[].path] | sort | join(",")')" "caches.js,result.txt" \
+    "caches: the report's files list only the script and its output"
 
 done_testing
