@@ -41,6 +41,13 @@ plan_done(struct ab_plan *p)
 			(void) close(p->ro_binds[i].fd);
 	}
 	free(p->ro_binds);
+	for (size_t i = 0; i < p->n_etc_binds; i++) {
+		free(p->etc_binds[i].src);
+		free(p->etc_binds[i].dest);
+		if (p->etc_binds[i].fd >= 0)
+			(void) close(p->etc_binds[i].fd);
+	}
+	free(p->etc_binds);
 	strv_done(&p->env);
 	memset(p, 0, sizeof(*p));
 }

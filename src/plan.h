@@ -44,6 +44,8 @@ struct ab_plan {
 	char *etc_src;            /* generated /etc (host path) */
 	struct ab_bind *ro_binds; /* extra read-only binds (interpreter prefix, venv...) */
 	size_t n_ro_binds;
+	struct ab_bind *etc_binds; /* --ro-bind /etc/NAME: dest is NAME, bound into the /etc */
+	size_t n_etc_binds;
 	struct strv env;    /* NAME=VALUE, the sandbox's whole environment */
 	bool usr_links[4];  /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
 	bool lib32, libx32; /* /lib32, /libx32 exist as usr/ symlinks */

@@ -2,7 +2,9 @@
 # test-compat.sh -- Debian's Python and Node stacks work unchanged under the default
 # protections (issue 15): ptys (os.openpty, pty.spawn) from the sandbox's private /dev/pts,
 # while agentbox-init refuses to start with a host terminal on fds 0-2; caches go to /tmp
-# (XDG_CACHE_HOME, MPLCONFIGDIR, npm's), never into the workspace or the report's files.
+# (XDG_CACHE_HOME, MPLCONFIGDIR, npm's), never into the workspace or the report's files;
+# the curated read-only host /etc makes Debian's matplotlib, fontconfig and ssl work, and
+# --ro-bind /etc/NAME binds one non-secret file (secrets, generated names refused).
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
@@ -89,5 +91,89 @@ is "$(val MPLCONFIGDIR)" /tmp/.cache/matplotlib "caches: MPLCONFIGDIR is under /
 is "$(val npm_config_cache)" /tmp/.cache/npm "caches: npm's cache is under /tmp"
 is "$(jr '[.files[].path] | sort | join(",")')" "caches.js,result.txt" \
     "caches: the report's files list only the script and its output"
+
+# ---- the curated read-only host /etc, and --ro-bind /etc/NAME ------------------------------
+cat >"$WORK/mpl.py" <<'EOF'
+import os, ssl, subprocess
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+x = np.linspace(0, 6.28, 50)
+fig, ax = plt.subplots()
+ax.plot(x, np.sin(x), label="sin")
+ax.set_title("Température")  # a non-ASCII title: the font list is built and used
+ax.legend()
+fig.savefig("/work/plot.png")
+print("MPLRC=" + matplotlib.matplotlib_fname())
+print("MPLCACHE=" + matplotlib.get_cachedir())
+print("FONTS=%d" % len(subprocess.run(["fc-list"], capture_output=True, text=True).stdout.splitlines()))
+print("CERTS=%d" % ssl.create_default_context().cert_store_stats()["x509_ca"])
+print("ETC=" + ",".join(sorted(os.listdir("/etc"))))
+print("SSL=" + ",".join(sorted(os.listdir("/etc/ssl"))))
+try:
+    open("/etc/matplotlibrc", "a").close()
+    print("ETCWRITE OK")
+except OSError as e:
+    print("ETCWRITE FAIL %d" % e.errno)
+EOF
+# the sandbox's default interpreter is /usr/bin/python3 (root's PATH may find another)
+if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
+    abb 120 "$WORK/mpl.py"
+    is "$rc" 0 "matplotlib: imports, draws and saves under the defaults (exit 0)"
+    is "$(val MPLRC)" /etc/matplotlibrc "matplotlib: Debian's /etc/matplotlibrc is found"
+    is "$(val MPLCACHE)" /tmp/.cache/matplotlib "matplotlib: its cache is under /tmp"
+    check "matplotlib: fontconfig finds the host's fonts (/etc/fonts)" test "$(val FONTS)" -gt 0
+    check "ssl: the default context loads the CA certificates (/etc/ssl/certs)" test "$(val CERTS)" -gt 0
+    is "$(val SSL)" "certs,openssl.cnf" "ssl: /etc/ssl holds certs and openssl.cnf only (no private/)"
+    for e in alternatives fonts ld.so.cache matplotlibrc mime.types services; do
+        case ",$(val ETC)," in
+        *",$e,"*) ok "/etc/$e is in the sandbox" ;;
+        *) not_ok "/etc/$e is in the sandbox" "ETC=$(val ETC)" ;;
+        esac
+    done
+    case ",$(val ETC)," in
+    *,shadow,* | *,gshadow,* | *,sudoers,* | *,ssh,* | *,machine-id,*) not_ok "no secret of the host's /etc in the sandbox" "ETC=$(val ETC)" ;;
+    *) ok "no secret of the host's /etc in the sandbox (shadow, gshadow, sudoers, ssh, machine-id)" ;;
+    esac
+    check "/etc stays read-only (the curated files too)" hasre '^ETCWRITE FAIL '
+    is "$(jr '[.files[].path] | sort | join(",")')" "mpl.py,plot.png" \
+        "matplotlib: the report's files are the script and its PNG only (no cache)"
+    if [ "$(head -c 8 "$(jr .workspace)/plot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+        ok "matplotlib: plot.png on the host is a PNG"
+    else
+        not_ok "matplotlib: plot.png on the host is a PNG"
+    fi
+    is "$(jr '[.warnings[] | select(test("left out"))] | length')" 0 \
+        "the curated /etc passed its checks on this host (no entry left out)"
+else
+    skip "matplotlib under the defaults" "python3-matplotlib and python3-numpy are not installed (./setup)"
+fi
+
+cat >"$WORK/etcread.py" <<'EOF'
+import hashlib, sys
+for p in sys.argv[1:]:
+    try:
+        print("READ %s %s" % (p, hashlib.sha256(open(p, "rb").read()).hexdigest()))
+    except OSError as e:
+        print("READ %s FAIL %d" % (p, e.errno))
+EOF
+abb 60 --ro-bind /etc/adduser.conf "$WORK/etcread.py" /etc/adduser.conf
+is "$rc" 0 "--ro-bind /etc/adduser.conf: accepted"
+is "$(sed -n 's|^READ /etc/adduser.conf ||p' "$WORK/out")" "$(sha256sum /etc/adduser.conf | cut -d' ' -f1)" \
+    "--ro-bind /etc/adduser.conf: the sandbox reads the host's file"
+abb 60 --ro-bind /etc/matplotlibrc "$WORK/etcread.py" /etc/matplotlibrc
+is "$rc" 0 "--ro-bind of a curated file (/etc/matplotlibrc): accepted (it is already there)"
+for b in /etc/shadow /etc/gshadow /etc/ssh/sshd_config /etc/ssl/private /etc/machine-id; do
+    [ -e "$b" ] || continue
+    abb 60 --ro-bind "$b" "$WORK/etcread.py" "$b"
+    is "$rc" 125 "--ro-bind $b: refused (exit 125)"
+    refute "--ro-bind $b: the script never ran" hasre '^READ '
+done
+abb 60 --ro-bind /etc/passwd "$WORK/etcread.py" /etc/passwd
+is "$rc" 125 "--ro-bind /etc/passwd: refused, agentbox generates it"
+check "--ro-bind /etc/passwd: the message says so" grep -q "agentbox generates /etc/passwd" "$WORK/err"
+abb 60 --ro-bind /etc/adduser.conf:/opt/adduser.conf "$WORK/etcread.py"
+is "$rc" 2 "--ro-bind /etc/NAME:/elsewhere: a usage error (exit 2)"
 
 done_testing
