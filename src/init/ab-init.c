@@ -260,7 +260,8 @@ main(int argc, char **argv)
 	if (landlock) {
 		const char *what = NULL;
 
-		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
+		/* ptys: /dev/pts here is the sandbox's own devpts instance */
+		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, true, &what);
 		if (abi < 0)
 			setup_failed(-abi, what ? what : "landlock");
 	}
