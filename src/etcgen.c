@@ -126,8 +126,8 @@ write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t 
 /* The curated tree behind fd (an O_RDONLY directory fd, taken over) must hold nothing but
  * what every host user may read: regular files o+r, directories o+rx, links (they resolve
  * inside the sandbox, which shows /usr and this /etc only), and no file or directory whose
- * name binds_etc_denied() matches. Bounded: depth 4, *budget entries. Returns NULL, or why with the entry's name in
- * buf. */
+ * name binds_etc_denied() matches. Bounded: depth 4, *budget entries. Returns NULL, or why
+ * with the entry's name in buf. */
 static const char *
 tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
 {
