@@ -16,8 +16,12 @@
  *    personality other than PER_LINUX or the 0xffffffff query) and Docker's additions
  *    (module, kexec, swap, clock, reboot, bpf, userfaultfd, process_vm_*, kcmp, ...).
  *  - EPERM: clone() with any CLONE_NEW* flag, by masked compare on the flags argument.
- *  - EPERM: ioctl TIOCSTI, TIOCLINUX and TIOCSCTTY, compared on the low 32 bits only (the kernel
- * ignores the upper half of the command), so TIOCSTI | 1 << 32 is caught (CVE-2019-10063).
+ *  - EPERM: ioctl TIOCSTI and TIOCLINUX, compared on the low 32 bits only (the kernel ignores
+ *    the upper half of the command), so TIOCSTI | 1 << 32 is caught (CVE-2019-10063).
+ *    TIOCSCTTY is allowed (issue 15: forkpty, pty.spawn, pexpect need it): no terminal of the
+ *    host ever reaches the sandbox (--stdin takes regular files, agentbox-init refuses to
+ *    start with a terminal on fds 0-2 and closes the rest), so the only terminals a script
+ *    can adopt are the ptys of its own private /dev/pts.
  *  - ENOSYS: clone3, io_uring_* and the new mount API. ENOSYS, not EPERM, because it means
  *    "this kernel has no such call": glibc then falls back from clone3 to clone (pthreads,
  *    posix_spawn) and libuv (Node >= 20.3) from io_uring to its epoll/thread-pool paths,
@@ -199,7 +203,6 @@ static const struct ab_rule ab_rules[] = {
 	/* ioctl: the kernel uses the low 32 bits of the command, so compare only those. */
 	RIOCTL(TIOCSTI),   /* T10: keystroke injection (CVE-2017-5226, CVE-2019-10063) */
 	RIOCTL(TIOCLINUX), /* T10: console injection (CVE-2023-28100) */
-	RIOCTL(TIOCSCTTY), /* T10/T29: no taking a terminal as controlling tty */
 	/* clone() with a namespace flag. CLONE_NEWTIME (0x80) is absent on purpose: for clone()
 	 * that bit is part of the exit-signal byte (CSIGNAL), so the kernel only takes it from
 	 * clone3 (ENOSYS above) and unshare (EPERM above). */
@@ -452,7 +455,7 @@ program_size_ok(off_t size)
 }
 
 /* Bump whenever the rule table changes: it is part of the cache key. */
-#define AB_SECCOMP_RULES_REV 3
+#define AB_SECCOMP_RULES_REV 4
 
 char *
 filter_cache_name_flags(enum ab_seccomp_policy p, unsigned flags)

@@ -402,13 +402,24 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 						      : "";
 
 	result_protect(r, "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
-	if (c->o->netproxy)
+	if (c->o->netproxy) {
 		result_protect(r, "network", c->o->netproxy->netns_ready, "%s",
 			       c->o->netproxy->detail ? c->o->netproxy->detail : "not set up");
-	else if (p->share_net)
+		r->net_mode = "proxy";
+	} else if (p->share_net) {
 		result_protect(r, "network", false, "host network kept (agentbox prepare)");
-	else
-		result_protect(r, "network", true, "own network namespace: loopback only");
+	} else if (p->landlock_net) {
+		result_protect(
+			r, "network", oc && oc->init_started,
+			"own network namespace, checked at start: lo only, no route out; "
+			"--net-strict: no TCP bind or connect, loopback included (Landlock)");
+		r->net_mode = "strict";
+	} else {
+		result_protect(r, "network", oc && oc->init_started,
+			       "own network namespace, checked at start: lo only, no route out; "
+			       "the script may use its own loopback (TCP and UDP)");
+		r->net_mode = "loopback";
+	}
 	result_protect(r, "readonly_base", true, "/usr and generated /etc read-only; / read-only");
 	result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
 		       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");

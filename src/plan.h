@@ -26,6 +26,7 @@
 #define AB_SANDBOX_GID        1000
 #define AB_SANDBOX_USER       "agent"
 #define AB_SANDBOX_HOSTNAME   "sandbox"
+#define AB_SANDBOX_CACHE      "/tmp/.cache" /* XDG_CACHE_HOME: caches stay out of /work */
 
 struct ab_bind {
 	char *src;   /* host path (the kernel's name for fd; after staging, the staged path) */
@@ -44,6 +45,8 @@ struct ab_plan {
 	char *etc_src;            /* generated /etc (host path) */
 	struct ab_bind *ro_binds; /* extra read-only binds (interpreter prefix, venv...) */
 	size_t n_ro_binds;
+	struct ab_bind *etc_binds; /* --ro-bind /etc/NAME: dest is NAME, bound into the /etc */
+	size_t n_etc_binds;
 	struct strv env;    /* NAME=VALUE, the sandbox's whole environment */
 	bool usr_links[4];  /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
 	bool lib32, libx32; /* /lib32, /libx32 exist as usr/ symlinks */
@@ -51,7 +54,7 @@ struct ab_plan {
 	bool no_hostname; /* sethostname is refused here (a container's seccomp): no --hostname */
 	bool seccomp;
 	bool landlock;       /* agentbox-init applies Landlock */
-	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
+	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4): --net-strict */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
 	bool memwatch;       /* the memory limit is the supervisor's watchdog (memwatch.h) */
@@ -63,6 +66,10 @@ struct ab_plan {
 	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
 	 * the registry proxy's in the install's own network namespace (netproxy.h). */
 	uint16_t landlock_connect_port;
+
+	/* The nsfs inode of the network namespace agentbox started in: agentbox-init refuses
+	 * to run the script in it (--net-check; 0: only the lo-only check). */
+	unsigned long long netns_not;
 };
 
 void plan_done(struct ab_plan *p);

@@ -29,6 +29,7 @@
 #include "etcgen.h"
 #include "filter.h"
 #include "host.h"
+#include "init/netcheck.h"
 #include "interp.h"
 #include "limitplan.h"
 #include "memwatch.h"
@@ -126,6 +127,12 @@ build_env(struct run_ctx *c)
 	strv_push(e, "TMPDIR=/tmp");
 	strv_push(e, "LANG=C.UTF-8");
 	strv_push(e, "PYTHONDONTWRITEBYTECODE=1");
+	/* Caches go to the sandbox's /tmp, not into the workspace (HOME), so they are not
+	 * listed in the report's files or collected: fontconfig's and every XDG-aware library's
+	 * (XDG_CACHE_HOME), matplotlib's font list and config (MPLCONFIGDIR), npm's. */
+	strv_push(e, "XDG_CACHE_HOME=" AB_SANDBOX_CACHE);
+	strv_push(e, "MPLCONFIGDIR=" AB_SANDBOX_CACHE "/matplotlib");
+	strv_push(e, "npm_config_cache=" AB_SANDBOX_CACHE "/npm");
 	STRV_FOREACH (kv, &c->o->env)
 		strv_push(e, *kv);
 }
@@ -243,7 +250,19 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	}
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
 	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
-	c->plan.landlock_net = c->plan.landlock && h->landlock_abi >= 4 && !c->o->share_net;
+	/* The sandbox's own loopback is the script's by default: the network namespace keeps it
+	 * off the network (agentbox-init checks it, --net-check). --net-strict also denies TCP
+	 * bind and connect there. */
+	if (c->o->net_strict && !c->o->share_net && (!c->plan.landlock || h->landlock_abi < 4)) {
+		ab_err_set(err, -ENOTSUP,
+			   "--net-strict needs Landlock ABI 4 (Linux >= 6.7) for its TCP rules; "
+			   "this host has %s",
+			   c->plan.landlock ? "an older ABI" : "no Landlock in force");
+		return ab_err_fix(err, "drop --net-strict: the sandbox's network namespace "
+				       "already holds nothing but its own loopback");
+	}
+	c->plan.landlock_net =
+		c->plan.landlock && h->landlock_abi >= 4 && c->o->net_strict && !c->o->share_net;
 	if (c->o->netproxy && c->plan.landlock && h->landlock_abi >= 4) {
 		/* prepare: TCP connect only to the registry proxy, no bind (netproxy.h) */
 		c->plan.landlock_net = true;
@@ -295,6 +314,13 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.cg.dirfd[i] = c.cg.procs_fd[i] = -1;
 
 	timing_mark("start");
+	{
+		struct stat st;
+
+		/* the namespace the sandbox must not share (agentbox-init --net-check) */
+		if (stat("/proc/self/ns/net", &st) == 0)
+			c.plan.netns_not = (unsigned long long) st.st_ino;
+	}
 	r = host_probe_paths(&c.host, err);
 	if (r < 0)
 		goto out;
@@ -635,6 +661,14 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (!oc.started) {
 		r = ab_err_set(err, -oc.exec_errno, "could not start bwrap: %s: %s", oc.exec_what,
 			       strerror(oc.exec_errno));
+		goto out;
+	}
+	if (oc.init_setup_failed &&
+	    strncmp(oc.init_text, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) {
+		r = ab_err_set(err, -oc.init_errno,
+			       "the sandbox is not isolated from the network: %s", oc.init_text);
+		ab_err_fix(err, "nothing ran; check that AGENTBOX_BWRAP is a real bwrap that "
+				"unshares the network (agentbox doctor), and report a bug");
 		goto out;
 	}
 	if (oc.init_setup_failed) {

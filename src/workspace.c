@@ -438,9 +438,11 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	char opts[128];
 	uid_t uid = c->drop ? c->sb_uid : geteuid();
 	gid_t gid = c->drop ? c->sb_gid : getegid();
+	struct strv skipped = { 0 };
+	int r;
 
-	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=64,mode=0755,uid=%u,gid=%u", (unsigned) uid,
-		 (unsigned) gid);
+	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=256,mode=0755,uid=%u,gid=%u",
+		 (unsigned) uid, (unsigned) gid);
 	if (mount("agentbox-etc", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return ab_err_set(err, -errno, "mount the sandbox /etc: %s", strerror(errno));
 	c->etc_mounted = true;
@@ -448,7 +450,12 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	if (efd < 0)
 		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
 	c->plan.etc_src = xstrdup(dir);
-	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, err);
+	r = etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, c->plan.etc_binds,
+			c->plan.n_etc_binds, &skipped, err);
+	STRV_FOREACH (s, &skipped)
+		result_warn(c->res, "host %s left out of the sandbox's /etc", *s);
+	strv_done(&skipped);
+	return r;
 }
 
 /* Every read-only bind (--ro-bind, an interpreter outside /usr, --venv, --node-modules) is

@@ -1,7 +1,14 @@
 /* agentbox-init: PID 1 of every agentbox sandbox (bwrap --as-pid-1 execs it).
  *
- *   agentbox-init --status-fd N [--memwatch-fd N] [--landlock [--landlock-net]
- *                 [--landlock-scope] [--landlock-connect PORT] [--writable DIR]] -- CMD ARGS...
+ *   agentbox-init --status-fd N [--memwatch-fd N] [--net-check INO] [--landlock
+ *                 [--landlock-net] [--landlock-scope] [--landlock-connect PORT]
+ *                 [--writable DIR]] -- CMD ARGS...
+ *
+ * --net-check INO: before anything else, the network namespace must not be the one whose
+ * nsfs inode is INO (agentbox's own at start), and must hold lo and no other interface or
+ * route (netcheck.h); otherwise the run is refused. It is what keeps the script off the
+ * network while it uses its own loopback freely: --landlock-net (TCP bind and connect
+ * denied) is the opt-in strict mode, --net-strict.
  *
  * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
  * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
@@ -35,6 +42,7 @@
 #include <sys/wait.h>
 
 #include "landlock.h"
+#include "netcheck.h"
 #include "proto.h"
 #include "util/fdclose.h"
 
@@ -217,6 +225,8 @@ main(int argc, char **argv)
 	int n_writable = 3;
 	bool landlock = false, ll_net = false, ll_scope = false;
 	unsigned connect_ports[4] = { 0 };
+	unsigned long long netns_not = 0;
+	bool net_check = false;
 	int n_ports = 0;
 	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
 	struct timespec since = { 0, 0 };
@@ -247,6 +257,14 @@ main(int argc, char **argv)
 				setup_failed(EINVAL, "agentbox-init: bad --writable");
 			writable[n_writable++] = argv[++i];
 			writable[n_writable] = NULL;
+		} else if (strcmp(argv[i], "--net-check") == 0 && i + 1 < argc) {
+			char *end;
+
+			errno = 0;
+			netns_not = strtoull(argv[++i], &end, 10);
+			if (*end != '\0' || errno)
+				setup_failed(EINVAL, "agentbox-init: bad --net-check");
+			net_check = true;
 		} else if (strcmp(argv[i], "--landlock") == 0) {
 			landlock = true;
 		} else if (strcmp(argv[i], "--landlock-net") == 0) {
@@ -275,13 +293,28 @@ main(int argc, char **argv)
 	 * the status fd may reach the script. */
 	(void) fds_close_from_except(3, status_fd);
 
+	/* T10/T29: no terminal of the host reaches the script (agentbox gives it /dev/null or a
+	 * sealed copy of --stdin and pipes): the terminals it may adopt (TIOCSCTTY) are only the
+	 * ptys of its own private /dev/pts. */
+	for (int fd = 0; fd <= 2; fd++)
+		if (isatty(fd))
+			setup_failed(EPERM, "agentbox-init: a terminal on fd 0-2");
 	/* T6/T12: not dumpable, so /proc/1/{environ,mem,fd} are closed to the script. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
 		setup_failed(errno, "prctl(PR_SET_DUMPABLE)");
+	if (net_check) {
+		char why[sizeof(m.text)];
+		size_t pl = sizeof(AB_NETCHECK_PREFIX) - 1;
+
+		memcpy(why, AB_NETCHECK_PREFIX, pl);
+		if (ab_netcheck(netns_not, why + pl, sizeof(why) - pl) < 0)
+			setup_failed(EPERM, why);
+	}
 	if (landlock) {
 		const char *what = NULL;
 
-		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
+		/* ptys: /dev/pts here is the sandbox's own devpts instance */
+		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, true, &what);
 		if (abi < 0)
 			setup_failed(-abi, what ? what : "landlock");
 	}

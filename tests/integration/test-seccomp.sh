@@ -433,8 +433,8 @@ for pol in default strict; do
             grep -qx WATCH_EMFILE "$WORK/out"
     fi
 done
-# Landlock denies TCP bind/connect; without it, the default filter allows loopback TCP and
-# strict refuses AF_INET itself.
+# Loopback TCP works by default (and without Landlock); the strict seccomp policy refuses
+# AF_INET itself.
 abx --without landlock "$WORK/py_work.py" inet
 is "$rc" 0 "default --without landlock: python asyncio over TCP on 127.0.0.1 works"
 check "default --without landlock: python PYOK (inet)" grep -qx PYOK "$WORK/out"

@@ -910,7 +910,10 @@ test_protections(void)
 		in_order = in_order && f.res.prot[i].enforced;
 	TAP_OK(in_order, "all on: every protection enforced");
 	prot_is(&f.res, "all on", "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
-	prot_is(&f.res, "all on", "network", true, "own network namespace: loopback only");
+	prot_is(&f.res, "all on", "network", true,
+		"own network namespace, checked at start: lo only, no route out; --net-strict: no "
+		"TCP bind or connect, loopback included (Landlock)");
+	TAP_STREQ(f.res.net_mode, "strict", "all on: sandbox.network.mode strict");
 	prot_is(&f.res, "all on", "writable", true, "only /work (capped tmpfs), /tmp and /dev/shm");
 	prot_is(&f.res, "all on", "die_with_parent", true, NULL);
 	prot_is(&f.res, "all on", "clearenv", true, "2 variables");
@@ -986,6 +989,17 @@ test_protections(void)
 	prot_is(&f.res, "weak host", "cgroup", false, "no delegated cgroup (fix: ...)");
 	prot_fx_done(&f);
 
+	/* the default: the sandbox's own loopback is the script's (issue 15) */
+	prot_fx(&f);
+	f.c.plan.landlock_net = false;
+	outcome_record_protections(&f.c, &f.oc);
+	prot_is(&f.res, "loopback", "network", true,
+		"own network namespace, checked at start: lo only, no route out; the script may "
+		"use its own loopback (TCP and UDP)");
+	TAP_STREQ(f.res.net_mode, "loopback", "loopback: sandbox.network.mode loopback");
+	prot_is(&f.res, "loopback", "landlock", true, "ABI 6, abstract sockets and signals scoped");
+	prot_fx_done(&f);
+
 	/* Landlock planned but not in force: PID 1 reported ABI 0, or never started */
 	prot_fx(&f);
 	f.c.plan.landlock_net = f.c.plan.landlock_scope = false;
@@ -1032,6 +1046,7 @@ test_protections(void)
 	outcome_record_protections(&f.c, &f.oc);
 	prot_is(&f.res, "prepare, proxy", "network", true,
 		"own network namespace; only the registry proxy is reachable");
+	TAP_STREQ(f.res.net_mode, "proxy", "prepare, proxy: sandbox.network.mode proxy");
 	prot_fx_done(&f);
 	free(np.detail);
 	np.detail = NULL;
