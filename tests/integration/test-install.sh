@@ -17,6 +17,11 @@ rc=0
 meson install -C "$AB_BUILDDIR" --destdir "$STAGE" --no-rebuild --quiet >"$WORK/install.log" 2>&1 || rc=$?
 is "$rc" 0 "meson install --destdir: exit 0"
 PREFIX=$(meson introspect "$AB_BUILDDIR" --buildoptions | jq -r '.[] | select(.name == "prefix") | .value')
+# a library built with sanitizers (run-suite's ASan+UBSan pass) needs its programs built with
+# them too, or the ASan runtime does not come first
+SAN=$(meson introspect "$AB_BUILDDIR" --buildoptions | jq -r '.[] | select(.name == "b_sanitize") | .value')
+SANFLAGS=""
+[ "$SAN" = none ] || [ -z "$SAN" ] || SANFLAGS="-fsanitize=$SAN"
 PC=$(find "$STAGE" -name agentbox.pc | head -n1)
 check "the pkg-config file is installed" test -n "$PC"
 check "the header is installed" test -f "$STAGE$PREFIX/include/agentbox/agentbox.h"
@@ -45,14 +50,14 @@ CFLAGS_LIBS=$(PKG_CONFIG_PATH=$(dirname "$PC") pkg-config --define-variable=pref
 check "pkg-config --cflags --libs agentbox works" test -n "$CFLAGS_LIBS"
 rc=0
 # shellcheck disable=SC2086 # the flags are words
-cc -Wall -Werror "$AB_SRCDIR/examples/c/hello.c" $CFLAGS_LIBS -o "$WORK/hello" >"$WORK/cc.log" 2>&1 || rc=$?
+cc -Wall -Werror $SANFLAGS "$AB_SRCDIR/examples/c/hello.c" $CFLAGS_LIBS -o "$WORK/hello" >"$WORK/cc.log" 2>&1 || rc=$?
 is "$rc" 0 "examples/c/hello.c compiles against the installed files ($(head -c 200 "$WORK/cc.log"))"
 # the README's first C block itself, exactly as written there
 awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on { print }' "$AB_SRCDIR/README.md" >"$WORK/readme.c"
 check "the README has a C block" test -s "$WORK/readme.c"
 rc=0
 # shellcheck disable=SC2086 # the flags are words
-cc -Wall -Werror -x c "$WORK/readme.c" $CFLAGS_LIBS -o "$WORK/readme" >"$WORK/cc2.log" 2>&1 || rc=$?
+cc -Wall -Werror $SANFLAGS -x c "$WORK/readme.c" $CFLAGS_LIBS -o "$WORK/readme" >"$WORK/cc2.log" 2>&1 || rc=$?
 is "$rc" 0 "the README's first C block compiles against the installed files ($(head -c 200 "$WORK/cc2.log"))"
 rc=0
 LD_LIBRARY_PATH=$(dirname "$LIB") AGENTBOX_SUPERVISOR=$SUP AGENTBOX_RUNS_DIR=$RUNS \
