@@ -16,6 +16,7 @@
 
 #include "../cli.h"
 #include "../lib/api-private.h"
+#include "../mcp/mcp.h"
 #include "../prepare.h"
 #include "../report.h"
 #include "../result.h"
@@ -38,6 +39,7 @@ static const char main_help[] =
 	"  collect RUN_DIR DIR              copy what a kept run left into DIR\n"
 	"  rm RUN_DIR...                    remove kept runs\n"
 	"  gc [--older-than DUR]            remove kept runs (all, or older than DUR)\n"
+	"  mcp [OPTIONS]                    an MCP server on stdin/stdout (agentbox mcp --help)\n"
 	"  version                          print the version\n"
 	"  help                             this text\n"
 	"\n"
@@ -465,6 +467,8 @@ main(int argc, char **argv)
 		return cmd_rm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "gc") == 0)
 		return cmd_gc(argc - 1, argv + 1);
+	if (strcmp(argv[1], "mcp") == 0)
+		return mcp_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		printf("agentbox %s\n", AB_VERSION);
 		return 0;
