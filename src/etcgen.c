@@ -17,6 +17,12 @@
 const char *const etcgen_host_entries[] = {
 	"/etc/alternatives", /* Debian's alternatives links in /usr/bin point here */
 	"/etc/ld.so.cache",  /* the dynamic linker's cache: faster startup */
+	/* Read-only configuration that libraries the scripts import need, and nothing secret:
+	 * Debian's matplotlib refuses to import without its matplotlibrc, fontconfig reads
+	 * fonts/, Python's mimetypes and others read mime.types. */
+	"/etc/matplotlibrc",
+	"/etc/fonts",
+	"/etc/mime.types",
 	NULL,
 };
 
