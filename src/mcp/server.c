@@ -455,6 +455,18 @@ mcp_write_files(struct mcp *m, int dirfd, json_t *files, char *msg, size_t msg_s
 	return 0;
 }
 
+/* A new file (or a truncated old one) of ours, never through a link. */
+static int
+write_file_at(int dirfd, const char *name, const char *text)
+{
+	cleanup_fd int fd =
+		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	return write_all(fd, text, strlen(text));
+}
+
 /* ---- workspaces ------------------------------------------------------------------------- */
 
 static int
@@ -518,7 +530,7 @@ mcp_ws_create(struct mcp *m, json_t *files, uint64_t ttl_ms, char *id, char *msg
 		ffd = open_sub(wfd, "files", 0755);
 	snprintf(meta, sizeof(meta), "{\"created_unix_ms\": %lld, \"expires_unix_ms\": %lld}\n",
 		 (long long) now_ms(), (long long) (now_ms() + (int64_t) ttl_ms));
-	r = ffd < 0 ? -EIO : write_small_file_at(wfd, "meta.json", meta);
+	r = ffd < 0 ? -EIO : write_file_at(wfd, "meta.json", meta);
 	if (r == 0 && files)
 		r = mcp_write_files(m, ffd, files, msg, msg_size);
 	else if (r < 0)
@@ -755,7 +767,7 @@ write_record(struct mcp *m, const char *id, json_t *rec)
 	cleanup_free char *name = xasprintf("%s.json", id), *tmp = xasprintf(".%s.tmp", id);
 	char *text = json_dumps(rec, JSON_COMPACT);
 
-	if (text && write_small_file_at(m->jobs_fd, tmp, text) == 0)
+	if (text && write_file_at(m->jobs_fd, tmp, text) == 0)
 		(void) renameat(m->jobs_fd, tmp, m->jobs_fd, name);
 	free(text);
 }
