@@ -25,6 +25,7 @@ function skip(desc, why) {
     n++;
     console.log(`ok ${n} - ${desc} # SKIP ${why}`);
 }
+let keptRun = null;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function serverEnv() {
@@ -229,6 +230,7 @@ async function sdkTests() {
     try { await client.readResource({ uri: 'agentbox://runs/aaaaaaaaaaaa/files/ok.txt' }); } catch (e) { e3 = e; }
     ok(e3 !== null, 'a resource URI of a run that is not ours is not found', String(e3));
     const good = await client.readResource({ uri: `agentbox://runs/${id}/files/ok.txt` });
+    keptRun = id;
     ok(good.contents[0].text === 'fine', 'resources/read serves a regular file of the run', good.contents);
 
     await client.close();
@@ -319,6 +321,36 @@ async function rawTests() {
     ok(ex.code === 0, 'the server exits 0 at the end of its input', ex);
 }
 
+async function restartAndRetention() {
+    // a new server on the same state finds the runs of the last one; --keep-runs removes runs
+    const fs = require('fs');
+    const cfg = STATE + '.config.json';
+    fs.writeFileSync(cfg, JSON.stringify({ 'keep-runs': 2, cap: { timeout: '20s' }, languages: ['python'] }));
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const s0 = raw();
+    let m = await s0.request(1, 'resources/read', { _meta: meta, uri: `agentbox://runs/${keptRun}/files/ok.txt` });
+    ok(m.result && m.result.contents[0].text === 'fine', 'a restarted server serves the files of a run of the last one', m);
+    await s0.close();
+    const s = raw(['--config', cfg]);
+    m = await s.request(2, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'node', code: '1' } });
+    ok(m.result && m.result.isError === true && /not allowed/.test(m.result.content[0].text), 'the operator policy from --config: node not allowed', m.result);
+    m = await s.request(3, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: '1', limits: { timeout: 60 } } });
+    ok(m.result && m.result.isError === true && /above this server's cap/.test(m.result.content[0].text), 'a call cannot raise a limit over the cap', m.result);
+    m = await s.request(4, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: '1' } });
+    ok(m.result && m.result.structuredContent.limits.timeout === 20000, 'the cap is the default when it is lower', m.result.structuredContent && m.result.structuredContent.limits);
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+        m = await s.request(10 + i, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: `open("f.txt","w").write("${i}")` } });
+        ids.push(m.result.structuredContent.run_id);
+    }
+    m = await s.request(20, 'resources/read', { _meta: meta, uri: `agentbox://runs/${ids[0]}/files/f.txt` });
+    const m2 = await s.request(21, 'resources/read', { _meta: meta, uri: `agentbox://runs/${ids[2]}/files/f.txt` });
+    ok(m.error && m.error.code === -32602 && m2.result && m2.result.contents[0].text === '2', 'retention (--keep-runs 2) removed the oldest run, kept the newest', [m, m2]);
+    const jobs = fs.existsSync(STATE + '/jobs') ? fs.readdirSync(STATE + '/jobs').length : -1;
+    ok(jobs === 2, 'two run records are left', jobs);
+    await s.close();
+}
+
 async function signalTest() {
     // SIGTERM with a run going: every run killed, clean exit
     const s = raw();
@@ -337,6 +369,7 @@ async function signalTest() {
     try {
         await sdkTests();
         await rawTests();
+        await restartAndRetention();
         await signalTest();
     } catch (e) {
         ok(false, 'the tests ran to the end', String(e && e.stack));
