@@ -92,6 +92,9 @@ mcp_policy_defaults(struct mcp_policy *p)
 	p->wait_ms = 45000;
 	p->max_wait_ms = 300000;
 	p->max_message = 32ULL << 20;
+	/* every result passes through this process: its output is bounded whatever a call asks */
+	p->cap_set[AB_LIM_OUTPUT] = true;
+	p->cap[AB_LIM_OUTPUT] = 16ULL << 20;
 }
 
 static const char usage_text[] =

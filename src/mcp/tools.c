@@ -459,7 +459,9 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				images++;
 				json_array_append_new(content, img);
 			}
-			if (n_links < MAX_LINKS) {
+			/* dot-directories (caches a library left under HOME=/work) stay in the
+			 * manifest, not in the blocks the model reads */
+			if (n_links < MAX_LINKS && raw[0] != '.' && !strstr(raw, "/.")) {
 				json_t *l =
 					json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link",
 						  "uri", uri, "name", raw, "mimeType", mime);
@@ -549,10 +551,21 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 			strv_pushf(&sum, "\n%s (%lld bytes):\n%s", name, (long long) bytes, text);
 	}
 	if (n_files > 0) {
-		strv_pushf(&sum, "\nfiles (%zu):", n_files);
+		size_t shown = 0;
+
+		strv_pushf(&sum,
+			   "\nfiles (%zu entries; hidden ones and directories only in "
+			   "structuredContent):",
+			   n_files);
+
 		json_array_foreach(files, i, f)
 		{
-			if (i >= 20) {
+			const char *p = json_string_value(json_object_get(f, "path"));
+
+			if (!p || p[0] == '.' || strstr(p, "/.") ||
+			    strcmp(json_string_value(json_object_get(f, "type")) ?: "", "dir") == 0)
+				continue;
+			if (shown++ >= 20) {
 				strv_pushf(&sum, " ... (list_files for all)");
 				break;
 			}
