@@ -1068,7 +1068,8 @@ retention(struct mcp *m)
 		n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), by_age);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_age);
 	for (size_t i = 0; i < n && removed < 50; i++) {
 		if ((int) i < m->pol.keep_runs && now - v[i].mtime_ms <= (int64_t) m->pol.keep_ms)
 			continue;
@@ -1252,10 +1253,22 @@ send_stdout(struct mcp *m, json_t *msg)
 		return;
 	len = strlen(text);
 	text = xrealloc(text, len + 2);
-	text[len] = '\n';
-	if (write_all(STDOUT_FILENO, text, len + 1) < 0) {
-		fprintf(stderr, "agentbox mcp: stdout: %s: stopping\n", strerror(errno));
-		m->quit = true;
+	text[len++] = '\n';
+	/* whole, in order; a non-blocking stdout (the client's choice) is waited for */
+	for (size_t off = 0; off < len && !m->quit;) {
+		ssize_t w = write(STDOUT_FILENO, text + off, len - off);
+
+		if (w > 0) {
+			off += (size_t) w;
+		} else if (w < 0 && errno == EAGAIN) {
+			struct pollfd p = { .fd = STDOUT_FILENO, .events = POLLOUT };
+
+			(void) poll(&p, 1, -1);
+		} else if (!(w < 0 && errno == EINTR)) {
+			fprintf(stderr, "agentbox mcp: stdout: %s: stopping\n",
+				w < 0 ? strerror(errno) : "short write");
+			m->quit = true;
+		}
 	}
 	free(text);
 }
@@ -1413,6 +1426,10 @@ mcp_main(int argc, char **argv)
 	bool discarding = false, in_eof = false;
 	int64_t next_tick;
 
+	/* a closed stdin/stdout/stderr stays taken (/dev/null): no file of ours may land there */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return 125;
 	mcp_init(&m);
 	m.send = send_stdout;
 	optind = 1;
@@ -1551,9 +1568,12 @@ mcp_main(int argc, char **argv)
 			break;
 		}
 		free(who);
-		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !m.quit) {
+		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) &&
+		    !m.quit) {
 			char chunk[65536];
-			ssize_t got = read(STDIN_FILENO, chunk, sizeof(chunk));
+			ssize_t got = pfd[0].revents & POLLNVAL
+					      ? 0
+					      : read(STDIN_FILENO, chunk, sizeof(chunk));
 
 			if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
 				in_eof = true;

@@ -18,7 +18,7 @@ function ok(cond, desc, extra) {
     console.log(`${cond ? 'ok' : 'not ok'} ${n} - ${desc}`);
     if (!cond) {
         failures++;
-        if (extra !== undefined) console.log('  ---\n  ' + JSON.stringify(extra).slice(0, 3000) + '\n  ...');
+        if (extra !== undefined) console.log('# ' + JSON.stringify(extra).slice(0, 3000).replace(/\n/g, '\n# '));
     }
 }
 function skip(desc, why) {
@@ -234,6 +234,9 @@ async function sdkTests() {
     ok(good.contents[0].text === 'fine', 'resources/read serves a regular file of the run', good.contents);
 
     await client.close();
+    await sleep(1000);
+    const all = log.join('');
+    ok(!/AddressSanitizer|LeakSanitizer|runtime error:/.test(all), 'the server said nothing of memory errors or leaks on stderr (sanitizer builds)', all.slice(-2000));
 }
 
 async function rawTests() {
