@@ -130,16 +130,22 @@ all_versions(void)
 	return a;
 }
 
-/* A result clients may cache (2026-07-28 CacheableResult): public, as it holds no data of
- * the caller's. */
+/* A result clients may cache (2026-07-28 CacheableResult): "public" when it holds no data
+ * of the caller's, "private" when it does (a run's files). */
 static json_t *
-cacheable(const struct mcp_req *req, json_t *result, int ttl_ms)
+cacheable_scope(const struct mcp_req *req, json_t *result, int ttl_ms, const char *scope)
 {
 	if (req->modern) {
 		json_object_set_new(result, "ttlMs", json_integer(ttl_ms));
-		json_object_set_new(result, "cacheScope", json_string("public"));
+		json_object_set_new(result, "cacheScope", json_string(scope));
 	}
 	return result;
+}
+
+static json_t *
+cacheable(const struct mcp_req *req, json_t *result, int ttl_ms)
+{
+	return cacheable_scope(req, result, ttl_ms, "public");
 }
 
 static void
@@ -224,7 +230,10 @@ do_resources_read(struct mcp *m, const struct mcp_req *req, json_t *params)
 		return;
 	}
 	json_object_set_new(contents, "uri", json_string(uri));
-	mcp_reply(m, req, json_pack("{s:[o]}", "contents", contents));
+	/* a finished run's file does not change; it may be removed by retention */
+	mcp_reply(
+		m, req,
+		cacheable_scope(req, json_pack("{s:[o]}", "contents", contents), 60000, "private"));
 }
 
 static void

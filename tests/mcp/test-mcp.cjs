@@ -354,6 +354,36 @@ async function restartAndRetention() {
     await s.close();
 }
 
+async function v2Client() {
+    // the v2 SDK client (@modelcontextprotocol/client): the 2026-07-28 era pinned (it probes
+    // with server/discover, sends the per-request _meta and checks every result's shape), and
+    // its auto negotiation
+    let V2;
+    try {
+        V2 = { ...require('@modelcontextprotocol/client'), ...require('@modelcontextprotocol/client/stdio') };
+    } catch (e) {
+        skip('the v2 SDK client, 2026-07-28 pinned', 'no @modelcontextprotocol/client: ' + e.message);
+        return;
+    }
+    for (const mode of [{ pin: '2026-07-28' }, 'auto']) {
+        const t = new V2.StdioClientTransport({ command: AGENTBOX, args: ['mcp', '--state-dir', STATE], env: serverEnv(), stderr: 'pipe' });
+        t.stderr.on('data', () => {});
+        const c = new V2.Client({ name: 'v2', version: '1' }, { versionNegotiation: { mode } });
+        const label = `v2 SDK client, negotiation ${JSON.stringify(mode)}`;
+        try {
+            await c.connect(t);
+            const tools = await c.listTools();
+            const prog = [];
+            const r = await c.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time\nprint("v2", flush=True)\ntime.sleep(1.3)\nopen("o.txt","w").write("x")' } }, { onprogress: (p) => prog.push(p) });
+            const rr = await c.readResource({ uri: `agentbox://runs/${r.structuredContent.run_id}/files/o.txt` });
+            ok(c.getNegotiatedProtocolVersion() === '2026-07-28' && tools.tools.length >= 8 && r.structuredContent.stdout.text === 'v2\n' && prog.length >= 1 && rr.contents[0].text === 'x', `${label}: 2026-07-28, tools, run_code with progress, resources/read`, { v: c.getNegotiatedProtocolVersion(), prog: prog.length, sc: r.structuredContent.status });
+        } catch (e) {
+            ok(false, label, String(e && e.stack));
+        }
+        await c.close();
+    }
+}
+
 async function signalTest() {
     // SIGTERM with a run going: every run killed, clean exit
     const s = raw();
@@ -373,6 +403,7 @@ async function signalTest() {
         await sdkTests();
         await rawTests();
         await restartAndRetention();
+        await v2Client();
         await signalTest();
     } catch (e) {
         ok(false, 'the tests ran to the end', String(e && e.stack));
