@@ -380,6 +380,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_stdin_memfd(o->stdin_path, o->limits[AB_LIM_DISK].value, &c.stdin_fd, err);
 		if (r < 0)
 			goto out;
+	} else if (o->stdin_data) {
+		r = ws_stdin_data_memfd(o->stdin_data, o->stdin_data_len, &c.stdin_fd, err);
+		if (r < 0)
+			goto out;
 	}
 
 	timing_mark("interpreter resolved");

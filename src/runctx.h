@@ -68,6 +68,8 @@ void ws_name_script(struct run_ctx *c); /* c->script_name, once the language is 
 int ws_place_script(struct run_ctx *c, struct ab_err *err);
 int ws_copy_inputs(struct run_ctx *c, struct ab_err *err);
 int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err);
+/* The spec's stdin_data: the same sealed in-memory file, from the caller's bytes. */
+int ws_stdin_data_memfd(const char *data, size_t len, int *ret, struct ab_err *err);
 int ws_collect(struct run_ctx *c, struct ab_err *err);
 void ws_cleanup(struct run_ctx *c);
 

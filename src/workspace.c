@@ -712,6 +712,20 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+int
+ws_stdin_data_memfd(const char *data, size_t len, int *ret, struct ab_err *err)
+{
+	cleanup_fd int mfd = memfd_create("agentbox-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (mfd < 0)
+		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+	if ((len > 0 && write_all(mfd, data, len) < 0) || lseek(mfd, 0, SEEK_SET) < 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return ab_err_set(err, -errno, "stdin_data: %s", strerror(errno));
+	*ret = steal_fd(&mfd);
+	return 0;
+}
+
 /* --stdin FILE: the script gets a sealed in-memory copy, never the caller's fd: a directory fd
  * would open the host filesystem through /proc/self/fd/0/.., a terminal could be taken as a
  * controlling tty, and a file could be reopened for writing (T7, T29). */

@@ -79,4 +79,9 @@ rc=0
 "$AGENTBOX" run --report-fd 9 --lang python --code 'print(1)' >/dev/null 2>"$WORK/err4" || rc=$?
 is "$rc" 2 "--report-fd of a closed fd: exit 2"
 
+# stdin_data: the script's stdin given inline (what the MCP server's run_code stdin becomes)
+out=$(printf '{"language":"python","code":"import sys; print(sys.stdin.read())","stdin_data":"in-line"}' |
+    AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - 2>"$WORK/err")
+is "$out" in-line "stdin_data is the script's stdin"
+
 done_testing
