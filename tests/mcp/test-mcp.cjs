@@ -117,6 +117,8 @@ async function sdkTests() {
     ok(typeof sc(r).cpu_ms === 'number' && typeof sc(r).wall_ms === 'number' && sc(r).protections.network === true, 'usage and protections are reported', sc(r));
     r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code: 'console.log(process.argv.slice(2).join("+"), require("fs").readFileSync("in/x.txt","utf8"))', args: ['a', 'b'], files: [{ path: 'in/x.txt', content: 'aGk=', encoding: 'base64' }] } });
     ok(!r.isError && sc(r).stdout.text === 'a+b hi\n', 'node: args and a base64 input file', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import os, sys\nprint(sys.stdin.read().upper(), os.environ.get("GREETING"), os.environ.get("HOME"))', stdin: 'abc', env: { GREETING: 'hello' } } });
+    ok(!r.isError && sc(r).stdout.text === 'ABC hello /work\n', 'stdin and env reach the program', sc(r).stdout);
     r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import sys; sys.exit(3)' } });
     ok(r.isError === true && sc(r).exit_code === 3, 'a script that fails is isError with its exit code', sc(r));
     r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'print(1)', limits: { timeout: '100000h' } } });
