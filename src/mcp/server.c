@@ -37,6 +37,7 @@
 #define TAIL_BYTES  512
 #define TICK_MS     30000 /* retention and workspace expiry */
 #define PROGRESS_MS 1000
+#define MAX_PENDING 4096 /* requests waiting for runs */
 
 struct mcp_job {
 	struct mcp_job *next;
@@ -681,13 +682,26 @@ add_pending(struct mcp *m, const struct mcp_req *req, const char *job, bool is_r
 	m->pending = p;
 }
 
+/* requests waiting for runs (run_code, wait_run): bounded, whatever a client sends */
+static bool
+too_many_waiting(const struct mcp *m)
+{
+	int n = 0;
+
+	for (const struct mcp_pending *p = m->pending; p; p = p->next)
+		if (++n >= MAX_PENDING)
+			return true;
+	return false;
+}
+
 void
 mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *job_id, bool staged,
 	   const char *workspace, uint64_t wait_ms)
 {
 	struct mcp_job *j, **tail;
 
-	if (m->n_queued >= m->pol.max_queued && m->n_running >= m->pol.max_running) {
+	if ((m->n_queued >= m->pol.max_queued && m->n_running >= m->pol.max_running) ||
+	    too_many_waiting(m)) {
 		json_decref(spec);
 		if (staged)
 			mcp_staging_remove(m, job_id);
@@ -989,6 +1003,13 @@ mcp_wait_job(struct mcp *m, const struct mcp_req *req, const char *job_id, uint6
 	struct mcp_job *j = mcp_id_valid(job_id) ? job_find(m, job_id) : NULL;
 	json_t *res;
 
+	if (j && too_many_waiting(m)) {
+		mcp_reply(m, req,
+			  mcp_result_error("this server has %d requests waiting already; try "
+					   "again later",
+					   MAX_PENDING));
+		return;
+	}
 	if (j) {
 		add_pending(m, req, j->id, false, wait_ms);
 		return;
