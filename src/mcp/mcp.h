@@ -85,7 +85,10 @@ struct mcp {
 	struct mcp_job *jobs;        /* queued and running */
 	struct mcp_pending *pending; /* requests that wait for a run */
 	int n_running, n_queued;
-	json_t *info_cache; /* sandbox_info, computed once */
+	json_t *info_cache;          /* sandbox_info, computed once */
+	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
+	json_t *info_langs;          /* what they answered so far */
+	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */
 	bool quit;
 };
 
@@ -148,7 +151,8 @@ void mcp_wait_job(struct mcp *m, const struct mcp_req *req, const char *job_id, 
 int mcp_cancel_job(struct mcp *m, const char *job_id);
 void mcp_cancel_request(struct mcp *m, json_t *req_id);
 bool mcp_request_in_flight(const struct mcp *m, json_t *req_id);
-json_t *mcp_sandbox_info(struct mcp *m);
+/* sandbox_info: answered at once from the cache, else once its probes (runs in the loop) end */
+void mcp_sandbox_info(struct mcp *m, const struct mcp_req *req);
 /* Workspaces: server-owned directories under state/workspaces. */
 int mcp_ws_create(struct mcp *m, json_t *files, uint64_t ttl_ms, char *id_out, char *msg,
 		  size_t msg_size);

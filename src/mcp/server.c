@@ -731,9 +731,14 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 bool
 mcp_request_in_flight(const struct mcp *m, json_t *req_id)
 {
+	size_t i;
+	json_t *w;
+
 	for (struct mcp_pending *p = m->pending; p; p = p->next)
 		if (json_equal(p->req.id, req_id))
 			return true;
+	json_array_foreach(m->info_waiting, i,
+			   w) if (json_equal(json_object_get(w, "id"), req_id)) return true;
 	return false;
 }
 
@@ -1162,38 +1167,47 @@ static const char node_probe[] =
 	"console.log(JSON.stringify({version: process.version, packages: [...p].sort().slice(0, "
 	"3000)}));\n";
 
-static json_t *
-probe_interp(const char *lang, const char *code)
-{
-	json_t *spec = json_pack("{s:s, s:s, s:b, s:{s:s}}", "language", lang, "code", code, "rm",
-				 1, "limits", "timeout", "30s");
-	char *text = json_dumps(spec, JSON_COMPACT);
-	ab_spec *s = ab_spec_from_json(text, (size_t) -1, NULL);
-	ab_result *res = NULL;
-	json_t *out = NULL;
+static const char *const info_lang[2] = { "python", "node" };
 
-	if (s && ab_run(ctx, s, &res, NULL) == 0 && ab_result_exit_code(res) == 0)
-		out = json_loads(ab_result_stdout(res, NULL), 0, NULL);
-	if (!out)
-		out = json_pack("{s:s, s:s?}", "error",
-				"the interpreter did not start in the sandbox", "status",
-				res ? ab_result_status(res) : NULL);
-	ab_result_free(res);
+/* An interpreter probe: a sandboxed run like any other, started here, waited in the loop. */
+static ab_run_handle *
+probe_start(const char *lang, const char *code)
+{
+	json_t *spec = json_pack("{s:s, s:s, s:b, s:b, s:{s:s}}", "language", lang, "code", code,
+				 "rm", 1, "quiet", 1, "limits", "timeout", "30s");
+	char *text = json_dumps(spec, JSON_COMPACT);
+	ab_spec *s = text ? ab_spec_from_json(text, (size_t) -1, NULL) : NULL;
+	ab_run_handle *h = s ? ab_run_start(ctx, s, NULL, NULL) : NULL;
+
 	ab_spec_free(s);
 	free(text);
 	json_decref(spec);
+	return h;
+}
+
+static json_t *
+probe_answer(ab_result *res)
+{
+	json_t *out = NULL;
+
+	if (res && ab_result_exit_code(res) == 0)
+		out = json_loads(ab_result_stdout(res, NULL), 0, NULL);
+	if (!json_is_object(out)) {
+		json_decref(out);
+		out = json_pack("{s:s, s:s?}", "error",
+				"the interpreter did not start in the sandbox", "status",
+				res ? ab_result_status(res) : NULL);
+	}
 	return out;
 }
 
-json_t *
-mcp_sandbox_info(struct mcp *m)
+static json_t *
+info_build(struct mcp *m)
 {
 	json_t *info, *caps = json_object(), *doctor = NULL, *checks;
 	struct ab_run_opts o;
 	char *text = NULL;
 
-	if (m->info_cache)
-		return json_deep_copy(m->info_cache);
 	run_opts_init(&o);
 	for (int id = 0; id < AB_LIM_COUNT; id++)
 		json_object_set_new(
@@ -1243,23 +1257,89 @@ mcp_sandbox_info(struct mcp *m)
 		"default_wait_ms", (json_int_t) m->pol.wait_ms, "workspace_ttl_ms",
 		(json_int_t) m->pol.ws_ttl_ms);
 	json_object_set_new(info, "limits", caps);
+	json_object_set(info, "languages", m->info_langs ? m->info_langs : json_object());
 	json_decref(doctor);
-	{
-		json_t *langs = json_object();
-
-		if (m->pol.allow_python)
-			json_object_set_new(langs, "python",
-					    m->fuzzing ? json_object()
-						       : probe_interp("python", py_probe));
-		if (m->pol.allow_node)
-			json_object_set_new(langs, "node",
-					    m->fuzzing ? json_object()
-						       : probe_interp("node", node_probe));
-		json_object_set_new(info, "languages", langs);
-	}
-	if (!m->fuzzing)
-		m->info_cache = json_deep_copy(info);
 	return info;
+}
+
+static void
+info_reply(struct mcp *m, const struct mcp_req *req, json_t *info)
+{
+	char *text = json_dumps(info, JSON_INDENT(1) | JSON_SORT_KEYS);
+
+	mcp_reply(m, req,
+		  json_pack("{s:[{s:s, s:s}], s:O}", "content", "type", "text", "text",
+			    text ? text : "{}", "structuredContent", info));
+	free(text);
+}
+
+/* every probe has answered: the info is built once, cached, sent to whoever waits */
+static void
+info_finish(struct mcp *m)
+{
+	size_t i;
+	json_t *w;
+
+	m->info_cache = info_build(m);
+	json_array_foreach(m->info_waiting, i, w)
+	{
+		struct mcp_req req = { .id = json_object_get(w, "id"),
+				       .modern = json_is_true(json_object_get(w, "modern")) };
+
+		info_reply(m, &req, m->info_cache);
+	}
+	json_decref(m->info_waiting);
+	m->info_waiting = NULL;
+	json_decref(m->info_langs);
+	m->info_langs = NULL;
+}
+
+void
+mcp_sandbox_info(struct mcp *m, const struct mcp_req *req)
+{
+	bool allowed[2] = { m->pol.allow_python, m->pol.allow_node };
+	bool probing = m->info_runs[0] || m->info_runs[1];
+
+	if (m->info_cache || m->fuzzing) {
+		json_t *info = m->info_cache ? json_incref(m->info_cache) : info_build(m);
+
+		info_reply(m, req, info);
+		json_decref(info);
+		return;
+	}
+	if (!req->id)
+		return;
+	if (!m->info_waiting)
+		m->info_waiting = json_array();
+	json_array_append_new(m->info_waiting,
+			      json_pack("{s:O, s:b}", "id", req->id, "modern", req->modern));
+	if (probing)
+		return;
+	m->info_langs = json_object();
+	for (int i = 0; i < 2; i++) {
+		if (!allowed[i])
+			continue;
+		m->info_runs[i] = probe_start(info_lang[i], i == 0 ? py_probe : node_probe);
+		if (!m->info_runs[i])
+			json_object_set_new(m->info_langs, info_lang[i], probe_answer(NULL));
+	}
+	if (!m->info_runs[0] && !m->info_runs[1])
+		info_finish(m);
+}
+
+/* a probe whose fd was readable */
+static void
+info_probe_done(struct mcp *m, int i)
+{
+	ab_result *res = NULL;
+
+	if (ab_run_wait(m->info_runs[i], &res, NULL) < 0)
+		res = NULL;
+	m->info_runs[i] = NULL;
+	json_object_set_new(m->info_langs, info_lang[i], probe_answer(res));
+	ab_result_free(res);
+	if (!m->info_runs[0] && !m->info_runs[1])
+		info_finish(m);
 }
 
 /* ---- the loop ---------------------------------------------------------------------------- */
@@ -1363,6 +1443,13 @@ shutdown_all(struct mcp *m)
 {
 	struct mcp_job *j;
 
+	for (int i = 0; i < 2; i++) {
+		if (m->info_runs[i]) {
+			(void) ab_run_cancel(m->info_runs[i]);
+			(void) ab_run_wait(m->info_runs[i], NULL, NULL);
+			m->info_runs[i] = NULL;
+		}
+	}
 	/* queued runs never start; running ones are killed, then reaped and recorded */
 	for (j = m->jobs; j; j = j->next)
 		if (j->state == JOB_RUNNING)
@@ -1402,6 +1489,8 @@ mcp_done(struct mcp *m)
 		job_free(j);
 	}
 	json_decref(m->info_cache);
+	json_decref(m->info_langs);
+	json_decref(m->info_waiting);
 	free(m->version);
 	free(m->pol.state_dir);
 	free(m->pol.env_dir);
@@ -1528,6 +1617,7 @@ mcp_main(int argc, char **argv)
 			break;
 		for (struct mcp_job *j = m.jobs; j; j = j->next)
 			max += 3;
+		max += 2; /* sandbox_info's probes */
 		pfd = xcalloc(max, sizeof(*pfd));
 		who = xcalloc(max, sizeof(*who));
 		pfd[n++] = (struct pollfd){ .fd = in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
@@ -1546,6 +1636,10 @@ mcp_main(int argc, char **argv)
 				pfd[n++] = (struct pollfd){ .fd = j->err_r, .events = POLLIN };
 			}
 		}
+		for (int i = 0; i < 2; i++)
+			if (m.info_runs[i])
+				pfd[n++] = (struct pollfd){ .fd = ab_run_fd(m.info_runs[i]),
+							    .events = POLLIN };
 		r = poll(pfd, n, (int) (next > now ? next - now : 0));
 		if (r < 0 && errno != EINTR) {
 			free(pfd);
@@ -1565,6 +1659,15 @@ mcp_main(int argc, char **argv)
 		for (size_t i = 2; r > 0 && i < n; i++) {
 			struct mcp_job *j = who[i];
 
+			if (!j) { /* a sandbox_info probe */
+				for (int k = 0; k < 2 && pfd[i].revents; k++)
+					if (m.info_runs[k] &&
+					    pfd[i].fd == ab_run_fd(m.info_runs[k])) {
+						info_probe_done(&m, k);
+						pfd[i].revents = 0;
+					}
+				continue;
+			}
 			if (!pfd[i].revents || pfd[i].fd == ab_run_fd(j->h))
 				continue;
 			drain(j, pfd[i].fd == j->out_r ? &j->out_r : &j->err_r);
@@ -1574,7 +1677,7 @@ mcp_main(int argc, char **argv)
 			ab_result *res = NULL;
 			ab_error *e = NULL;
 
-			if (!pfd[i].revents || pfd[i].fd != ab_run_fd(j->h))
+			if (!j || !pfd[i].revents || pfd[i].fd != ab_run_fd(j->h))
 				continue;
 			if (j->out_r >= 0)
 				drain(j, &j->out_r);

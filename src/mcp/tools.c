@@ -1095,13 +1095,12 @@ mcp_tools_call(struct mcp *m, const struct mcp_req *req, const char *name, json_
 			mcp_reply(m, req, err);
 		}
 	} else if (strcmp(name, "sandbox_info") == 0) {
-		json_t *info = mcp_sandbox_info(m);
-		char *text = json_dumps(info, JSON_INDENT(1) | JSON_SORT_KEYS);
+		static const char *const keys[] = { NULL };
 
-		mcp_reply(m, req,
-			  json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
-				    text ? text : "{}", "structuredContent", info));
-		free(text);
+		if ((err = check_keys(args, keys)))
+			mcp_reply(m, req, err);
+		else
+			mcp_sandbox_info(m, req);
 	} else {
 		mcp_reply_error(m, req->id, MCP_INVALID_PARAMS, "Unknown tool",
 				json_pack("{s:s}", "name", name));
