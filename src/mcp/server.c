@@ -1133,14 +1133,20 @@ expire_workspaces(struct mcp *m)
 		json_decref(meta);
 	}
 	closedir(d);
-	/* staging left by a server that died */
+	/* staging left by a server that died (an hour old: another server may share the state
+	 * directory, and its calls' files are on their way in) */
 	d = fdopendir(fcntl(m->staging_fd, F_DUPFD_CLOEXEC, 3));
 	if (!d)
 		return;
 	rewinddir(d);
-	while ((e = readdir(d)))
-		if (mcp_id_valid(e->d_name) && !job_find(m, e->d_name))
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (mcp_id_valid(e->d_name) && !job_find(m, e->d_name) &&
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now_ms() - (int64_t) st.st_mtim.tv_sec * 1000 > 3600 * 1000)
 			(void) rm_rf_at(m->staging_fd, e->d_name, 0);
+	}
 	closedir(d);
 }
 
