@@ -203,6 +203,12 @@ async function sdkTests() {
     const w2 = await client.callTool({ name: 'wait_run', arguments: { run_id: sc(r).run_id } });
     ok(sc(w2).status === 'exited', 'wait_run answers again for a finished run (from its record)', sc(w2));
 
+    // cancel_run: the run is killed; whoever waits for it gets status interrupted
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(30)', wait_s: 0.3 } });
+    const cr = await client.callTool({ name: 'cancel_run', arguments: { run_id: sc(r).run_id } });
+    const cw = await client.callTool({ name: 'wait_run', arguments: { run_id: sc(r).run_id, wait_s: 20 } });
+    ok(sc(cr).state === 'cancelling' && sc(cw).status === 'interrupted' && cw.isError === true && sc(cw).wall_ms < 10000, 'cancel_run kills a run; wait_run then reports it interrupted', [sc(cr), sc(cw).status, sc(cw).wall_ms]);
+
     // workspaces: files persist between runs, each run on its own copy
     const ws = await client.callTool({ name: 'create_workspace', arguments: { files: [{ path: 'n.txt', content: '1' }], ttl_s: 600 } });
     const wid = sc(ws).workspace_id;
