@@ -737,8 +737,11 @@ mcp_request_in_flight(const struct mcp *m, json_t *req_id)
 	for (struct mcp_pending *p = m->pending; p; p = p->next)
 		if (json_equal(p->req.id, req_id))
 			return true;
-	json_array_foreach(m->info_waiting, i,
-			   w) if (json_equal(json_object_get(w, "id"), req_id)) return true;
+	json_array_foreach(m->info_waiting, i, w)
+	{
+		if (json_equal(json_object_get(w, "id"), req_id))
+			return true;
+	}
 	return false;
 }
 
@@ -1236,11 +1239,15 @@ info_build(struct mcp *m)
 		size_t i;
 		json_t *c;
 
-		json_array_foreach(json_object_get(doctor, "checks"), i, c) json_array_append_new(
-			checks, json_pack("{s:O, s:O, s:O}", "check",
+		json_array_foreach(json_object_get(doctor, "checks"), i, c)
+		{
+			json_array_append_new(
+				checks,
+				json_pack("{s:O, s:O, s:O}", "check",
 					  json_object_get(c, "check") ?: json_null(), "result",
 					  json_object_get(c, "result") ?: json_null(), "detail",
 					  json_object_get(c, "detail") ?: json_null()));
+		}
 	}
 	info = json_pack(
 		"{s:s, s:b, s:o, s:s, s:s, s:o, s:s, s:{s:i, s:i, s:I, s:I, s:I, s:i, s:I, s:I, "

@@ -478,10 +478,15 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		json_array_append_new(files, e);
 		n_files++;
 	}
-	json_object_foreach(json_object_get(rep, "sandbox"), key, k) json_object_set_new(
-		prot, key, json_boolean(json_is_true(json_object_get(k, "enforced"))));
+	json_object_foreach(json_object_get(rep, "sandbox"), key, k)
+	{
+		json_object_set_new(prot, key,
+				    json_boolean(json_is_true(json_object_get(k, "enforced"))));
+	}
 	json_object_foreach(json_object_get(rep, "limits"), key, k)
+	{
 		json_object_set(lim, key, json_object_get(k, "enforced") ?: json_null());
+	}
 
 	sc = json_pack("{s:s, s:O, s:s, s:b, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "run_id", job_id,
 		       "agentbox_run_id", json_object_get(rep, "run_id") ?: json_null(), "status",
