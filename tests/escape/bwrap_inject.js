@@ -16,7 +16,9 @@ for (const p of ['/x', '/y', '/z', '/work/x', '/host', '/oldroot', '/newroot']) 
 }
 const EXPECTED = new Set(['/', '/usr', '/etc', '/etc/alternatives', '/etc/ld.so.cache', '/proc',
                           '/proc/sys', '/dev', '/dev/shm', '/dev/pts', '/dev/mqueue', '/tmp',
-                          '/work', '/.agentbox/init']);
+                          '/work', '/.agentbox/init',
+                          // read-only library configuration (src/etcgen.c), where the host has it
+                          '/etc/matplotlibrc', '/etc/fonts', '/etc/mime.types']);
 for (const l of fs.readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n')) {
   const f = l.split(' ');
   const mp = f[4];
