@@ -311,9 +311,9 @@ trim_stream(const json_t *s, uint64_t cap)
 		while (keep > 0 && ((unsigned char) text[keep] & 0xC0) == 0x80)
 			keep--; /* never split a UTF-8 sequence */
 	}
-	return json_pack("{s:s%, s:O, s:O, s:b, s:b}", "text", text ? text : "", keep, "bytes",
-			 json_object_get(s, "bytes") ?: json_integer(0), "captured_bytes",
-			 json_object_get(s, "captured_bytes") ?: json_integer(0), "truncated",
+	return json_pack("{s:s%, s:I, s:I, s:b, s:b}", "text", text ? text : "", keep, "bytes",
+			 json_integer_value(json_object_get(s, "bytes")), "captured_bytes",
+			 json_integer_value(json_object_get(s, "captured_bytes")), "truncated",
 			 json_is_true(json_object_get(s, "truncated")), "text_truncated",
 			 keep < len);
 }
@@ -494,11 +494,13 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		       json_object_get(rep, "signal_name") ?: json_null(), "message",
 		       json_object_get(rep, "message") ?: json_null(), "fix",
 		       json_object_get(rep, "fix") ?: json_null(), "limits_hit",
-		       json_object_get(rep, "limits_hit") ?: json_array(), "wall_ms",
+		       json_object_get(rep, "limits_hit") ?: json_null(), "wall_ms",
 		       json_object_get(rep, "wall_ms") ?: json_null(), "cpu_ms",
 		       json_object_get(rep, "cpu_ms") ?: json_null());
 	if (!json_is_string(json_object_get(sc, "agentbox_run_id")))
 		json_object_del(sc, "agentbox_run_id");
+	if (!json_is_array(json_object_get(sc, "limits_hit")))
+		json_object_set_new(sc, "limits_hit", json_array());
 	json_object_set_new(sc, "queue_ms", queue_ms >= 0 ? json_integer(queue_ms) : json_null());
 	json_object_set(sc, "memory_peak_bytes",
 			json_object_get(usage, "memory_peak_bytes") ?: json_null());
@@ -512,7 +514,10 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				    json_object_get(rep, "files_summary"), "truncated"))));
 	json_object_set_new(sc, "protections", prot);
 	json_object_set_new(sc, "limits", lim);
-	json_object_set(sc, "warnings", json_object_get(rep, "warnings") ?: json_array());
+	json_object_set_new(sc, "warnings",
+			    json_is_array(json_object_get(rep, "warnings"))
+				    ? json_incref(json_object_get(rep, "warnings"))
+				    : json_array());
 
 	/* the summary the model reads first */
 	if (json_is_integer(json_object_get(usage, "memory_peak_bytes")))
@@ -946,9 +951,9 @@ list_files(struct mcp *m, const struct mcp_req *req, json_t *args)
 		json_t *r;
 
 		snprintf(buf, sizeof(buf), "%zu files in run %s", json_array_size(out), id);
-		r = json_pack("{s:[{s:s, s:s}], s:{s:s, s:o, s:O}}", "content", "type", "text",
+		r = json_pack("{s:[{s:s, s:s}], s:{s:s, s:o, s:b}}", "content", "type", "text",
 			      "text", buf, "structuredContent", "run_id", id, "files", out,
-			      "truncated", json_object_get(sc, "files_truncated") ?: json_false());
+			      "truncated", json_is_true(json_object_get(sc, "files_truncated")));
 		json_decref(res);
 		mcp_reply(m, req, r);
 	}
