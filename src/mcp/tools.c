@@ -532,7 +532,8 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 	else
 		snprintf(line, sizeof(line), "run %s: %s", job_id, status);
 	strv_push(&sum, line);
-	if (json_is_integer(json_object_get(rep, "wall_ms")))
+	if (json_is_integer(json_object_get(rep, "wall_ms")) &&
+	    strcmp(status, "setup_error") != 0 && strcmp(status, "usage_error") != 0)
 		strv_pushf(&sum, " in %.2f s (CPU %.2f s, peak memory %s)",
 			   (double) json_integer_value(json_object_get(rep, "wall_ms")) / 1000.0,
 			   (double) json_integer_value(json_object_get(rep, "cpu_ms")) / 1000.0,
@@ -787,6 +788,10 @@ check_files_arg(struct mcp *m, json_t *files)
 			return argerr("files[%zu].path must be a relative path without '..' or "
 				      "empty components",
 				      i);
+		if (strcmp(path, "script.py") == 0 || strcmp(path, "script.js") == 0)
+			return argerr("files[%zu].path '%s' is the name the code runs under: "
+				      "choose another",
+				      i, path);
 		if (!json_is_string(json_object_get(f, "content")))
 			return argerr("files[%zu].content must be a string", i);
 		if (json_object_get(f, "encoding") &&
