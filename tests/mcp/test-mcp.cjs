@@ -323,6 +323,13 @@ async function rawTests() {
     ok(m.error && !JSON.stringify(m).includes('root:'), 'a malformed run id in a URI is an error', m);
     m = await s.request(19, 'resources/templates/list');
     ok(m.result && m.result.resourceTemplates[0].uriTemplate === 'agentbox://runs/{run_id}/files/{path}', 'resources/templates/list names the URI template', m);
+    // notifications/cancelled: the run is killed and its request never answered
+    s.send({ jsonrpc: '2.0', id: 30, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(30)' } } });
+    await sleep(500);
+    s.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 30, reason: 'test' } });
+    await sleep(1500);
+    m = await s.request(31, 'ping');
+    ok(!s.msgs.some((x) => x.id === 30), 'a cancelled request gets no reply, ever', s.msgs.filter((x) => x.id === 30));
     ok(s.nonJson === 0, 'stdout carried nothing but JSON-RPC messages', s.nonJson);
     // every request got exactly one reply
     const ids = s.msgs.filter((x) => x.id !== undefined && x.id !== null).map((x) => JSON.stringify(x.id));
