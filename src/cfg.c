@@ -23,6 +23,8 @@ static const struct {
 	CFG_STR("netproxy", "AGENTBOX_NETPROXY", netproxy),
 	CFG_STR("supervisor", "AGENTBOX_SUPERVISOR", supervisor),
 	CFG_STR("cgroup", "AGENTBOX_CGROUP", cgroup),
+	CFG_STR("keep_runs", "AGENTBOX_KEEP_RUNS", keep_runs),
+	CFG_STR("keep_age", "AGENTBOX_KEEP_AGE", keep_age),
 	CFG_STR("home", "HOME", home),
 	CFG_STR("path", "PATH", path),
 	CFG_STR("xdg_runtime_dir", "XDG_RUNTIME_DIR", xdg_runtime_dir),

@@ -14,6 +14,8 @@ struct ab_cfg {
 	char *netproxy;        /* AGENTBOX_NETPROXY */
 	char *supervisor;      /* AGENTBOX_SUPERVISOR (the library only) */
 	char *cgroup;          /* AGENTBOX_CGROUP */
+	char *keep_runs;       /* AGENTBOX_KEEP_RUNS: kept runs retained (count) */
+	char *keep_age;        /* AGENTBOX_KEEP_AGE: kept runs retained (age) */
 	char *home;            /* HOME */
 	char *path;            /* PATH */
 	char *xdg_runtime_dir; /* XDG_RUNTIME_DIR (the systemd user scope) */

@@ -18,6 +18,7 @@ enum {
 	OPT_ENV,
 	OPT_ENV_DIR,
 	OPT_FILE_SIZE,
+	OPT_INLINE_OUTPUT,
 	OPT_INODES,
 	OPT_INPUT,
 	OPT_LANG,
@@ -25,10 +26,13 @@ enum {
 	OPT_NODE,
 	OPT_NODE_MODULES,
 	OPT_NOFILE,
+	OPT_ON_OUTPUT_LIMIT,
 	OPT_OUTPUT_LIMIT,
 	OPT_PIDS,
 	OPT_PYTHON,
 	OPT_QUIET,
+	OPT_SUMMARY,
+	OPT_NO_SUMMARY,
 	OPT_REPORT,
 	OPT_REPORT_FD,
 	OPT_RM,
@@ -59,6 +63,7 @@ static const struct option run_options[] = {
 	{ "env-dir", required_argument, NULL, OPT_ENV_DIR },
 	{ "file-size", required_argument, NULL, OPT_FILE_SIZE },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "inline-output", required_argument, NULL, OPT_INLINE_OUTPUT },
 	{ "inodes", required_argument, NULL, OPT_INODES },
 	{ "input", required_argument, NULL, OPT_INPUT },
 	{ "lang", required_argument, NULL, OPT_LANG },
@@ -66,10 +71,13 @@ static const struct option run_options[] = {
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "node-modules", required_argument, NULL, OPT_NODE_MODULES },
 	{ "nofile", required_argument, NULL, OPT_NOFILE },
+	{ "on-output-limit", required_argument, NULL, OPT_ON_OUTPUT_LIMIT },
 	{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
 	{ "pids", required_argument, NULL, OPT_PIDS },
 	{ "python", required_argument, NULL, OPT_PYTHON },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "summary", optional_argument, NULL, OPT_SUMMARY },
+	{ "no-summary", no_argument, NULL, OPT_NO_SUMMARY },
 	{ "report", required_argument, NULL, OPT_REPORT },
 	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
 	{ "rm", no_argument, NULL, OPT_RM },
@@ -100,6 +108,25 @@ static const char *const limit_names[AB_LIM_COUNT] = {
 	[AB_LIM_FILE_SIZE] = "file-size",
 	[AB_LIM_NOFILE] = "nofile",
 	[AB_LIM_OUTPUT] = "output-limit",
+};
+
+/* What each limit accepts, and how an error says it (the sandbox always holds agentbox-init
+ * and the interpreter, hence pids >= 2; below 16M of memory no interpreter starts). */
+static const struct {
+	uint64_t min, max;
+	const char *text;
+} limit_range[AB_LIM_COUNT] = {
+	[AB_LIM_TIMEOUT_MS] = { 1, 7 * 24 * 3600 * 1000ULL, "from 1ms to 7d" },
+	[AB_LIM_MEMORY] = { 16ULL << 20, 1ULL << 50, "from 16M to 1024T" },
+	[AB_LIM_PIDS] = { 2, 4194304, "from 2 to 4194304" },
+	[AB_LIM_CPUS_MILLI] = { 10, 1024 * 1000, "from 0.01 to 1024" },
+	[AB_LIM_CPU_TIME_MS] = { 0, 7 * 24 * 3600 * 1000ULL, "from 0 (no limit) to 7d" },
+	[AB_LIM_DISK] = { 1ULL << 20, 1ULL << 50, "from 1M to 1024T" },
+	[AB_LIM_INODES] = { 16, 1ULL << 32, "from 16 to 4294967296" },
+	[AB_LIM_TMP_SIZE] = { 1ULL << 20, 1ULL << 50, "from 1M to 1024T" },
+	[AB_LIM_FILE_SIZE] = { 1, 1ULL << 50, "from 1 byte to 1024T" },
+	[AB_LIM_NOFILE] = { 16, 1048576, "from 16 to 1048576" },
+	[AB_LIM_OUTPUT] = { 1, 1ULL << 40, "from 1 byte to 1T" },
 };
 
 static const char *const prot_names[AB_PROT_COUNT] = {
@@ -138,6 +165,7 @@ run_opts_init(struct ab_run_opts *o)
 	o->limits[AB_LIM_FILE_SIZE].value = 256ULL << 20;
 	o->limits[AB_LIM_NOFILE].value = 1024;
 	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
+	o->inline_output = AB_INLINE_OUTPUT_DEFAULT;
 	o->env_dst_fd = -1;
 	o->watch_fd = -1;
 }
@@ -176,8 +204,13 @@ cli_run_help(void)
 	       "  --stdin FILE           the script's stdin (default /dev/null)\n"
 	       "  --code TEXT            the script itself (needs --lang or a shebang)\n"
 	       "  --spec FILE|-          the whole run as a JSON spec (docs/spec.md)\n"
-	       "  --report FILE          write the JSON report to FILE ('-' for stdout)\n"
+	       "  --report FILE          write the JSON report to FILE ('-': stdout, which then\n"
+	       "                         carries the report alone: the script's stdout is not\n"
+	       "                         relayed, its stderr still goes to stderr)\n"
 	       "  --report-fd N          write the JSON report to open fd N (>= 3), alone\n"
+	       "  --inline-output SIZE   bytes of each stream the report holds (default 64K):\n"
+	       "                         past it, its first and last halves, and the whole\n"
+	       "                         stream in RUN_DIR/stdout, RUN_DIR/stderr\n"
 	       "\n"
 	       "Interpreter and environment:\n"
 	       "  --lang python|node     override detection by extension / shebang\n"
@@ -203,8 +236,10 @@ cli_run_help(void)
 	       "  --tmp-size SIZE        /tmp and /dev/shm each (default 128M)\n"
 	       "  --file-size SIZE       largest single file (default 256M)\n"
 	       "  --nofile N             open files per process (default 1024)\n"
-	       "  --output-limit SIZE    stdout and stderr each; the run is stopped past it\n"
-	       "                         (default 1M)\n"
+	       "  --output-limit SIZE    stdout and stderr each (default 1M)\n"
+	       "  --on-output-limit kill|truncate\n"
+	       "                         past --output-limit: stop the run (kill, the default),\n"
+	       "                         or discard the rest and let it run on (truncate)\n"
 	       "\n"
 	       "Hardening:\n"
 	       "  --seccomp-policy default|strict\n"
@@ -216,6 +251,11 @@ cli_run_help(void)
 	       "\n"
 	       "  --dry-run              print the bwrap command line, one word per line\n"
 	       "  --quiet                do not relay the script's output live\n"
+	       "  --summary[=WHEN]       one line on stderr at the end: status, time, memory,\n"
+	       "                         files, the fix for a limit; WHEN: auto (default: when\n"
+	       "                         stderr is a terminal), always, never; at a terminal a\n"
+	       "                         run past 3 s also shows a live status line\n"
+	       "  --no-summary           --summary=never\n"
 	       "  --help                 this text\n"
 	       "\n"
 	       "Exit status: the script's; 128+N if it died of signal N; 124 timeout;\n"
@@ -257,7 +297,7 @@ cli_only_spec(const struct ab_run_opts *o)
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
 	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
 	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet;
+	       !o->quiet && !o->inline_output_set && !o->output_truncate;
 	run_opts_done(&d);
 	return same;
 }
@@ -337,22 +377,11 @@ cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struc
 	default:
 		return ab_err_usage(err, "internal: unknown limit");
 	}
-	if (r == 0 && v == 0 && id != AB_LIM_CPU_TIME_MS)
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_TIMEOUT_MS && v > 7 * 24 * 3600 * 1000ULL)
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_NOFILE && (v < 16 || v > 1048576))
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_CPUS_MILLI && (v < 10 || v > 1024 * 1000))
-		r = -ERANGE;
-	if (r == 0 && id == AB_LIM_MEMORY && v < (16ULL << 20))
-		r = -ERANGE;
-	/* the sandbox always holds agentbox-init and the interpreter */
-	if (r == 0 && id == AB_LIM_PIDS && v < 2)
+	if (r == 0 && (v < limit_range[id].min || v > limit_range[id].max))
 		r = -ERANGE;
 	if (r < 0)
-		return ab_err_usage(err, "invalid --%s '%s': expected %s%s", limit_names[id], arg,
-				    expect, r == -ERANGE ? " in a sensible range" : "");
+		return ab_err_usage(err, "invalid --%s '%s': expected %s, %s", limit_names[id], arg,
+				    expect, limit_range[id].text);
 	o->limits[id].value = v;
 	o->limits[id].set = true;
 	return 0;
@@ -387,6 +416,34 @@ cli_set_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 			    "invalid --without '%s': expected seccomp, landlock, disable-userns or "
 			    "cgroup",
 			    arg);
+}
+
+int
+cli_set_inline_output(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	uint64_t v = 0;
+
+	if (units_parse_size(arg, &v) < 0 || v > AB_INLINE_OUTPUT_MAX)
+		return ab_err_usage(err,
+				    "invalid --inline-output '%s': expected a size from 0 to 64M, "
+				    "like 64K",
+				    arg);
+	o->inline_output = v;
+	o->inline_output_set = true;
+	return 0;
+}
+
+int
+cli_set_on_output_limit(struct ab_run_opts *o, const char *arg, struct ab_err *err)
+{
+	if (strcmp(arg, "kill") == 0)
+		o->output_truncate = false;
+	else if (strcmp(arg, "truncate") == 0)
+		o->output_truncate = true;
+	else
+		return ab_err_usage(
+			err, "invalid --on-output-limit '%s': expected kill or truncate", arg);
+	return 0;
 }
 
 int
@@ -435,6 +492,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_HELP:
 			return 1;
+		case OPT_INLINE_OUTPUT:
+			r = cli_set_inline_output(o, optarg, err);
+			break;
 		case OPT_INODES:
 			r = cli_set_limit(o, AB_LIM_INODES, optarg, err);
 			break;
@@ -456,6 +516,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_NOFILE:
 			r = cli_set_limit(o, AB_LIM_NOFILE, optarg, err);
 			break;
+		case OPT_ON_OUTPUT_LIMIT:
+			r = cli_set_on_output_limit(o, optarg, err);
+			break;
 		case OPT_OUTPUT_LIMIT:
 			r = cli_set_limit(o, AB_LIM_OUTPUT, optarg, err);
 			break;
@@ -467,6 +530,23 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_SUMMARY:
+			if (!optarg || strcmp(optarg, "always") == 0)
+				o->summary = 1;
+			else if (strcmp(optarg, "auto") == 0)
+				o->summary = 0;
+			else if (strcmp(optarg, "never") == 0)
+				o->summary = -1;
+			else
+				return ab_err_usage(
+					err,
+					"invalid --summary '%s': expected always, auto or "
+					"never",
+					optarg);
+			break;
+		case OPT_NO_SUMMARY:
+			o->summary = -1;
 			break;
 		case OPT_REPORT_FD: {
 			uint64_t fd = 0;

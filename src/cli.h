@@ -84,7 +84,14 @@ struct ab_run_opts {
 	struct ab_limit limits[AB_LIM_COUNT];
 	bool dry_run;
 	bool rm;
-	bool quiet; /* do not relay the script's output live */
+	bool quiet;    /* do not relay the script's output live */
+	bool progress; /* a live status line on stderr when it is a terminal (progress.h) */
+	int summary;   /* the command line's summary line: -1 never, 0 on a terminal, 1 always */
+	/* bytes of each stream the report holds inline (--inline-output): the first half and
+	 * the last half of a longer stream, whose whole is then in RUN_DIR/stdout|stderr */
+	uint64_t inline_output;
+	bool inline_output_set;
+	bool output_truncate; /* --on-output-limit truncate: past the cap, discard, run on */
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
 	bool share_net; /* share agentbox's network namespace (installs need one) */
 	/* prepare: a fresh tmpfs (env_bytes, env_inodes) bound read-write at env_path in the
@@ -100,6 +107,9 @@ struct ab_run_opts {
 	 * (netproxy.h), rather than the host's. */
 	struct ab_netproxy *netproxy;
 };
+
+#define AB_INLINE_OUTPUT_DEFAULT (64u << 10)
+#define AB_INLINE_OUTPUT_MAX     (64u << 20)
 
 /* Names, units and defaults of the limits (for help text and the report). */
 const char *cli_limit_name(enum ab_limit_id id);
@@ -119,6 +129,9 @@ int cli_set_lang(struct ab_run_opts *o, const char *arg, struct ab_err *err);
 int cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struct ab_err *err);
 int cli_set_env(struct ab_run_opts *o, const char *name_eq_value, struct ab_err *err);
 int cli_set_without(struct ab_run_opts *o, const char *name, struct ab_err *err);
+int cli_set_inline_output(struct ab_run_opts *o, const char *size, struct ab_err *err);
+int cli_set_on_output_limit(struct ab_run_opts *o, const char *kill_or_truncate,
+			    struct ab_err *err);
 int cli_limit_id(const char *name); /* -1 when unknown */
 /* Checks that need the whole set (--input with --workspace...). */
 int cli_check(const struct ab_run_opts *o, struct ab_err *err);

@@ -306,6 +306,61 @@ doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
 	return r == 0 ? 0 : -1;
 }
 
+/* What the kept runs hold, and the retention that bounds them. */
+static void
+doctor_runs_dir(struct doctor *d)
+{
+	cleanup_free char *root = rundir_default_root(geteuid());
+	cleanup_fd int rfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	char detail[PATH_MAX + 200], keep[96];
+	struct ab_err err = { 0 };
+	uint64_t count, age_ms, bytes = 0;
+	unsigned runs = 0;
+	bool partial = false;
+
+	if (rundir_retention(&count, &age_ms, &err) < 0) {
+		report_check(d, "runs", CHECK_WARN, err.msg, err.fix);
+		return;
+	}
+	{
+		static const struct {
+			uint64_t ms;
+			const char *unit;
+		} u[] = { { 86400000, "d" },
+			  { 3600000, "h" },
+			  { 60000, "m" },
+			  { 1000, "s" },
+			  { 1, "ms" } };
+		char age[32] = "";
+		size_t i = 0;
+
+		while (age_ms && age_ms % u[i].ms != 0)
+			i++;
+		if (age_ms)
+			snprintf(age, sizeof(age), "%llu%s",
+				 (unsigned long long) (age_ms / u[i].ms), u[i].unit);
+		if (count == 0 && age_ms == 0)
+			snprintf(keep, sizeof(keep), "no retention: runs stay until `agentbox gc`");
+		else if (age_ms == 0)
+			snprintf(keep, sizeof(keep), "retention: the newest %llu",
+				 (unsigned long long) count);
+		else if (count == 0)
+			snprintf(keep, sizeof(keep), "retention: none older than %s", age);
+		else
+			snprintf(keep, sizeof(keep),
+				 "retention: the newest %llu, none older than %s",
+				 (unsigned long long) count, age);
+	}
+	if (rfd >= 0)
+		rundir_usage(rfd, 1000000, &runs, &bytes, &partial);
+	snprintf(detail, sizeof(detail), "%s: %u kept run%s, %s%.1f MiB (%s)", root, runs,
+		 runs == 1 ? "" : "s", partial ? "over " : "", (double) bytes / (1 << 20), keep);
+	report_check(d, "runs", bytes > (2ULL << 30) ? CHECK_WARN : CHECK_OK, detail,
+		     bytes > (2ULL << 30)
+			     ? "agentbox gc (or lower AGENTBOX_KEEP_RUNS / AGENTBOX_KEEP_AGE)"
+			     : NULL);
+}
+
 int
 doctor_checks(json_t **ret, struct ab_err *err)
 {
@@ -386,6 +441,7 @@ doctor_checks(json_t **ret, struct ab_err *err)
 	report_check(&d, "python3", access("/usr/bin/python3", X_OK) == 0 ? CHECK_OK : CHECK_WARN,
 		     access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "not installed",
 		     "apt-get install python3");
+	doctor_runs_dir(&d);
 	if (d.fails == 0) {
 		int r = doctor_run_script("python", "print('ok')\n", detail, sizeof(detail));
 

@@ -174,10 +174,48 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	lp->nofile = o->limits[AB_LIM_NOFILE].value;
 	set_limit(res, AB_LIM_NOFILE, lp->nofile, "rlimit RLIMIT_NOFILE", true, "per process");
 
+	/* tmpfs is RAM: its pages are charged to the memory cgroup like any other, so caps that
+	 * add up to more than --memory end in an OOM kill, not in ENOSPC (issue 15). */
+	lp->tmpfs_bytes = (tmpfs_workspace ? lp->work_bytes : 0) + 2 * lp->tmp_bytes +
+			  (o->env_path ? o->env_bytes : 0);
+	if (lp->cg.memory_bytes > 0 && lp->tmpfs_bytes > lp->cg.memory_bytes) {
+		char what[200], total[16], mem[16];
+
+		lp->tmpfs_over_memory = true;
+		result_warn(res,
+			    "%s are tmpfs, held in RAM and counted against --memory: together "
+			    "they may hold %s, more than --memory %s; a script that fills them is "
+			    "OOM-killed before it sees a full disk (fix: raise --memory above %s, "
+			    "or lower %s)",
+			    limits_tmpfs_text(lp, o, what, sizeof(what)),
+			    units_format_size(lp->tmpfs_bytes, total, sizeof(total)),
+			    units_format_size(lp->cg.memory_bytes, mem, sizeof(mem)), total,
+			    tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
+	}
+
 	lp->output_bytes = o->limits[AB_LIM_OUTPUT].value;
 	set_limit(res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
-		  "per stream; the run is stopped when a stream passes it");
+		  o->output_truncate ? "per stream; past it the stream is read and discarded, the "
+				       "run goes on (--on-output-limit truncate)"
+				     : "per stream; the run is stopped when a stream passes it");
 	return 0;
+}
+
+char *
+limits_tmpfs_text(const struct ab_limits_plan *lp, const struct ab_run_opts *o, char *buf,
+		  size_t size)
+{
+	char disk[16], tmp[16], env[16];
+
+	snprintf(buf, size, "%s%s%s/tmp and /dev/shm (--tmp-size %s each)%s%s%s",
+		 lp->tmpfs_workspace ? "the workspace (--disk " : "",
+		 lp->tmpfs_workspace ? units_format_size(lp->work_bytes, disk, sizeof(disk)) : "",
+		 lp->tmpfs_workspace ? "), " : "",
+		 units_format_size(lp->tmp_bytes, tmp, sizeof(tmp)),
+		 o->env_path ? " and the environment being built (prepare --disk " : "",
+		 o->env_path ? units_format_size(o->env_bytes, env, sizeof(env)) : "",
+		 o->env_path ? ")" : "");
+	return buf;
 }
 
 int

@@ -29,6 +29,11 @@ struct ab_limits_plan {
 	int cpu_affinity; /* >= 0: pin the run to this many cores (fallback for --cpus) */
 	uint64_t timeout_ms;
 	uint64_t output_bytes;
+	/* The RAM the run's tmpfs may hold, all charged to the memory cgroup: the workspace
+	 * (--disk, when it is agentbox's tmpfs), /tmp and /dev/shm (--tmp-size each), prepare's
+	 * environment. tmpfs_over_memory: that is more than the memory limit in force. */
+	uint64_t tmpfs_bytes;
+	bool tmpfs_over_memory;
 };
 
 /* Decides mechanisms. tmpfs_workspace: the workspace is agentbox's own capped tmpfs (false
@@ -38,6 +43,11 @@ struct ab_limits_plan {
 int limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
 		bool per_run_userns, struct ab_limits_plan *ret, struct ab_result *res,
 		struct ab_err *err);
+
+/* For people: which tmpfs caps add up to lp->tmpfs_bytes ("the workspace (--disk 2G), /tmp
+ * and /dev/shm (--tmp-size 128M each)"), into buf. Pure. Returns buf. */
+char *limits_tmpfs_text(const struct ab_limits_plan *lp, const struct ab_run_opts *o, char *buf,
+			size_t size);
 
 /* Applies the rlimits to the calling process (a forked child before exec). Returns 0 or
  * -errno. Async-signal-safe. */

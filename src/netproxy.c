@@ -29,6 +29,7 @@
 #define CTL_FD     3    /* the control socket's number in the proxy */
 #define CTL_WAIT   5000 /* ms for the proxy to answer a control record */
 #define STOP_WAIT  3000 /* ms for its summary */
+#define PROBE_WAIT 6000 /* ms for the answers to every probe (the proxy gives up after 5 s) */
 #define MAX_REPORT 32   /* refusals kept for the report */
 
 void
@@ -206,6 +207,84 @@ netproxy_start(struct ab_netproxy *np, uid_t uid, gid_t gid, struct ab_err *err)
 	return ab_err_fix(err, "reinstall agentbox, or set AGENTBOX_NETPROXY");
 }
 
+int
+netproxy_probe(struct ab_netproxy *np, const struct np_policy *targets, struct ab_err *err)
+{
+	struct strv failed = { 0 };
+	bool answered[NP_MAX_ALLOW] = { false };
+	size_t left = targets->n;
+	int64_t end = now_ms() + PROBE_WAIT;
+	char msg[512], t[NP_HOST_MAX + 16];
+	bool gone = false;
+	int r = 0;
+
+	if (np->ctl_fd < 0)
+		return ab_err_set(err, -EINVAL, "the network proxy is not running");
+	for (size_t i = 0; i < targets->n; i++) {
+		char rec[NP_HOST_MAX + 32];
+		int n;
+
+		np_format_target(t, sizeof(t), targets->allow[i].host, targets->allow[i].port);
+		n = snprintf(rec, sizeof(rec), "probe %s", t);
+		if (send(np->ctl_fd, rec, (size_t) n, MSG_NOSIGNAL) < 0)
+			return ab_err_set(err, -errno, "ask the network proxy: %s",
+					  strerror(errno));
+	}
+	while (left > 0) {
+		int64_t ms = end - now_ms();
+		ssize_t n = ctl_read(np->ctl_fd, msg, sizeof(msg), ms > 0 ? (int) ms : 0);
+		const char *rest = NULL;
+		bool ok = false;
+
+		if (n <= 0) {
+			/* the proxy exited, or the time is up: named below */
+			gone = n == 0;
+			break;
+		}
+		if (strncmp(msg, "probe-ok ", 9) == 0) {
+			rest = msg + 9;
+			ok = true;
+		} else if (strncmp(msg, "probe-failed ", 13) == 0) {
+			rest = msg + 13;
+		} else {
+			continue;
+		}
+		for (size_t i = 0; i < targets->n; i++) {
+			size_t tl;
+
+			np_format_target(t, sizeof(t), targets->allow[i].host,
+					 targets->allow[i].port);
+			tl = strlen(t);
+			if (answered[i] || strncmp(rest, t, tl) != 0 ||
+			    (rest[tl] != '\0' && rest[tl] != ' '))
+				continue;
+			answered[i] = true;
+			left--;
+			if (!ok)
+				strv_pushf(&failed, "%s: %s", t,
+					   rest[tl] ? rest + tl + 1 : "failed");
+			break;
+		}
+	}
+	for (size_t i = 0; i < targets->n; i++) {
+		if (answered[i])
+			continue;
+		np_format_target(t, sizeof(t), targets->allow[i].host, targets->allow[i].port);
+		if (gone)
+			strv_pushf(&failed, "%s: the network proxy exited", t);
+		else
+			strv_pushf(&failed, "%s: no answer within %d s", t, PROBE_WAIT / 1000 - 1);
+	}
+	if (failed.n > 0) {
+		cleanup_free char *list = strv_join(&failed, "; ");
+
+		r = ab_err_set(err, -EHOSTUNREACH, "cannot reach the package index: %s", list);
+		err->exit = AB_EXIT_UNAVAILABLE;
+	}
+	strv_done(&failed);
+	return r;
+}
+
 static int
 loopback_up(struct ab_err *err)
 {
@@ -316,6 +395,8 @@ netproxy_stop(struct ab_netproxy *np)
 			np->stats_valid = true;
 		} else if (strncmp(msg, "refusal ", 8) == 0 && np->refusals.n < MAX_REPORT) {
 			strv_push(&np->refusals, msg + 8);
+		} else if (strncmp(msg, "failure ", 8) == 0 && np->failures.n < MAX_REPORT) {
+			strv_push(&np->failures, msg + 8);
 		} else if (strcmp(msg, "end") == 0) {
 			break;
 		}
@@ -358,5 +439,6 @@ netproxy_done(struct ab_netproxy *np)
 		(void) close(np->ctl_fd);
 	free(np->detail);
 	strv_done(&np->refusals);
+	strv_done(&np->failures);
 	netproxy_init(np);
 }

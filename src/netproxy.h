@@ -33,6 +33,7 @@ struct ab_netproxy {
 	bool stats_valid;       /* netproxy_stop() got the proxy's summary */
 	uint64_t allowed, refused, failed;
 	struct strv refusals; /* "host:port: why", the first few */
+	struct strv failures; /* "CONNECT host:port: why" for allowed but unreachable, likewise */
 };
 
 void netproxy_init(struct ab_netproxy *np);
@@ -41,6 +42,12 @@ void netproxy_init(struct ab_netproxy *np);
  * np->policy, detached (double fork: never a child of ours). A root caller passes the sandbox
  * user's uid/gid for it to run as; otherwise -1. */
 int netproxy_start(struct ab_netproxy *np, uid_t uid, gid_t gid, struct ab_err *err);
+
+/* Before the install: does each target (allow-listed "HOST:PORT") resolve and accept a TCP
+ * connection, from the proxy, within about 5 s? The probes run at once, in the proxy (which
+ * has the host's resolver); nothing is sent over the connections. Returns 0, or -EHOSTUNREACH
+ * with err saying which target failed and why (exit status AB_EXIT_UNAVAILABLE). */
+int netproxy_probe(struct ab_netproxy *np, const struct np_policy *targets, struct ab_err *err);
 
 /* In agentbox's own (user and) mount namespace: a new network namespace, `lo` up, a listening
  * socket on 127.0.0.1:AB_NETPROXY_PORT handed to the proxy. From here on agentbox and every

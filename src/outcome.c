@@ -16,6 +16,8 @@
 #include "netproxy.h"
 #include "run.h"
 #include "runctx.h"
+#include "units.h"
+#include "util/macro.h"
 #include "util/xalloc.h"
 
 static bool
@@ -54,6 +56,177 @@ file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 				 where, (unsigned long long) c->lp.fsize);
 	free(res->fix);
 	res->fix = xstrdup("raise --file-size");
+}
+
+/* --on-output-limit truncate: a stream passed the cap and the run went on (issue 15). The
+ * status stays what the script did; limits_hit gets "output-limit" (other_evidence) and, when
+ * nothing else explains the run, the message says what was cut. */
+static void
+truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
+{
+	struct ab_result *res = c->res;
+	const char *which = res->out.truncated && res->err.truncated ? "stdout and stderr"
+			    : res->out.truncated                     ? "stdout"
+								     : "stderr";
+
+	if (oc->output_limited || !(res->out.truncated || res->err.truncated))
+		return;
+	if (res->message || (res->status != AB_STATUS_EXITED && res->status != AB_STATUS_SIGNALED))
+		return;
+	res->message = xasprintf("%s passed --output-limit (%llu bytes per stream): the rest was "
+				 "read and discarded and the run went on (--on-output-limit "
+				 "truncate)",
+				 which, (unsigned long long) c->lp.output_bytes);
+	free(res->fix);
+	res->fix = xstrdup("raise --output-limit, or write large output to a file in /work");
+}
+
+static void
+add_hit(struct ab_result *res, const char *name)
+{
+	if (!limit_hit(res, name))
+		strv_push(&res->limits_hit, name);
+}
+
+/* Every other limit with evidence that it was reached, whatever ended the run (issue 15): a
+ * fork bomb under --pids that then times out has both. */
+static void
+other_evidence(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u)
+{
+	struct ab_result *res = c->res;
+
+	if (u && u->valid && u->pids_max_events > 0)
+		add_hit(res, "pids");
+	if (u && u->valid && u->oom_kills > 0)
+		add_hit(res, "memory");
+	if (oc->cpu_time_limited || (u && u->valid && c->lp.cg_cpu_time && c->lp.cpu_time_ms &&
+				     u->cpu_usec / 1000 >= c->lp.cpu_time_ms))
+		add_hit(res, "cpu-time");
+	if (res->out.truncated || res->err.truncated)
+		add_hit(res, "output-limit");
+	if (oc->timed_out)
+		add_hit(res, "timeout");
+}
+
+/* The limit of the status is the one that ended the run, so it was reached last: it goes to
+ * the end; the others (reached while the run went on) keep their order before it. */
+static const char *
+status_limit(enum ab_status st)
+{
+	static const struct {
+		enum ab_status st;
+		const char *limit;
+	} map[] = {
+		{ AB_STATUS_TIMEOUT, "timeout" },
+		{ AB_STATUS_OOM, "memory" },
+		{ AB_STATUS_PIDS_LIMIT, "pids" },
+		{ AB_STATUS_CPU_TIME_LIMIT, "cpu-time" },
+		{ AB_STATUS_OUTPUT_LIMIT, "output-limit" },
+		{ AB_STATUS_FILE_SIZE_LIMIT, "file-size" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (map[i].st == st)
+			return map[i].limit;
+	return NULL;
+}
+
+static void
+order_limits_hit(struct ab_result *res)
+{
+	const char *last = status_limit(res->status);
+	struct strv sorted = { 0 };
+
+	if (!last || !limit_hit(res, last))
+		return;
+	STRV_FOREACH (h, &res->limits_hit)
+		if (strcmp(*h, last) != 0)
+			strv_push(&sorted, *h);
+	strv_push(&sorted, last);
+	strv_done(&res->limits_hit);
+	res->limits_hit = sorted;
+}
+
+/* An OOM kill says when tmpfs may explain it (issue 15): its pages count against --memory,
+ * and nothing else tells a person that a full workspace ends as an OOM kill rather than
+ * ENOSPC. Said when the tmpfs caps add up to more than the memory limit (the warning at the
+ * start says so too), or when the workspace held at least a quarter of the limit at the end;
+ * the workspace's bytes are measured (statfs of the tmpfs, still mounted), /tmp's and
+ * /dev/shm's are gone with the sandbox. */
+/* A measured size for people: "64K", "5.3M", "59M". */
+static char *
+approx_size(uint64_t bytes, char *buf, size_t size)
+{
+	if (bytes >= (10ULL << 20))
+		snprintf(buf, size, "%lluM", (unsigned long long) ((bytes + (1 << 19)) >> 20));
+	else if (bytes >= (1ULL << 20))
+		snprintf(buf, size, "%.1fM", (double) bytes / (1 << 20));
+	else
+		snprintf(buf, size, "%lluK", (unsigned long long) ((bytes + 512) >> 10));
+	return buf;
+}
+
+static char *
+oom_message(struct run_ctx *c, const struct ab_cg_usage *u)
+{
+	unsigned long long kills = (unsigned long long) u->oom_kills;
+	char what[200], held[16], total[16], mem[16], ws[64] = "";
+	uint64_t used = 0, limit = c->lp.cg.memory_bytes;
+	struct statfs sf;
+
+	if (c->tmpfs_mounted && fstatfs(c->work_fd, &sf) == 0)
+		used = (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
+	if (used > 0)
+		snprintf(ws, sizeof(ws), "; the workspace held %s at the end",
+			 approx_size(used, held, sizeof(held)));
+	units_format_size(limit, mem, sizeof(mem));
+	if (c->lp.tmpfs_over_memory)
+		return xasprintf("memory limit reached: %llu process(es) OOM-killed; tmpfs pages "
+				 "count against --memory %s, and %s may hold %s%s",
+				 kills, mem, limits_tmpfs_text(&c->lp, c->o, what, sizeof(what)),
+				 units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)), ws);
+	if (limit > 0 && used >= limit / 4)
+		return xasprintf("memory limit reached: %llu process(es) OOM-killed%s, and tmpfs "
+				 "pages count against --memory %s",
+				 kills, ws, mem);
+	return xasprintf("memory limit reached: %llu process(es) OOM-killed", kills);
+}
+
+/* Every limit status says how to get past it (issue 15). */
+static void
+limit_fix(struct run_ctx *c)
+{
+	struct ab_result *res = c->res;
+	const char *mem = res->opts && (c->lp.work_bytes || c->lp.tmp_bytes)
+				  ? "raise --memory (the workspace, /tmp and /dev/shm are RAM and "
+				    "count against it too)"
+				  : "raise --memory";
+	char total[16];
+
+	if (res->fix)
+		return;
+	if (res->status == AB_STATUS_TIMEOUT)
+		res->fix = xasprintf("raise --timeout (now %.1f s), or make the script faster",
+				     (double) c->lp.timeout_ms / 1000.0);
+	else if (res->status == AB_STATUS_OOM && c->lp.tmpfs_over_memory)
+		res->fix =
+			xasprintf("raise --memory above %s, or lower %s (the workspace, /tmp and "
+				  "/dev/shm are RAM and count against it)",
+				  units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)),
+				  c->lp.tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
+	else if (res->status == AB_STATUS_OOM)
+		res->fix = xstrdup(mem);
+	else if (res->status == AB_STATUS_PIDS_LIMIT)
+		res->fix = xstrdup("raise --pids, or start fewer processes or threads");
+	else if (res->status == AB_STATUS_CPU_TIME_LIMIT)
+		res->fix = xstrdup("raise --cpu-time, or make the script do less work");
+	else if (res->status == AB_STATUS_OUTPUT_LIMIT)
+		res->fix =
+			xstrdup("raise --output-limit, or write large output to a file in /work");
+	else if (res->status == AB_STATUS_DISK_LIMIT)
+		res->fix = xstrdup(limit_hit(res, "inodes") ? "raise --inodes" : "raise --disk");
+	else if (res->status == AB_STATUS_FILE_SIZE_LIMIT)
+		res->fix = xstrdup("raise --file-size");
 }
 
 void
@@ -114,8 +287,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 	} else if (u && u->valid && u->oom_kills > 0) {
 		res->status = AB_STATUS_OOM;
 		strv_push(&res->limits_hit, "memory");
-		res->message = xasprintf("memory limit reached: %llu process(es) OOM-killed",
-					 (unsigned long long) u->oom_kills);
+		res->message = oom_message(c, u);
 	} else if (u && u->valid && u->pids_max_events > 0) {
 		res->status = AB_STATUS_PIDS_LIMIT;
 		strv_push(&res->limits_hit, "pids");
@@ -172,6 +344,10 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		}
 	}
 	file_size_evidence(c, oc);
+	truncation_evidence(c, oc);
+	other_evidence(c, oc, u);
+	order_limits_hit(res);
+	limit_fix(c);
 }
 
 int

@@ -32,7 +32,9 @@
 
 #define AB_ENV_FORMAT "agentbox-env-1"
 
-/* The drivers run inside the install sandbox, as the "script" of an ordinary run. */
+/* The drivers run inside the install sandbox, as the "script" of an ordinary run. A failed
+ * step is one line naming it and the installer's own exit status, never a traceback: what
+ * the installer printed above it is the story. */
 static const char py_driver[] =
 	"import subprocess, sys\n"
 	"env, req, flags = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
@@ -44,23 +46,46 @@ static const char py_driver[] =
 	"        venv.append(flags[i])\n"
 	"    elif flags[i] == '--no-index':\n"
 	"        pip.append(flags[i])\n"
-	"    elif flags[i] == '--find-links':\n"
-	"        pip += ['--find-links', flags[i + 1]]\n"
+	"    elif flags[i] in ('--find-links', '--index-url'):\n"
+	"        pip += [flags[i], flags[i + 1]]\n"
 	"        i += 1\n"
 	"    i += 1\n"
-	"subprocess.run(venv + [env + '/venv'], check=True)\n"
-	"subprocess.run([env + '/venv/bin/python', '-m', 'pip', 'install', '--no-input',\n"
-	"                '--disable-pip-version-check', '--no-cache-dir', '-r', req] + pip,\n"
-	"               check=True)\n";
+	"def step(what, argv):\n"
+	"    try:\n"
+	"        rc = subprocess.run(argv).returncode\n"
+	"    except OSError as e:\n"
+	"        print('agentbox: prepare: %s: %s' % (what, e), file=sys.stderr)\n"
+	"        sys.exit(127)\n"
+	"    if rc != 0:\n"
+	"        print('agentbox: prepare: %s exited with status %d' % (what, rc), "
+	"file=sys.stderr)\n"
+	"        sys.exit(rc if rc > 0 else 1)\n"
+	"step('python -m venv', venv + [env + '/venv'])\n"
+	"step('pip install', [env + '/venv/bin/python', '-m', 'pip', 'install', '--no-input',\n"
+	"     '--disable-pip-version-check', '--no-cache-dir', '-r', req] + pip)\n";
 
 static const char node_driver[] =
 	"const { spawnSync } = require('child_process');\n"
 	"const fs = require('fs');\n"
-	"const [env, lock] = process.argv.slice(2);\n"
-	"fs.copyFileSync('package.json', env + '/package.json');\n"
-	"if (lock === '1') fs.copyFileSync('package-lock.json', env + '/package-lock.json');\n"
-	"const r = spawnSync('npm', [lock === '1' ? 'ci' : 'install', '--no-audit', '--no-fund',\n"
-	"  '--no-update-notifier'], { cwd: env, stdio: 'inherit' });\n"
+	"const [env, lock, registry] = process.argv.slice(2);\n"
+	"const cmd = lock === '1' ? 'ci' : 'install';\n"
+	"const args = [cmd, '--no-audit', '--no-fund', '--no-update-notifier'];\n"
+	"if (registry) args.push('--registry', registry);\n"
+	"try {\n"
+	"  fs.copyFileSync('package.json', env + '/package.json');\n"
+	"  if (lock === '1') fs.copyFileSync('package-lock.json', env + '/package-lock.json');\n"
+	"} catch (e) {\n"
+	"  console.error('agentbox: prepare: ' + e.message);\n"
+	"  process.exit(1);\n"
+	"}\n"
+	"const r = spawnSync('npm', args, { cwd: env, stdio: 'inherit' });\n"
+	"if (r.error) {\n"
+	"  console.error('agentbox: prepare: cannot run npm: ' + r.error.message);\n"
+	"  process.exit(127);\n"
+	"}\n"
+	"if (r.status !== 0)\n"
+	"  console.error('agentbox: prepare: npm ' + cmd + ' exited with ' +\n"
+	"    (r.status === null ? 'signal ' + r.signal : 'status ' + r.status));\n"
 	"process.exit(r.status === null ? 1 : r.status);\n";
 
 char *
@@ -264,15 +289,18 @@ ends_with(const char *s, const char *x)
 }
 
 int
-prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **ret_nm,
-	       struct ab_err *err)
+prepare_lookup(const char *spec, const char *cache_dir, const char *python, const char *node_path,
+	       char **ret_venv, char **ret_nm, struct ab_err *err)
 {
+	static const char *const variant[] = { "isolated", "--system-site-packages" };
 	struct stat st;
 	struct env_spec es = { 0 };
 	cleanup_free char *cache = cache_dir ? xstrdup(cache_dir) : prepare_default_cache();
 	cleanup_free char *node = NULL;
+	char *found[2] = { NULL, NULL };
+	int nfound = 0;
 	char key[65];
-	int r;
+	int r = 0;
 
 	if (stat(spec, &st) < 0) {
 		ab_err_set(err, -errno, "--env-dir '%s': %s", spec, strerror(errno));
@@ -280,11 +308,12 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 	}
 	if (S_ISDIR(st.st_mode))
 		return read_env_marker(spec, ret_venv, ret_nm, err);
-	/* a requirements / package file: find the environment prepared from it */
+	/* A requirements / package file: the environment prepared from it for the interpreter
+	 * this run uses, keyed exactly as prepare keys it (--python/--node, else the default). */
 	es.python = !(ends_with(spec, "package.json") || ends_with(spec, "package-lock.json"));
 	if (es.python) {
 		es.reqs = spec;
-		es.interp = "/usr/bin/python3";
+		es.interp = python ? python : "/usr/bin/python3";
 	} else {
 		cleanup_free char *copy = xstrdup(spec);
 		char *slash = strrchr(copy, '/');
@@ -299,9 +328,12 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 			es.reqs = spec;
 		}
 		es.lock = sibling_lock(es.reqs);
-		node = default_node();
-		es.interp = node;
+		if (!node_path)
+			node_path = node = default_node();
+		es.interp = node_path;
 	}
+	/* Python: the isolated and the --system-site-packages variant both match the file; more
+	 * than one prepared is a choice only the caller can make. */
 	for (int site = 0; site < (es.python ? 2 : 1); site++) {
 		cleanup_free char *dir = NULL;
 
@@ -311,18 +343,35 @@ prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv, char **
 			break;
 		dir = xasprintf("%s/%.32s", cache, key);
 		if (access(dir, F_OK) == 0) {
-			r = read_env_marker(dir, ret_venv, ret_nm, err);
-			free(es.lock);
-			return r;
+			found[nfound++] = steal_ptr(&dir);
 		}
-		r = 0;
 	}
 	free(es.lock);
-	if (r < 0)
-		return r;
-	ab_err_set(err, -ENOENT, "no environment prepared from '%s' in '%s'", spec, cache);
-	return ab_err_fix(err, "run agentbox prepare --%s '%s' first",
-			  es.python ? "python" : "node", spec);
+	if (r < 0) {
+		/* the file or the interpreter cannot be read */
+	} else if (nfound == 1) {
+		r = read_env_marker(found[0], ret_venv, ret_nm, err);
+	} else if (nfound == 2) {
+		r = ab_err_usage(err,
+				 "--env-dir '%s' matches 2 environments prepared from it for %s: "
+				 "%s (%s) and %s (%s)",
+				 spec, es.interp, found[0], variant[0], found[1], variant[1]);
+		ab_err_fix(err, "pass the directory agentbox prepare printed for the one you want: "
+				"--env-dir DIR");
+	} else {
+		r = ab_err_set(err, -ENOENT, "no environment prepared from '%s' for %s in '%s'",
+			       spec, es.interp, cache);
+		/* an interpreter the run names explicitly is one prepare must be told about */
+		if (es.python ? python != NULL : node == NULL)
+			ab_err_fix(err, "run agentbox prepare --%s '%s' --interpreter %s first",
+				   es.python ? "python" : "node", spec, es.interp);
+		else
+			ab_err_fix(err, "run agentbox prepare --%s '%s' first",
+				   es.python ? "python" : "node", spec);
+	}
+	free(found[0]);
+	free(found[1]);
+	return r;
 }
 
 /* The marker, written by fd into the environment agentbox is about to publish (its own
@@ -425,21 +474,91 @@ remove_entry(int cache_fd, const char *name, struct ab_err *err)
 	return walk_remove_tree(cache_fd, name, err);
 }
 
+/* The lock that serialises prepares of one key: NAME.lock in the cache, flock()ed. Its holder
+ * unlinks it before closing it (cache_unlock), so none is left behind; a waiter that then gets
+ * the lock holds an unlinked file, sees that the name no longer leads to its inode, and opens
+ * the name again. Returns the locked fd or -errno with err. */
+static int
+cache_lock(int cache_fd, const char *cache_path, const char *lockname, struct ab_err *err)
+{
+	for (;;) {
+		cleanup_fd int fd = -1;
+		struct stat st, now;
+
+		fd = openat(cache_fd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return ab_err_set(err, -errno, "lock '%s/%s': %s", cache_path, lockname,
+					  strerror(errno));
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			return ab_err_set(err, -EPERM, "lock '%s/%s': not agentbox's lock file",
+					  cache_path, lockname);
+		if (RETRY_EINTR(flock(fd, LOCK_EX)) < 0)
+			return ab_err_set(err, -errno, "lock '%s/%s': %s", cache_path, lockname,
+					  strerror(errno));
+		if (fstatat(cache_fd, lockname, &now, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				return ab_err_set(err, -errno, "lock '%s/%s': %s", cache_path,
+						  lockname, strerror(errno));
+		} else if (now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+			return steal_fd(&fd);
+		}
+		/* the holder before us removed it (or it was replaced): lock the name anew */
+	}
+}
+
+/* Ends what cache_lock began: the name goes first, while the lock is still held. */
+static void
+cache_unlock(int cache_fd, const char *lockname, int *fd)
+{
+	if (*fd < 0)
+		return;
+	(void) unlinkat(cache_fd, lockname, 0);
+	(void) close(*fd);
+	*fd = -1;
+}
+
 /* ---- the install's network (netproxy.h) ------------------------------------------------- */
 
-/* What the install may reach through the registry proxy unless --allow-host adds more: the
- * registries pip and npm use by default; nothing for pip --no-index. */
+/* The package index the install uses: pypi.org and files.pythonhosted.org for pip, or
+ * registry.npmjs.org for npm; --index-url's host instead; none with --no-index. The
+ * registry proxy allows these (and each --allow-host), and prepare checks that they answer
+ * before it starts the install. */
 static void
-default_registries(struct np_policy *p, bool python, bool no_index)
+index_hosts(struct np_policy *p, bool python, bool no_index, const char *index_target)
 {
 	if (no_index)
 		return;
-	if (python) {
+	if (index_target) {
+		(void) np_policy_add(p, index_target);
+	} else if (python) {
 		(void) np_policy_add(p, "pypi.org");
 		(void) np_policy_add(p, "files.pythonhosted.org");
 	} else {
 		(void) np_policy_add(p, "registry.npmjs.org");
 	}
+}
+
+/* --index-url https://HOST[:PORT][/PATH]: HOST[:PORT] into buf, for the allow-list. No
+ * credentials (the URL lands in the install's argv and report) and nothing but HTTPS (the
+ * proxy only tunnels). Returns 0 or -EINVAL. */
+static int
+index_url_target(const char *url, char *buf, size_t size)
+{
+	struct np_policy one = { 0 };
+	const char *a = url + 8;
+	size_t n;
+
+	if (strncmp(url, "https://", 8) != 0)
+		return -EINVAL;
+	for (const char *c = url; *c; c++)
+		if ((unsigned char) *c <= 0x20 || *c == 0x7f)
+			return -EINVAL;
+	n = strcspn(a, "/?#");
+	if (n == 0 || n >= size || memchr(a, '@', n))
+		return -EINVAL;
+	memcpy(buf, a, n);
+	buf[n] = '\0';
+	return np_policy_add(&one, buf) < 0 ? -EINVAL : 0;
 }
 
 /* prepare --report FILE: the install run's report, with what the proxy let through and
@@ -471,12 +590,17 @@ prepare_usage(void)
 	       "       agentbox prepare --node package.json [package-lock.json]\n"
 	       "options for both: --cache-dir DIR --timeout DUR --memory SIZE --pids N\n"
 	       "                  --disk SIZE --report FILE --allow-host HOST[:PORT]\n"
+	       "                  --index-url https://HOST[:PORT]/PATH (pip's index, npm's "
+	       "registry)\n"
 	       "Builds the environment in a sandbox that writes only into a tmpfs of its own, and\n"
 	       "publishes agentbox's sanitised copy in the cache; prints its path. Same inputs\n"
-	       "again: a cache hit. The sandbox has its own network: only HTTPS to the registry\n"
-	       "(pypi.org and files.pythonhosted.org, or registry.npmjs.org; none with\n"
-	       "--no-index) and each --allow-host, through a proxy that never connects to\n"
-	       "loopback, private or link-local addresses.\n";
+	       "again: a cache hit. The sandbox has its own network: only HTTPS to the package\n"
+	       "index (pypi.org and files.pythonhosted.org, or registry.npmjs.org, or the\n"
+	       "--index-url host; none with --no-index) and each --allow-host, through a proxy\n"
+	       "that never connects to loopback, private or link-local addresses. The index\n"
+	       "must answer first (5 s), or prepare stops.\n"
+	       "Exit status: 0 built or found; 2 usage error; 3 the package index cannot be\n"
+	       "reached; 125 the install failed or was refused.\n";
 }
 
 int
@@ -489,6 +613,7 @@ prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_
 		{ "disk", required_argument, NULL, 'd' },
 		{ "find-links", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "index-url", required_argument, NULL, 'u' },
 		{ "interpreter", required_argument, NULL, 'i' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "no-index", no_argument, NULL, 'n' },
@@ -528,6 +653,9 @@ prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_
 			return 1;
 		case 'i':
 			json_object_set_new(q, "interpreter", json_string(optarg));
+			break;
+		case 'u':
+			json_object_set_new(q, "index_url", json_string(optarg));
 			break;
 		case 'm':
 			json_object_set_new(lim, "memory", json_string(optarg));
@@ -596,6 +724,7 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 {
 	const json_t *lim = json_object_get(q, "limits");
 	const char *find_links = req_str(q, "find_links");
+	const char *index_url = req_str(q, "index_url");
 	const char *t = json_string_value(json_object_get(lim, "timeout"));
 	const char *m = json_string_value(json_object_get(lim, "memory"));
 	const char *p = json_string_value(json_object_get(lim, "pids"));
@@ -606,10 +735,11 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 		r = cli_set_limit(o, AB_LIM_MEMORY, m, err);
 	if (r == 0 && p)
 		r = cli_set_limit(o, AB_LIM_PIDS, p, err);
-	/* the environment's tmpfs is RAM too: a bigger default, not an explicit one (a host
+	/* the environment's tmpfs is RAM too (1536M + the workspace + /tmp: 2304M): a bigger
+	 * default above them, not an explicit one (a host
 	 * that cannot enforce it warns, as for any default) */
 	if (!m)
-		o->limits[AB_LIM_MEMORY].value = 2ULL << 30;
+		o->limits[AB_LIM_MEMORY].value = 3ULL << 30;
 	if (r == 0)
 		r = cli_set_env(o, "PIP_NO_CACHE_DIR=1", err);
 	if (r == 0)
@@ -652,8 +782,12 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 			strv_push(&o->script_args, "--find-links");
 			strv_pushf(&o->script_args, "/work/%s", fb && fb[1] ? fb + 1 : find_links);
 		}
+		if (index_url)
+			strv_push_n(&o->script_args, 2, "--index-url", index_url);
 	} else {
 		strv_push(&o->script_args, es->lock ? "1" : "0");
+		if (index_url)
+			strv_push(&o->script_args, index_url);
 	}
 	return 0;
 }
@@ -663,8 +797,12 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 {
 	struct env_spec es = { 0 };
 	cleanup_free char *node = NULL, *dir = NULL, *cache_path = NULL;
-	cleanup_fd int cache_fd = -1, build_fd = -1, lockfd = -1;
-	char name[40], build_name[48], key[65];
+	cleanup_fd int cache_fd = -1, build_fd = -1;
+	int lockfd = -1;
+	char name[40], build_name[48], lockname[48] = "", key[65], index_target[NP_HOST_MAX + 16];
+	const char *index_url = req_str(q, "index_url");
+	bool no_index = json_is_true(json_object_get(q, "no_index"));
+	struct np_policy index = { 0 };
 	uint64_t env_bytes = 1536ULL << 20;
 	struct ab_netproxy np;
 	json_t *report = NULL;
@@ -691,6 +829,25 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 					 "(at most %d)",
 					 json_is_string(h) ? json_string_value(h) : "?",
 					 NP_MAX_ALLOW);
+			goto out;
+		}
+	}
+	if (index_url && index_url_target(index_url, index_target, sizeof(index_target)) < 0) {
+		r = ab_err_usage(err,
+				 "prepare: --index-url '%s': expected https://HOST[:PORT][/PATH] "
+				 "(no user:password@)",
+				 index_url);
+		goto out;
+	}
+	/* The install's network: its own namespace, the registry proxy its only way out, to the
+	 * package index and each --allow-host. */
+	index_hosts(&index, es.python, no_index, index_url ? index_target : NULL);
+	for (i = 0; i < index.n; i++) {
+		char t[NP_HOST_MAX + 16];
+
+		np_format_target(t, sizeof(t), index.allow[i].host, index.allow[i].port);
+		if (np_policy_add(&np.policy, t) < 0) {
+			r = ab_err_usage(err, "prepare: more than %d hosts to allow", NP_MAX_ALLOW);
 			goto out;
 		}
 	}
@@ -727,20 +884,12 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 	}
 	snprintf(name, sizeof(name), "%.32s", key);
 	snprintf(build_name, sizeof(build_name), ".build-%.32s", key);
+	snprintf(lockname, sizeof(lockname), "%.32s.lock", key);
 	dir = xasprintf("%s/%s", cache_path, name);
-	{
-		cleanup_free char *lockname = xasprintf("%s.lock", name);
-		struct stat st;
-
-		lockfd =
-			openat(cache_fd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (lockfd < 0 || fstat(lockfd, &st) < 0 || !S_ISREG(st.st_mode) ||
-		    st.st_uid != geteuid() || flock(lockfd, LOCK_EX) < 0) {
-			r = ab_err_set(err, lockfd < 0 ? -errno : -EPERM, "lock '%s/%s': %s",
-				       cache_path, lockname,
-				       lockfd < 0 ? strerror(errno) : "not agentbox's lock file");
-			goto out;
-		}
+	lockfd = cache_lock(cache_fd, cache_path, lockname, err);
+	if (lockfd < 0) {
+		r = lockfd;
+		goto out;
 	}
 	if (env_published(cache_fd, name)) {
 		fprintf(stderr, "agentbox: cache hit\n");
@@ -771,11 +920,21 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 		if (r < 0)
 			goto fail;
 	}
-	/* The install's network: its own namespace, the registry proxy its only way out. */
-	default_registries(&np.policy, es.python, json_is_true(json_object_get(q, "no_index")));
 	r = netproxy_start(&np, owner, group, err);
 	if (r < 0)
 		goto fail;
+	/* An index that cannot be reached fails here, in seconds and in one line, rather than
+	 * after the installer's retries and with its traceback. */
+	if (index.n > 0) {
+		r = netproxy_probe(&np, &index, err);
+		if (r < 0) {
+			ab_err_fix(err, "%s",
+				   index_url ? "check that this host reaches --index-url's host"
+					     : "check this host's network and DNS; or install "
+					       "offline with --no-index --find-links DIR");
+			goto fail;
+		}
+	}
 
 	{
 		struct ab_run_opts o;
@@ -795,7 +954,19 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 		}
 		if (r < 0)
 			res.status = AB_STATUS_SETUP_ERROR;
-		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
+		netproxy_stop(&np);
+		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0) &&
+		    np.stats_valid && np.allowed == 0 && np.refused == 0 && np.failed > 0) {
+			/* every way out failed to connect: the index went away after the probe */
+			const char *f =
+				np.failures.n ? np.failures.v[0] : "no connection succeeded";
+
+			r = ab_err_set(err, -EHOSTUNREACH, "cannot reach the package index: %s",
+				       strncmp(f, "CONNECT ", 8) == 0 ? f + 8 : f);
+			err->exit = AB_EXIT_UNAVAILABLE;
+			ab_err_fix(err,
+				   "check this host's network and DNS, then run prepare again");
+		} else if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
 			r = ab_err_set(err, -EIO, "the install failed: %s (exit %d)%s%s",
 				       result_status_name(res.status), res.exit_code,
 				       res.message ? ": " : "", res.message ? res.message : "");
@@ -820,7 +991,6 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 					(long long) skipped);
 			}
 		}
-		netproxy_stop(&np);
 		if (np.refused > 0)
 			fprintf(stderr,
 				"agentbox: prepare: the registry proxy refused %llu connection(s) "
@@ -864,6 +1034,9 @@ fail:
 		report = NULL;
 	}
 out:
+	/* last: everything the lock guards is done (the environment published or removed) */
+	if (cache_fd >= 0)
+		cache_unlock(cache_fd, lockname, &lockfd);
 	json_decref(report);
 	netproxy_done(&np);
 	free(es.lock);

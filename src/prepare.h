@@ -25,10 +25,13 @@ const char *prepare_usage(void);
 int prepare_do(const json_t *req, json_t **ret, struct ab_err *err);
 
 /* For `run --env-dir X`: X is a prepared environment directory, or the requirements.txt /
- * package.json / package-lock.json it was prepared from (looked up in the cache). Sets
- * *ret_venv (Python) or *ret_node_modules (Node), malloc'd. Returns 0 or -errno with err. */
-int prepare_lookup(const char *spec, const char *cache_dir, char **ret_venv,
-		   char **ret_node_modules, struct ab_err *err);
+ * package.json / package-lock.json it was prepared from, looked up in the cache for the run's
+ * interpreter (python / node: the run's --python / --node, NULL for the default, as prepare
+ * keys it). Two Python variants prepared from the file (isolated and --system-site-packages)
+ * are a usage error listing both. Sets *ret_venv (Python) or *ret_node_modules (Node),
+ * malloc'd. Returns 0 or -errno with err. */
+int prepare_lookup(const char *spec, const char *cache_dir, const char *python, const char *node,
+		   char **ret_venv, char **ret_node_modules, struct ab_err *err);
 
 /* The default cache directory for environments (malloc'd): $AGENTBOX_CACHE_DIR, else
  * <runs root>/envs. */

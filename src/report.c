@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,8 @@ result_init(struct ab_result *r, struct ab_run_opts *opts)
 	r->cpu_ms = -1;
 	r->max_rss_kib = -1;
 	r->kill_to_reaped_ms = -1;
+	r->started_unix_ms = -1; /* null until a run started, never 0 */
+	r->wall_ms = -1;
 	r->supervisor_max_rss_kib = -1;
 	r->supervisor_fds_left = -1;
 	r->opts = opts;
@@ -169,18 +172,147 @@ sanitize_utf8(const char *buf, size_t len, size_t *ret_len, bool *lossy)
 	return out;
 }
 
-static json_t *
-stream_json(const struct ab_stream *s)
+void
+stream_keep(struct ab_stream *s, const char *p, size_t n)
 {
-	size_t len;
-	bool lossy;
-	char *text = sanitize_utf8(s->buf ? s->buf : "", s->len, &len, &lossy);
-	json_t *o =
-		json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o}", "bytes", (json_int_t) s->bytes,
-			  "captured_bytes", (json_int_t) s->len, "truncated", s->truncated, "text",
-			  text, len, "text_lossy", lossy, "relay_dropped_bytes",
-			  s->relayed ? json_integer((json_int_t) s->relay_dropped) : json_null());
+	size_t head = s->inline_max / 2, ring = s->inline_max - head;
 
+	s->captured += n;
+	if (!s->excerpt) {
+		size_t room = s->inline_max - s->len, take = n < room ? n : room;
+
+		if (take > 0) {
+			if (s->len + take > s->buf_cap) {
+				size_t c = s->buf_cap ? 2 * s->buf_cap : 4096;
+
+				while (c < s->len + take)
+					c *= 2;
+				if (c > s->inline_max)
+					c = s->inline_max;
+				s->buf = xrealloc(s->buf, c);
+				s->buf_cap = c;
+			}
+			memcpy(s->buf + s->len, p, take);
+			s->len += take;
+			p += take;
+			n -= take;
+		}
+		if (n == 0)
+			return;
+		/* past the cap: buf is full, and [head, inline_max) is the ring from now on,
+		 * its oldest byte at ring_pos 0 */
+		s->excerpt = true;
+		s->ring_pos = 0;
+	}
+	if (ring == 0)
+		return;
+	if (n >= ring) {
+		memcpy(s->buf + head, p + n - ring, ring);
+		s->ring_pos = 0;
+		return;
+	}
+	{
+		size_t first = ring - s->ring_pos < n ? ring - s->ring_pos : n;
+
+		memcpy(s->buf + head + s->ring_pos, p, first);
+		memcpy(s->buf + head, p + first, n - first);
+		s->ring_pos = (s->ring_pos + n) % ring;
+	}
+}
+
+/* Where to end p[0, len) so that it does not stop inside a UTF-8 sequence: len, or the start
+ * of a sequence its last bytes leave incomplete. Like the relay's sanitiser, which holds such
+ * a sequence until the next read decides it, an excerpt never splits a character: the cut
+ * would otherwise show as U+FFFD and set text_lossy for bytes that are fine. */
+static size_t
+utf8_end(const char *p, size_t len)
+{
+	for (size_t k = 1; k <= 3 && k <= len; k++) {
+		unsigned char c = (unsigned char) p[len - k];
+		size_t need;
+
+		if ((c & 0xc0) == 0x80)
+			continue; /* a continuation byte: look further back */
+		if (c < 0x80)
+			return len;
+		need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+		return need > k ? len - k : len;
+	}
+	return len;
+}
+
+/* Continuation bytes at the start of p (at most 3): the end of a character the cut split. */
+static size_t
+utf8_start(const char *p, size_t len)
+{
+	size_t k = 0;
+
+	while (k < 3 && k < len && ((unsigned char) p[k] & 0xc0) == 0x80)
+		k++;
+	return k;
+}
+
+static json_t *
+stream_json(const struct ab_stream *s, const char *name, const struct ab_result *r)
+{
+	size_t head = s->len, tail_len = 0, skip = 0, len, raw_len;
+	cleanup_free char *raw = NULL, *path = NULL;
+	uint64_t elided = 0;
+	char *text;
+	bool lossy;
+	json_t *o;
+
+	if (s->file_kept && r->run_dir)
+		path = xasprintf("%s/%s", r->run_dir, name);
+	if (!s->excerpt) {
+		text = sanitize_utf8(s->buf ? s->buf : "", s->len, &len, &lossy);
+	} else {
+		/* head + a marker line + the ring in order, cut at character boundaries */
+		size_t h = s->inline_max / 2, ring = s->inline_max - h;
+		cleanup_free char *marker = NULL;
+		char *q;
+
+		head = utf8_end(s->buf, h);
+		raw = xmalloc(s->inline_max + 1);
+		if (ring > 0) { /* --inline-output 0: no buffer at all */
+			memcpy(raw, s->buf + h + s->ring_pos, ring - s->ring_pos);
+			memcpy(raw + ring - s->ring_pos, s->buf + h, s->ring_pos);
+		}
+		skip = utf8_start(raw, ring);
+		tail_len = ring - skip;
+		elided = s->captured - head - tail_len;
+		if (path)
+			marker = xasprintf("%s[agentbox: %" PRIu64
+					   " bytes of %s elided here; all %" PRIu64
+					   " captured bytes are in %s]\n",
+					   head > 0 && s->buf[head - 1] != '\n' ? "\n" : "", elided,
+					   name, s->captured, path);
+		else
+			marker = xasprintf(
+				"%s[agentbox: %" PRIu64 " bytes of %s elided here and not "
+				"kept (see warnings)]\n",
+				head > 0 && s->buf[head - 1] != '\n' ? "\n" : "", elided, name);
+		raw_len = head + strlen(marker) + tail_len;
+		q = xmalloc(raw_len);
+		if (head > 0)
+			memcpy(q, s->buf, head);
+		memcpy(q + head, marker, strlen(marker));
+		memcpy(q + head + strlen(marker), raw + skip, tail_len);
+		free(raw);
+		raw = q;
+		text = sanitize_utf8(raw, raw_len, &len, &lossy);
+	}
+	o = json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o, s:I, s:I, s:I}", "bytes",
+		      (json_int_t) s->bytes, "captured_bytes", (json_int_t) s->captured,
+		      "truncated", s->truncated, "text", text, len, "text_lossy", lossy,
+		      "relay_dropped_bytes",
+		      s->relayed ? json_integer((json_int_t) s->relay_dropped) : json_null(),
+		      "head_bytes", (json_int_t) (s->excerpt ? head : s->captured), "tail_bytes",
+		      (json_int_t) tail_len, "elided_bytes", (json_int_t) elided);
+	json_object_set_new(o, "file",
+			    path ? json_pack("{s:s, s:I, s:s}", "path", path, "bytes",
+					     (json_int_t) s->captured, "sha256", s->file_sha256)
+				 : json_null());
 	free(text);
 	return o;
 }
@@ -264,8 +396,8 @@ report_build(const struct ab_result *r)
 			    r->lang == AB_LANG_AUTO ? json_null()
 						    : json_string(interp_lang_name(r->lang)));
 	json_object_set_new(o, "interpreter", str_or_null(r->interpreter));
-	json_object_set_new(o, "stdout", stream_json(&r->out));
-	json_object_set_new(o, "stderr", stream_json(&r->err));
+	json_object_set_new(o, "stdout", stream_json(&r->out, "stdout", r));
+	json_object_set_new(o, "stderr", stream_json(&r->err, "stderr", r));
 	json_object_set_new(o, "run_dir", str_or_null(r->run_dir));
 	json_object_set_new(o, "run_dir_kept", json_boolean(r->run_dir_kept));
 	json_object_set_new(o, "workspace", str_or_null(r->workspace));

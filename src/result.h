@@ -30,14 +30,32 @@ enum ab_status {
 
 const char *result_status_name(enum ab_status s);
 
+/* One of the script's output streams as captured (supervise.c) and reported (report.c).
+ *
+ * Up to inline_max bytes are kept in memory for the report. Past that the report gets an
+ * excerpt: buf then holds the first head = inline_max / 2 bytes and, in [head, inline_max),
+ * a ring of the last inline_max - head bytes (ring_pos: the oldest byte and the next write),
+ * and every captured byte goes to the stream file RUN_DIR/stdout or RUN_DIR/stderr instead
+ * (none with --rm: the middle is then lost, and the report says so). */
 struct ab_stream {
-	char *buf;      /* captured bytes (up to the cap), not NUL-terminated */
-	size_t len;     /* captured length */
-	uint64_t bytes; /* everything read from the stream (reading stops past the cap) */
-	bool truncated;
-	bool relayed;           /* the live relay to agentbox's stdout/stderr was on */
+	char *buf;            /* the inline bytes (see above), not NUL-terminated */
+	size_t len;           /* bytes in buf */
+	size_t buf_cap;       /* allocated */
+	size_t inline_max;    /* the inline cap (--inline-output) */
+	bool excerpt;         /* captured > inline_max: buf is head + ring */
+	size_t ring_pos;      /* in the ring: the oldest byte, where the next one goes */
+	uint64_t captured;    /* bytes kept (up to --output-limit): inline, or in the stream file */
+	uint64_t bytes;       /* everything read from the stream (with --on-output-limit kill,
+			       * reading stops past the cap; with truncate, the rest is discarded) */
+	bool truncated;       /* the stream passed --output-limit */
+	bool file_kept;       /* the stream file holds every captured byte */
+	char file_sha256[65]; /* its sha256 (hex), when file_kept */
+	bool relayed;         /* the live relay to agentbox's stdout/stderr was on */
 	uint64_t relay_dropped; /* captured bytes the relay did not pass on (slow reader) */
 };
+
+/* Keeps n captured bytes in s's inline part (head, then the ring). Pure. */
+void stream_keep(struct ab_stream *s, const char *p, size_t n);
 
 struct ab_limit_result {
 	bool applies;          /* false: not reported (e.g. cpu-time off) */

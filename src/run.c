@@ -273,6 +273,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	cleanup_free char *env_venv = NULL, *env_nm = NULL, *cache_path = NULL;
 	cleanup_fd int cache_fd = -1;
 	size_t args_len = 0;
+	uint64_t keep_count = 0, keep_age_ms = 0;
 	struct timespec ts;
 	int r;
 
@@ -326,7 +327,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	ws_name_script(&c);
 	res->lang = c.plan.lang;
 	if (o->env_dir) {
-		r = prepare_lookup(o->env_dir, NULL, &env_venv, &env_nm, err);
+		r = prepare_lookup(o->env_dir, NULL, o->python_path, o->node_path, &env_venv,
+				   &env_nm, err);
 		if (r < 0)
 			goto out;
 		if (env_venv && c.plan.lang != AB_LANG_PYTHON) {
@@ -381,7 +383,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	} else if (o->stdin_data) {
-		r = ws_stdin_data_memfd(o->stdin_data, o->stdin_data_len, &c.stdin_fd, err);
+		r = ws_stdin_memfd_data(o->stdin_data, o->stdin_data_len,
+					o->limits[AB_LIM_DISK].value, &c.stdin_fd, err);
 		if (r < 0)
 			goto out;
 	}
@@ -397,9 +400,18 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	}
+	r = rundir_retention(&keep_count, &keep_age_ms, err);
+	if (r < 0)
+		goto out;
 	r = rundir_create(&c.rd, !o->rm, err);
 	if (r < 0)
 		goto out;
+	{
+		char own[sizeof(AB_RUN_PREFIX) + sizeof(c.rd.suffix)];
+
+		snprintf(own, sizeof(own), AB_RUN_PREFIX "%s", c.rd.suffix);
+		(void) rundir_prune(c.rd.root_fd, own, keep_count, keep_age_ms, 32);
+	}
 	res->run_id = xstrdup(c.rd.suffix);
 	res->run_dir = c.rd.path ? xstrdup(c.rd.path) : NULL;
 	res->run_dir_kept = c.rd.path != NULL;
@@ -453,6 +465,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 		r = ws_copy_inputs(&c, err);
+		if (r < 0)
+			goto out;
+		r = ws_snapshot_workspace(&c, err);
 		if (r < 0)
 			goto out;
 		c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
@@ -561,6 +576,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.relay_to_stderr = o->relay_to_stderr,
 			.sanitize_out = isatty(STDOUT_FILENO),
 			.sanitize_err = isatty(STDERR_FILENO),
+			.inline_bytes = (size_t) o->inline_output,
+			.stream_dirfd = c.rd.fd,
+			.output_truncate = o->output_truncate,
+			.progress = o->progress,
 			.watch_fd = o->watch_fd,
 		};
 
@@ -655,5 +674,6 @@ out:
 		(void) close(c.collect_fd);
 	free(c.script_name);
 	free(c.strip_keep);
+	free(c.script_rel);
 	return r;
 }

@@ -43,6 +43,9 @@ struct run_ctx {
 	mode_t ws_root_bits;        /* --workspace DIR's own strip bits before the run */
 	struct ab_strip_keep *strip_keep; /* entries of DIR that had strip bits before */
 	size_t n_strip_keep;
+	struct ab_manifest pre; /* the workspace before the run (ws_snapshot_workspace) */
+	bool have_pre;
+	char *script_rel;     /* the script's path in the workspace, or NULL: outside it */
 	uint64_t env_skipped; /* prepare: entries of the environment not copied */
 	bool env_truncated;   /* prepare: a cap stopped the copy */
 	int script_fd;
@@ -57,6 +60,9 @@ int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err);
 int ws_open_collect(struct run_ctx *c, struct ab_err *err);
 int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
+/* The workspace as the script will find it (after --input, or --workspace DIR as it is):
+ * listed and hashed within bounds, for the origins of files after the run; with
+ * --workspace, also the bits a strip must keep. */
 int ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_mount_env(struct run_ctx *c, struct ab_err *err);
 int ws_env_copy_out(struct run_ctx *c, struct ab_err *err);
@@ -68,8 +74,7 @@ void ws_name_script(struct run_ctx *c); /* c->script_name, once the language is 
 int ws_place_script(struct run_ctx *c, struct ab_err *err);
 int ws_copy_inputs(struct run_ctx *c, struct ab_err *err);
 int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err);
-/* The spec's stdin_data: the same sealed in-memory file, from the caller's bytes. */
-int ws_stdin_data_memfd(const char *data, size_t len, int *ret, struct ab_err *err);
+int ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct ab_err *err);
 int ws_collect(struct run_ctx *c, struct ab_err *err);
 void ws_cleanup(struct run_ctx *c);
 

@@ -1,7 +1,9 @@
 #include "rundir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +16,12 @@
 
 #include "cfg.h"
 #include "hostfs.h"
+#include "units.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/proc.h"
 #include "util/xalloc.h"
+#include "walk.h"
 
 void
 rundir_init(struct ab_rundir *rd)
@@ -366,4 +370,149 @@ rundir_copy_file(int src_fd, int dst_dirfd, const char *name, uid_t owner, gid_t
 	if (owner != (uid_t) -1 && fchown(dfd, owner, group) < 0)
 		return -errno;
 	return 0;
+}
+
+int
+rundir_retention(uint64_t *ret_count, uint64_t *ret_age_ms, struct ab_err *err)
+{
+	const char *c = cfg()->keep_runs, *a = cfg()->keep_age;
+
+	*ret_count = AB_KEEP_RUNS_DEFAULT;
+	*ret_age_ms = AB_KEEP_AGE_MS_DEFAULT;
+	if (c && *c && units_parse_count(c, ret_count) < 0) {
+		ab_err_usage(err, "AGENTBOX_KEEP_RUNS='%s' is not a whole number", c);
+		return ab_err_fix(err, "set it to how many kept runs to keep (0: no limit)");
+	}
+	if (a && *a && units_parse_duration_ms(a, ret_age_ms) < 0) {
+		ab_err_usage(err, "AGENTBOX_KEEP_AGE='%s' is not a duration", a);
+		return ab_err_fix(err, "set it like 7d, 12h or 30m (0: no limit)");
+	}
+	return 0;
+}
+
+struct kept_run {
+	char name[sizeof(AB_RUN_PREFIX) + 8];
+	int64_t started; /* the marker's mtime, ns */
+	bool busy;       /* its agentbox is alive, or it is ours */
+};
+
+static int
+newest_first(const void *a, const void *b)
+{
+	const struct kept_run *x = a, *y = b;
+
+	return x->started < y->started ? 1 : x->started > y->started ? -1 : 0;
+}
+
+int
+rundir_prune(int root_fd, const char *own, uint64_t count, uint64_t age_ms, unsigned max_remove)
+{
+	struct kept_run *runs = NULL;
+	size_t n = 0, cap = 0;
+	struct timespec now;
+	struct dirent *de;
+	unsigned removed = 0;
+	DIR *d;
+
+	if (count == 0 && age_ms == 0)
+		return 0;
+	d = fdopendir(fcntl(root_fd, F_DUPFD_CLOEXEC, 3));
+	if (!d)
+		return -errno;
+	clock_gettime(CLOCK_REALTIME, &now);
+	while ((de = readdir(d)) && n < 100000) {
+		char path[NAME_MAX + sizeof(AB_RUN_MARKER) + 2];
+		struct stat st;
+
+		if (!rundir_is_run(root_fd, de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", de->d_name, AB_RUN_MARKER);
+		if (fstatat(root_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			runs = xrealloc(runs, cap * sizeof(*runs));
+		}
+		if (strlen(de->d_name) >= sizeof(runs[n].name))
+			continue;
+		memcpy(runs[n].name, de->d_name, strlen(de->d_name) + 1);
+		runs[n].started = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		runs[n].busy = (own && strcmp(own, de->d_name) == 0) ||
+			       rundir_owner_alive(root_fd, de->d_name);
+		n++;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(runs, n, sizeof(*runs), newest_first);
+	for (size_t i = 0; i < n && removed < max_remove; i++) {
+		int64_t age = now.tv_sec * 1000000000LL + now.tv_nsec - runs[i].started;
+		struct ab_err e = { 0 };
+
+		if (runs[i].busy)
+			continue;
+		if (!(count > 0 && i >= count) && !(age_ms > 0 && age > (int64_t) age_ms * 1000000))
+			continue;
+		/* another agentbox pruning at the same time may get there first: not an error */
+		if (walk_remove_tree(root_fd, runs[i].name, &e) == 0)
+			removed++;
+	}
+	free(runs);
+	return (int) removed;
+}
+
+static void
+usage_dir(int dfd, unsigned depth, uint64_t *left, uint64_t *bytes)
+{
+	struct dirent *de;
+	DIR *d = fdopendir(dfd);
+
+	if (!d) {
+		(void) close(dfd);
+		return;
+	}
+	while (*left > 0 && (de = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		(*left)--;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		*bytes += (uint64_t) st.st_blocks * 512;
+		if (S_ISDIR(st.st_mode) && depth < 256) {
+			int fd = openat(dirfd(d), de->d_name,
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (fd >= 0)
+				usage_dir(fd, depth + 1, left, bytes);
+		}
+	}
+	closedir(d);
+}
+
+void
+rundir_usage(int root_fd, uint64_t max_entries, unsigned *ret_runs, uint64_t *ret_bytes,
+	     bool *ret_partial)
+{
+	uint64_t left = max_entries;
+	struct dirent *de;
+	DIR *d = fdopendir(fcntl(root_fd, F_DUPFD_CLOEXEC, 3));
+
+	*ret_runs = 0;
+	*ret_bytes = 0;
+	*ret_partial = false;
+	if (!d)
+		return;
+	while (left > 0 && (de = readdir(d))) {
+		int fd;
+
+		if (!rundir_is_run(root_fd, de->d_name))
+			continue;
+		(*ret_runs)++;
+		fd = openat(root_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			usage_dir(fd, 0, &left, ret_bytes);
+	}
+	*ret_partial = left == 0;
+	closedir(d);
 }

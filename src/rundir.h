@@ -14,6 +14,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <sys/types.h>
 
@@ -68,3 +69,20 @@ bool rundir_owner_alive(int root_fd, const char *name);
  * symlink), mode 0644 (0755 when the source is executable by its owner), owned by
  * owner:group when not -1. Returns 0 or -errno. */
 int rundir_copy_file(int src_fd, int dst_dirfd, const char *name, uid_t owner, gid_t group);
+
+/* Retention of kept runs: at the start of every run the runs root keeps the newest `count`
+ * runs (0: no count limit) and none older than `age_ms` (0: no age limit), by the time each
+ * run started (its marker). A run whose agentbox is alive and the run named `own` are never
+ * touched; at most max_remove runs go per call, so a start is never stalled for long.
+ * Settings: $AGENTBOX_KEEP_RUNS (default 20) and $AGENTBOX_KEEP_AGE (default 7d). */
+#define AB_KEEP_RUNS_DEFAULT   20
+#define AB_KEEP_AGE_MS_DEFAULT (7ULL * 24 * 3600 * 1000)
+int rundir_retention(uint64_t *ret_count, uint64_t *ret_age_ms, struct ab_err *err);
+int rundir_prune(int root_fd, const char *own, uint64_t count, uint64_t age_ms,
+		 unsigned max_remove);
+
+/* What the runs root holds: the number of runs and their bytes on disk (st_blocks; entries
+ * that cannot be read are not counted). Bounded: stops after max_entries entries and says so
+ * in *ret_partial. */
+void rundir_usage(int root_fd, uint64_t max_entries, unsigned *ret_runs, uint64_t *ret_bytes,
+		  bool *ret_partial);

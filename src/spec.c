@@ -76,17 +76,21 @@ limit_text(const char *name, int id, const json_t *v, char *buf, size_t size, st
 		return ab_err_usage(err, "spec: limits.%s must be a string (\"512M\") or a number",
 				    name);
 	d = json_number_value(v);
-	if (!isfinite(d) || d < 0 || d > 1e15)
+	if (!isfinite(d) || d < 0)
 		return ab_err_usage(err, "spec: limits.%s is out of range", name);
 	switch (id) {
 	case AB_LIM_TIMEOUT_MS:
 	case AB_LIM_CPU_TIME_MS:
-		snprintf(buf, size, "%.0fms", d * 1000.0);
-		break;
 	case AB_LIM_CPUS_MILLI:
-		snprintf(buf, size, "%.3f", d);
+		/* fractional, converted through a double: keep it exact */
+		if (d > 1e15)
+			return ab_err_usage(err, "spec: limits.%s is out of range", name);
+		snprintf(buf, size, id == AB_LIM_CPUS_MILLI ? "%.3f" : "%.0fms",
+			 id == AB_LIM_CPUS_MILLI ? d : d * 1000.0);
 		break;
 	default:
+		/* a whole number in the base unit, as spec_build writes any value the CLI took
+		 * (a "87092800645.6M" memory is 91323420529806880 bytes) */
 		if (!json_is_integer(v))
 			return ab_err_usage(err, "spec: limits.%s must be a whole number", name);
 		snprintf(buf, size, "%" PRIu64, (uint64_t) json_integer_value(v));
@@ -243,10 +247,28 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		return parse_env_object(v, o, err);
 	if (strcmp(key, "limits") == 0)
 		return parse_limits(v, o, err);
+	if (strcmp(key, "inline_output") == 0) {
+		char text[64];
+
+		if (json_is_integer(v) && json_integer_value(v) >= 0)
+			snprintf(text, sizeof(text), "%" PRIu64, (uint64_t) json_integer_value(v));
+		else if (json_is_string(v))
+			snprintf(text, sizeof(text), "%s", json_string_value(v));
+		else
+			return ab_err_usage(err, "spec: \"inline_output\" must be a size (\"64K\") "
+						 "or a whole number of bytes");
+		return cli_set_inline_output(o, text, err);
+	}
+	if (strcmp(key, "on_output_limit") == 0) {
+		r = want_string(key, v, &s, err);
+		return r < 0 ? r : cli_set_on_output_limit(o, s, err);
+	}
 	if (strcmp(key, "rm") == 0)
 		return want_bool(key, v, &o->rm, err);
 	if (strcmp(key, "quiet") == 0)
 		return want_bool(key, v, &o->quiet, err);
+	if (strcmp(key, "progress") == 0)
+		return want_bool(key, v, &o->progress, err);
 	if (strcmp(key, "dry_run") == 0)
 		return want_bool(key, v, &o->dry_run, err);
 	return ab_err_usage(err, "spec: unknown key \"%s\"", key);
@@ -392,10 +414,17 @@ spec_build(const struct ab_run_opts *o)
 	if (o->seccomp_policy != AB_SECCOMP_DEFAULT)
 		json_object_set_new(j, "seccomp_policy",
 				    json_string(filter_policy_name(o->seccomp_policy)));
+	if (o->inline_output_set)
+		json_object_set_new(j, "inline_output",
+				    json_integer((json_int_t) o->inline_output));
+	if (o->output_truncate)
+		json_object_set_new(j, "on_output_limit", json_string("truncate"));
 	if (o->rm)
 		json_object_set_new(j, "rm", json_true());
 	if (o->quiet)
 		json_object_set_new(j, "quiet", json_true());
+	if (o->progress)
+		json_object_set_new(j, "progress", json_true());
 	if (o->dry_run)
 		json_object_set_new(j, "dry_run", json_true());
 	json_decref(lim);

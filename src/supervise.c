@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <nettle/sha2.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,11 +18,14 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
 #include "plan.h"
+#include "progress.h"
 #include "relay.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
@@ -127,23 +131,154 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 
 struct stream_state {
 	int fd;
-	bool capped; /* past --output-limit: no longer read, but kept open (see over_cap) */
+	bool capped;            /* kill mode: past --output-limit, no longer read (see over_cap) */
+	bool discarding;        /* truncate mode: past --output-limit, read and thrown away */
 	struct ab_relay_src rs; /* the live copy to our stdout/stderr; rs.dst NULL: none */
 	struct ab_stream *s;
+	const char *name; /* "stdout" or "stderr": the stream file's name in the run dir */
+	int dirfd;        /* the run directory (borrowed), -1: no stream file (--rm) */
+	int file_fd;      /* RUN_DIR/name once the stream passed the inline cap, else -1 */
+	bool file_failed; /* could not be written: removed, and not tried again */
+	int null_fd;      /* /dev/null for discard(); -2: not opened yet, -1: cannot splice */
+	struct sha256_ctx sha;
+	struct ab_result *res; /* for warnings */
 };
 
-/* Reads what is there, keeps up to cap bytes for the report and queues them for the relay.
- * Returns 1 when the stream went past the cap, 0 otherwise; closes and sets fd to -1 on EOF. */
+/* The stream file could not be written (the host's disk is full...): it goes, the report
+ * keeps its excerpt, a warning says why. */
+static void
+file_fail(struct stream_state *st, int e)
+{
+	if (st->file_fd >= 0) {
+		(void) close(st->file_fd);
+		(void) unlinkat(st->dirfd, st->name, 0);
+	}
+	st->file_fd = -1;
+	st->file_failed = true;
+	result_warn(st->res,
+		    "could not keep the whole of the script's %s in the run directory (%s): %s; "
+		    "the report has its first and last bytes only",
+		    st->name, st->name, strerror(e));
+}
+
+static void
+file_write(struct stream_state *st, const char *p, size_t n)
+{
+	int r;
+
+	if (st->file_fd < 0 || n == 0)
+		return;
+	sha256_update(&st->sha, n, (const uint8_t *) p);
+	r = write_all(st->file_fd, p, n);
+	if (r < 0)
+		file_fail(st, -r);
+}
+
+/* Keeps n captured bytes: inline for the report (stream_keep), and from the first byte past
+ * the inline cap on, every captured byte in the stream file, which is created then (in the run
+ * directory by its fd: O_EXCL, never through a link, 0600) and given what the inline part
+ * held so far. */
+static void
+capture(struct stream_state *st, const char *p, size_t n)
+{
+	struct ab_stream *s = st->s;
+
+	if (st->file_fd < 0 && !st->file_failed && st->dirfd >= 0 &&
+	    s->captured + n > s->inline_max) {
+		st->file_fd = openat(st->dirfd, st->name,
+				     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (st->file_fd < 0) {
+			file_fail(st, errno);
+		} else {
+			sha256_init(&st->sha);
+			file_write(st, s->buf, s->len); /* all of it so far: no excerpt yet */
+		}
+	}
+	file_write(st, p, n);
+	stream_keep(s, p, n);
+}
+
+/* After the run: the stream file is complete (its sha256 for the report), or a warning says
+ * what the report's excerpt left out and why it is nowhere else. */
+static void
+capture_end(struct stream_state *st)
+{
+	struct ab_stream *s = st->s;
+
+	if (st->file_fd >= 0) {
+		uint8_t d[SHA256_DIGEST_SIZE];
+
+		sha256_digest(&st->sha, sizeof(d), d);
+		for (size_t i = 0; i < sizeof(d); i++)
+			snprintf(s->file_sha256 + 2 * i, 3, "%02x", d[i]);
+		if (close(st->file_fd) < 0)
+			file_fail(st, errno);
+		else
+			s->file_kept = true;
+		st->file_fd = -1;
+	}
+	if (s->excerpt && !s->file_kept && st->dirfd < 0)
+		result_warn(st->res,
+			    "the report has only the first and last bytes of the script's %s "
+			    "(%" PRIu64 " captured, --inline-output %zu): with --rm there is no "
+			    "run directory to keep the rest in (drop --rm, or raise "
+			    "--inline-output)",
+			    st->name, s->captured, s->inline_max);
+}
+
+/* Whatever a stream still holds open (an error path left the run before capture_end). */
+static void
+stream_close(struct stream_state *st)
+{
+	if (st->file_fd >= 0)
+		(void) close(st->file_fd);
+	if (st->null_fd >= 0)
+		(void) close(st->null_fd);
+	st->file_fd = st->null_fd = -1;
+}
+
+/* Past the cap with --on-output-limit truncate: what the script writes is thrown away as it
+ * comes, without copying it through our memory where splice(2) can (a pipe to /dev/null).
+ * Returns the bytes discarded, 0 at EOF, or -errno (-EAGAIN: nothing there now). */
+static ssize_t
+discard(struct stream_state *st, char *buf, size_t size)
+{
+	ssize_t n;
+
+	if (st->null_fd == -2)
+		st->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (st->null_fd >= 0) {
+		n = splice(st->fd, NULL, st->null_fd, NULL, 1 << 20, SPLICE_F_NONBLOCK);
+		if (n >= 0)
+			return n;
+		if (errno != EINVAL)
+			return -errno;
+		(void) close(st->null_fd); /* cannot splice here: read() from now on */
+		st->null_fd = -1;
+	}
+	n = read(st->fd, buf, size);
+	return n < 0 ? -errno : n;
+}
+
+/* Reads what is there, keeps up to cap bytes for the report (inline and in the stream file)
+ * and queues them for the relay. Past the cap: with truncate, the rest is read and discarded
+ * (the run goes on); else returns 1 (stop reading: the caller kills the run). Returns 0
+ * otherwise; closes and sets fd to -1 on EOF. */
 static int
-pump(struct stream_state *st, uint64_t cap)
+pump(struct stream_state *st, uint64_t cap, bool truncate)
 {
 	char buf[65536];
 	int rounds = 0;
 
 	for (;;) {
-		ssize_t n = read(st->fd, buf, sizeof(buf));
+		ssize_t n = st->discarding ? discard(st, buf, sizeof(buf))
+					   : read(st->fd, buf, sizeof(buf));
 		size_t room, take;
 
+		if (n < 0 && st->discarding) {
+			errno = (int) -n;
+			n = -1;
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -158,18 +293,22 @@ pump(struct stream_state *st, uint64_t cap)
 			return 0;
 		}
 		st->s->bytes += (uint64_t) n;
-		room = st->s->len < cap ? (size_t) (cap - st->s->len) : 0;
+		if (st->discarding)
+			goto next;
+		room = st->s->captured < cap ? (size_t) (cap - st->s->captured) : 0;
 		take = (size_t) n < room ? (size_t) n : room;
 		if (take > 0) {
-			st->s->buf = xrealloc(st->s->buf, st->s->len + take);
-			memcpy(st->s->buf + st->s->len, buf, take);
-			st->s->len += take;
+			capture(st, buf, take);
 			relay_push(&st->rs, buf, take); /* never waits for our reader */
 		}
 		if (st->s->bytes > cap) {
 			st->s->truncated = true;
-			return 1; /* stop reading: the caller kills the run now */
+			if (!truncate)
+				return 1; /* stop reading: the caller kills the run now */
+			st->discarding = true;
+			relay_src_end(&st->rs); /* the relay stops at the cap too */
 		}
+	next:
 		if (++rounds >= 16)
 			return 0; /* back to poll: a fast writer must not starve the loop */
 	}
@@ -190,6 +329,8 @@ relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_
 
 	relay_src_end(&so->rs); /* a stream stopped at the cap: its held bytes */
 	relay_src_end(&se->rs);
+	capture_end(so);
+	capture_end(se);
 	if (ndst > 0)
 		(void) relay_flush(dst, ndst, sfd, interrupted ? 0 : RELAY_FLUSH_STALL_MS,
 				   interrupted ? 0 : RELAY_FLUSH_MAX_MS);
@@ -201,12 +342,14 @@ relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_
 		st[i]->s->relayed = d != NULL;
 		st[i]->s->relay_dropped = st[i]->rs.dropped;
 		if (d && st[i]->rs.dropped > 0)
-			result_warn(res,
-				    "%" PRIu64 " of the %zu captured bytes of the script's %s were "
-				    "not relayed to agentbox's %s: %s (the report has them all)",
-				    st[i]->rs.dropped, st[i]->s->len, name[i],
-				    d->caller_fd == STDERR_FILENO ? "stderr" : "stdout",
-				    relay_stop_reason(d));
+			result_warn(
+				res,
+				"%" PRIu64 " of the %" PRIu64 " captured bytes of the script's %s "
+				"were not relayed to agentbox's %s: %s (the capture has them all: "
+				"%s.text, or %s.file past --inline-output)",
+				st[i]->rs.dropped, st[i]->s->captured, name[i],
+				d->caller_fd == STDERR_FILENO ? "stderr" : "stdout",
+				relay_stop_reason(d), name[i], name[i]);
 	}
 }
 
@@ -334,6 +477,16 @@ close_all(int *out_p, int *err_p, int *st_p, int *ep, int *so, int *se)
 			(void) close(*all[i]);
 }
 
+/* Is fd the null device (1:3)? */
+static bool
+is_dev_null(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+	       minor(st.st_rdev) == 3;
+}
+
 static int
 dup_high(int fd)
 {
@@ -346,18 +499,33 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
-	struct stream_state so = { .fd = -1, .s = &res->out }, se = { .fd = -1, .s = &res->err };
+	struct stream_state so = { .fd = -1,
+				   .s = &res->out,
+				   .name = "stdout",
+				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
+				   .file_fd = -1,
+				   .null_fd = -2,
+				   .res = res };
+	struct stream_state se = { .fd = -1,
+				   .s = &res->err,
+				   .name = "stderr",
+				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
+				   .file_fd = -1,
+				   .null_fd = -2,
+				   .res = res };
 	struct ab_relay_dst dout = { .fd = -1 }, derr = { .fd = -1 };
 	struct ab_relay_dst *dst[2];
 	size_t ndst = 0;
 	sigset_t mask;
 	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
+	struct ab_progress prog = { .fd = -1 };
 	pid_t pid, self = getpid();
 	bool killed = false, children = true, in_cgroup = false;
 	int r = 0;
 
 	memset(oc, 0, sizeof(*oc));
+	res->out.inline_max = res->err.inline_max = sp->inline_bytes;
 
 	/* bwrap reads its arguments from a memfd: no ARG_MAX limit, nothing in `ps` (T6). */
 	args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
@@ -478,12 +646,22 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	 * to the same pipe or terminal (2>&1) so their order is kept. After the fork: the
 	 * child has no use for our private descriptions. */
 	if (sp->relay) {
-		relay_dst_open(&derr, STDERR_FILENO, sp->sanitize_err);
-		dst[ndst++] = &derr;
-		se.rs.dst = &derr;
-		if (sp->relay_to_stderr || relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
+		/* A destination that is /dev/null is no destination: the library's caller gave
+		 * none (the CLI's --report -, whose stdout carries the report alone). That
+		 * stream is then not relayed at all (relay_dropped_bytes null). */
+		bool to_err = !is_dev_null(STDERR_FILENO);
+		bool to_out = !sp->relay_to_stderr && !is_dev_null(STDOUT_FILENO);
+
+		if (to_err) {
+			relay_dst_open(&derr, STDERR_FILENO, sp->sanitize_err);
+			dst[ndst++] = &derr;
+			se.rs.dst = &derr;
+		}
+		if (sp->relay_to_stderr) {
+			so.rs.dst = se.rs.dst;
+		} else if (to_out && to_err && relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
 			so.rs.dst = &derr;
-		} else {
+		} else if (to_out) {
 			relay_dst_open(&dout, STDOUT_FILENO, sp->sanitize_out);
 			dst[ndst++] = &dout;
 			so.rs.dst = &dout;
@@ -508,6 +686,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 	deadline = t0 + (int64_t) sp->lp->timeout_ms;
 	next_tick = t0 + 50;
+	progress_init(&prog, sp->progress, t0);
 	while (children || so.fd >= 0 || se.fd >= 0) {
 		struct pollfd pfd[5 + ARRAY_SIZE(dst)];
 		int watch_at;
@@ -536,9 +715,9 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
 			if (so.fd >= 0 && !so.capped)
-				(void) pump(&so, sp->lp->output_bytes);
+				(void) pump(&so, sp->lp->output_bytes, sp->output_truncate);
 			if (se.fd >= 0 && !se.capped)
-				(void) pump(&se, sp->lp->output_bytes);
+				(void) pump(&se, sp->lp->output_bytes, sp->output_truncate);
 			if (so.fd >= 0) {
 				(void) close(so.fd);
 				so.fd = -1;
@@ -566,6 +745,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 			if (sp->lp->cg_cpu_time && next_tick < until)
 				until = next_tick;
+			if (progress_next(&prog) < until)
+				until = progress_next(&prog);
 			timeout = until - now > 60000 ? 60000 : (int) (until - now);
 			if (timeout < 0)
 				timeout = 0;
@@ -574,11 +755,14 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			r = ab_err_set(err, -errno, "poll");
 			break;
 		}
+		/* the script's output goes to a clean line */
+		if (pfd[1].revents || pfd[2].revents)
+			progress_clear(&prog);
 		if (so.fd >= 0 && !so.capped && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&so, sp->lp->output_bytes))
+		    pump(&so, sp->lp->output_bytes, sp->output_truncate))
 			over_cap(&so, oc, pid, sp, &killed, &kill_at);
 		if (se.fd >= 0 && !se.capped && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&se, sp->lp->output_bytes))
+		    pump(&se, sp->lp->output_bytes, sp->output_truncate))
 			over_cap(&se, oc, pid, sp, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_status(&st_p[0], oc);
@@ -605,6 +789,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 				kill_run(pid, sp, &killed, &kill_at);
 			}
 		}
+		if (!killed)
+			progress_tick(&prog, now_ms(), sp->cg);
 		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
 		for (;;) {
 			struct rusage ru;
@@ -635,12 +821,16 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	if (kill_at >= 0)
 		oc->kill_to_reaped_ms = now_ms() - kill_at;
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
+	progress_done(&prog);
 	relay_wind_up(&so, &se, dst, ndst, sfd, oc->interrupted_by != 0, res);
 
 out_mask:
 	/* The signals stay blocked: an interrupt from now on must not cut the report or the
 	 * cleanup short. main() leaves through exit() anyway. */
 out_close:
+	progress_done(&prog);
 	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
+	stream_close(&so);
+	stream_close(&se);
 	return r;
 }

@@ -40,6 +40,11 @@ struct ab_spawn {
 	bool relay_to_stderr;  /* ... both to our stderr */
 	bool sanitize_out;     /* our stdout is a terminal: neutralise control sequences */
 	bool sanitize_err;
+	size_t inline_bytes;  /* each stream's inline part for the report (--inline-output) */
+	int stream_dirfd;     /* the run directory for the stream files (0..2, as in a
+			       * zero-initialised struct, or -1: none, as with --rm) */
+	bool output_truncate; /* --on-output-limit truncate: past the cap, read and discard */
+	bool progress;        /* a live status line on stderr if it is a terminal (progress.h) */
 	int watch_fd; /* EOF or POLLHUP here: whoever started us is gone; stop the run (0..2, as
 		       * in a zero-initialised struct, or -1: none) */
 };

@@ -88,8 +88,11 @@ int
 units_parse_duration_ms(const char *s, uint64_t *ret_ms)
 {
 	static const struct unit units[] = {
-		{ "", 1000 },       { "s", 1000 },        { "sec", 1000 },      { "ms", 1 },
-		{ "m", 60 * 1000 }, { "min", 60 * 1000 }, { "h", 3600 * 1000 }, { NULL, 0 },
+		{ "", 1000 },         { "s", 1000 },
+		{ "sec", 1000 },      { "ms", 1 },
+		{ "m", 60 * 1000 },   { "min", 60 * 1000 },
+		{ "h", 3600 * 1000 }, { "d", 24 * 3600 * 1000 },
+		{ NULL, 0 },
 	};
 
 	return parse_with_units(s, units, 1, ret_ms);

@@ -79,6 +79,8 @@ struct walk {
 	struct ab_entry scratch; /* the entry being walked when it is not listed */
 	struct walk_reuse *reuse;
 	size_t n_reuse;
+	const struct ab_entry **origins; /* origins_from's listed entries, sorted by path */
+	size_t n_origins;
 	struct walk_frame *st;
 	size_t n, cap;
 	char *buf;
@@ -155,6 +157,15 @@ bool walk_hash_wanted(struct walk *w, struct ab_entry *e);
 
 /* Finishes ctx into 64 hex digits and a NUL. */
 void walk_sha256_hex(struct sha256_ctx *ctx, char out[65]);
+
+/* ---- walk-origin.c ---- */
+
+/* Indexes o.origins_from by path for walk_origin_set(). */
+void walk_origin_index(struct walk *w);
+
+/* Sets e->origin (when origins_from is given) from its type, path, sha256 and metadata. Call
+ * once e is complete (hashed). */
+void walk_origin_set(struct walk *w, struct ab_entry *e);
 
 /* ---- walk-strip.c ---- */
 

@@ -166,6 +166,14 @@ walk_entry_json_cost(const struct ab_entry *e, bool worst)
 	if (fl)
 		c += key_cost("flags", 1 + fl + 1 + WALK_JSON_KEY_INDENT + 1);
 	c += key_cost("collected", 5);
+	if (e->origin != AB_ORIGIN_NONE) {
+		/* "unchanged" is the longest name; origin_by is "metadata" or absent */
+		c += key_cost("origin", 2 + (worst || !walk_origin_name(e->origin)
+						     ? 9
+						     : strlen(walk_origin_name(e->origin))));
+		if (worst || e->origin_by_metadata)
+			c += key_cost("origin_by", 2 + 8);
+	}
 	if (worst)
 		c += key_cost("reason", 2 + WALK_REASON_MAX);
 	else if (e->reason)
@@ -214,6 +222,10 @@ manifest_to_json(const struct ab_manifest *m)
 			obj_set(o, "flags", flags);
 		}
 		obj_set(o, "collected", json_boolean(e->collected));
+		if (walk_origin_name(e->origin))
+			obj_set(o, "origin", json_string(walk_origin_name(e->origin)));
+		if (e->origin != AB_ORIGIN_NONE && e->origin_by_metadata)
+			obj_set(o, "origin_by", json_string("metadata"));
 		if (e->reason)
 			obj_set(o, "reason", json_string(e->reason));
 		if (json_array_append_new(arr, o) < 0)

@@ -205,12 +205,13 @@ walk_push(struct walk *w, const struct walk_frame *nf)
 	return 0;
 }
 
-/* A listed entry is complete: its reservation becomes its exact cost. */
+/* A listed entry is complete: its origin is decided, its reservation becomes its exact cost. */
 static void
 list_settle(struct walk *w, size_t idx, uint64_t reserved)
 {
-	const struct ab_entry *e = walk_entry_at(w, idx);
+	struct ab_entry *e = walk_entry_at(w, idx);
 
+	walk_origin_set(w, e);
 	w->m.list_bytes = w->m.list_bytes - reserved + walk_entry_json_cost(e, false);
 	if (e->type == AB_ENTRY_FILE && !e->sha256[0])
 		w->m.unhashed++;
@@ -364,6 +365,7 @@ walk_record(struct walk *w, const char *name, uint64_t path_len, const char *lin
 	path = parent ? xasprintf("%s/%s", parent->path, name) : xstrdup(name);
 	w->scratch.path = path;
 	w->scratch.link_target = (char *) link;
+	w->scratch.origin = w->o.origins_from ? AB_ORIGIN_UNKNOWN : AB_ORIGIN_NONE;
 	cost = walk_entry_json_cost(&w->scratch, true);
 	w->scratch.path = w->scratch.link_target = NULL;
 	if (w->m.list_bytes + cost > w->o.max_list_bytes ||
@@ -387,6 +389,7 @@ walk_record(struct walk *w, const char *name, uint64_t path_len, const char *lin
 	memset(e, 0, sizeof(*e));
 	e->path = path;
 	e->link_target = link ? xstrdup(link) : NULL;
+	e->origin = w->o.origins_from ? AB_ORIGIN_UNKNOWN : AB_ORIGIN_NONE;
 	*ret_reserved = cost;
 	return idx;
 }
@@ -466,6 +469,7 @@ walk_one(struct walk *w, const char *name)
 	e->mode = st.st_mode & 07777;
 	e->ino = (uint64_t) st.st_ino;
 	e->ctime = st.st_ctim;
+	e->mtime = st.st_mtim;
 	if (st.st_dev != w->root_dev) {
 		walk_entry_mark(e, AB_FLAG_OTHER_FS,
 				"on another filesystem (mount point; not entered)");
@@ -524,9 +528,11 @@ walk_free(struct walk *w)
 	free(w->st);
 	free(w->buf);
 	free(w->reuse);
+	free(w->origins);
 	w->st = NULL;
 	w->buf = NULL;
 	w->reuse = NULL;
+	w->origins = NULL;
 }
 
 int
@@ -588,6 +594,7 @@ walk_tree(int root_dirfd, const struct ab_walk_opts *o, struct ab_manifest *ret,
 
 	w.buf = xmalloc(WALK_BUF_SIZE);
 	walk_reuse_index(&w);
+	walk_origin_index(&w);
 	r = walk_push(&w, &root);
 	while (r == 0 && w.n > 0) {
 		struct walk_frame *f = walk_top(&w);

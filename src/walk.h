@@ -65,6 +65,19 @@ enum ab_walk_cap {
 	AB_CAP_COUNT = 7,
 };
 
+/* Where an entry of a run's workspace came from, against the listing taken before the run
+ * (ab_walk_opts.origins_from). NONE: not asked (no "origin" key). */
+enum ab_entry_origin {
+	AB_ORIGIN_NONE,
+	AB_ORIGIN_UNKNOWN,   /* not in the pre-run listing, which a cap cut short */
+	AB_ORIGIN_SCRIPT,    /* the script agentbox ran, as it was placed */
+	AB_ORIGIN_CREATED,   /* no entry at this path before, or one of another type */
+	AB_ORIGIN_MODIFIED,  /* there before; its content is not the same */
+	AB_ORIGIN_UNCHANGED, /* there before with the same content (an --input the run left
+			      * alone, or what --workspace DIR held) */
+	AB_ORIGIN_COUNT,
+};
+
 struct ab_entry {
 	char *path;              /* raw bytes, relative to the walk root, '/'-separated; at most
 				  * WALK_LIST_PATH_MAX bytes (longer paths are walked, not listed) */
@@ -75,11 +88,15 @@ struct ab_entry {
 				  * a strip) */
 	uint64_t ino;            /* st_ino and st_ctim: what hashes_from matches on */
 	struct timespec ctime;
-	char *link_target;  /* symlinks only: readlinkat() result (capped), else NULL */
-	char sha256[65];    /* hex for regular files read in full and <= hash cap; else "" */
-	unsigned flags;     /* enum ab_entry_flag */
-	bool collected;     /* copied to the destination */
-	const char *reason; /* static text: why it was not collected / what is unusual */
+	struct timespec mtime;   /* with ino, size and ctime: the origin of an unhashed file */
+	unsigned char origin;    /* enum ab_entry_origin */
+	bool origin_by_metadata; /* origin decided by ino, size, mtime and ctime: a sha256 was
+				  * missing before or after the run */
+	char *link_target;       /* symlinks only: readlinkat() result (capped), else NULL */
+	char sha256[65];         /* hex for regular files read in full and <= hash cap; else "" */
+	unsigned flags;          /* enum ab_entry_flag */
+	bool collected;          /* copied to the destination */
+	const char *reason;      /* static text: why it was not collected / what is unusual */
 };
 
 struct ab_manifest {
@@ -124,6 +141,14 @@ struct ab_walk_opts {
 	/* Take the sha256 of a regular file from this earlier walk of the same tree when its
 	 * inode, size and ctime are unchanged, instead of reading it (NULL = no). */
 	const struct ab_manifest *hashes_from;
+	/* Give every listed entry an origin (enum ab_entry_origin) against this listing of the
+	 * same tree taken before the run, matched by path (NULL = no origins). A regular file
+	 * that is there before and after is unchanged when both sha256s are equal; when either
+	 * is missing (too big, hash budget, hard link...), when inode, size, mtime and ctime
+	 * are all equal (origin_by_metadata). origin_script: the script's path in the tree, whose
+	 * unchanged file is AB_ORIGIN_SCRIPT (NULL = none). */
+	const struct ab_manifest *origins_from;
+	const char *origin_script;
 	int dst_dirfd;   /* copy regular files and directories here; -1 = manifest only */
 	uid_t chown_uid; /* when copying as root, give copies to this uid; (uid_t) -1 = no */
 	gid_t chown_gid;
@@ -176,7 +201,8 @@ void manifest_done(struct ab_manifest *m);
 
 /* The manifest as the report's "files" array: each entry has "path" (hostile bytes escaped as
  * \xNN, see walk_escape_name), "type", "size", "mode" (octal string), and, when present,
- * "sha256", "link_target" (escaped), "flags" (array of strings), "collected", "reason". Its
+ * "sha256", "link_target" (escaped), "flags" (array of strings), "collected", "origin" and
+ * "origin_by" ("metadata", when origins_from was given), "reason". Its
  * JSON_INDENT(2) dump is at most m->list_bytes long, nested as in the report or not. */
 json_t *manifest_to_json(const struct ab_manifest *m);
 
@@ -184,6 +210,9 @@ json_t *manifest_to_json(const struct ab_manifest *m);
  * "truncated", "truncated_by" (array of cap names, see walk_cap_name), "list_bytes",
  * "hashed_bytes", "hashes_reused", "unhashed", "stripped", "strip_failed", "walk_ms". */
 json_t *manifest_summary_json(const struct ab_manifest *m);
+
+/* "unknown", "script", "created", "modified", "unchanged"; NULL for AB_ORIGIN_NONE. */
+const char *walk_origin_name(enum ab_entry_origin o);
 
 /* "entries", "depth", "path_length", "manifest_size", "total_bytes", "time", "hash_budget";
  * NULL for anything else. */

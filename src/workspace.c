@@ -558,6 +558,7 @@ ws_place_script(struct run_ctx *c, struct ab_err *err)
 
 	if (rel) {
 		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", rel);
+		c->script_rel = steal_ptr(&rel);
 		return 0;
 	}
 	if (fstat(c->script_fd, &st) < 0)
@@ -590,6 +591,7 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 		ab_err_set(err, r, "copy the script into the workspace: %s", strerror(-r));
 		return r == -ENOSPC ? ab_err_fix(err, "raise --disk") : r;
 	}
+	c->script_rel = xstrdup(c->script_name);
 	c->res->inputs = json_array();
 	STRV_FOREACH (in, &c->o->inputs) {
 		cleanup_fd int fd = -1;
@@ -700,29 +702,19 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 					    *in, json_array_size(skipped));
 			manifest_done(&m);
 		} else {
-			json_array_append_new(c->res->inputs,
-					      json_pack("{s:s, s:s, s:s}", "path", *in, "type",
-							S_ISLNK(st.st_mode) ? "symlink" : "special",
-							"skipped",
-							"not a regular file or directory"));
+			cleanup_free char *esc = walk_escape_name(*in);
+
+			json_array_append_new(
+				c->res->inputs,
+				json_pack("{s:s, s:s, s:i, s:i, s:[{s:s, s:s}], s:b}", "path", *in,
+					  "type", S_ISLNK(st.st_mode) ? "symlink" : "special",
+					  "bytes", 0, "entries", 0, "skipped", "path", esc,
+					  "reason", "not a regular file or directory", "truncated",
+					  false));
 			result_warn(c->res, "--input '%s' is a %s: not copied", *in,
 				    S_ISLNK(st.st_mode) ? "symlink" : "special file");
 		}
 	}
-	return 0;
-}
-
-int
-ws_stdin_data_memfd(const char *data, size_t len, int *ret, struct ab_err *err)
-{
-	cleanup_fd int mfd = memfd_create("agentbox-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-
-	if (mfd < 0)
-		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
-	if ((len > 0 && write_all(mfd, data, len) < 0) || lseek(mfd, 0, SEEK_SET) < 0 ||
-	    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
-		return ab_err_set(err, -errno, "stdin_data: %s", strerror(errno));
-	*ret = steal_fd(&mfd);
 	return 0;
 }
 
@@ -768,6 +760,28 @@ ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err)
 	return 0;
 }
 
+/* The spec's stdin_data as the script's stdin: a sealed memfd like --stdin FILE's. */
+int
+ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct ab_err *err)
+{
+	cleanup_fd int mfd = -1;
+
+	if (len > cap) {
+		ab_err_set(err, -EFBIG, "stdin_data is bigger than --disk");
+		return ab_err_fix(err, "raise the disk limit, or pass the data with inputs");
+	}
+	mfd = memfd_create("agentbox-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+	if (write_all(mfd, data, len) < 0)
+		return ab_err_set(err, -errno, "copy stdin_data: %s", strerror(errno));
+	if (lseek(mfd, 0, SEEK_SET) < 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return ab_err_set(err, -errno, "seal stdin_data: %s", strerror(errno));
+	*ret = steal_fd(&mfd);
+	return 0;
+}
+
 /* Post-run work runs outside every limit of the run, so it is bounded by totals for the whole
  * run (docs/design.md, "Post-run work is bounded"): one time budget and one hash budget shared
  * by the walk of the workspace and the --collect walk (the first gets half the time when there
@@ -796,39 +810,59 @@ warn_walk(struct ab_result *res, const char *what, const struct ab_manifest *m)
 			    what, WS_HASH_BUDGET >> 20, (uintmax_t) m->unhashed);
 }
 
-/* --workspace DIR, before the run: which entries already carry setuid/setgid/g+w/o+w bits.
- * After the run those bits stay where they were and are removed wherever the run added them
- * (a strip by ctime alone would also strip a setgid directory the script merely wrote in). */
+/* Before the run: what the workspace holds (the script and --input copies in agentbox's tmpfs,
+ * or --workspace DIR as the caller left it), hashed, so that every entry of the listing after
+ * the run can say where it came from (files[].origin, issue 15). Bounded like the walk after
+ * the run (its own hash budget and 64 MiB size cap; files it does not hash are compared by
+ * inode, size, mtime and ctime; a sixth of the post-run time budget), and the entry cap:
+ * entries a cap left out get origin "unknown". With --workspace DIR it also records which
+ * entries already carry setuid/setgid/g+w/o+w bits: after the run those bits stay where they
+ * were and are removed wherever the run added them (a strip by ctime alone would also strip
+ * a setgid directory the script merely wrote in). */
 int
 ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err)
 {
 	struct ab_walk_opts wo = {
 		.max_entries = WS_MAX_ENTRIES,
-		.hash_max_bytes = 1, /* no hashing: only modes and inodes are wanted */
+		.hash_max_bytes = WS_HASH_MAX,
+		.hash_budget_bytes = WS_HASH_BUDGET,
+		/* nothing is serialised: the entry, name and time caps are the ones that bind */
+		.max_list_bytes = 256ULL << 20,
 		.time_budget_ms = WS_POST_RUN_MS / 6,
 		.dst_dirfd = -1,
 		.chown_uid = (uid_t) -1,
 		.chown_gid = (gid_t) -1,
 		.strip_uid = (uid_t) -1,
 	};
-	struct ab_manifest m = { 0 };
 	struct stat st;
 	int r;
 
-	if (fstat(c->ws_dir_fd, &st) < 0)
-		return ab_err_set(err, -errno, "stat --workspace: %s", strerror(errno));
-	c->ws_root_bits = st.st_mode & WALK_STRIP_BITS;
-	r = walk_tree(c->work_fd, &wo, &m, err);
+	if (c->ws_dir_fd >= 0) {
+		if (fstat(c->ws_dir_fd, &st) < 0)
+			return ab_err_set(err, -errno, "stat --workspace: %s", strerror(errno));
+		c->ws_root_bits = st.st_mode & WALK_STRIP_BITS;
+	}
+	r = walk_tree(c->work_fd, &wo, &c->pre, err);
 	if (r < 0)
 		return r;
-	c->strip_keep = walk_strip_keep_list(&m, &c->n_strip_keep);
-	if (m.truncated)
+	c->have_pre = true;
+	if (c->ws_dir_fd >= 0) {
+		c->strip_keep = walk_strip_keep_list(&c->pre, &c->n_strip_keep);
+		if (c->pre.truncated)
+			result_warn(c->res,
+				    "--workspace holds more than agentbox lists (%ju entries not "
+				    "listed): setuid/setgid/g+w/o+w bits on those, where the run "
+				    "wrote, are removed afterwards even if they were there before",
+				    (uintmax_t) c->pre.unlisted);
+	}
+	if (c->pre.truncated) {
+		cleanup_free char *caps = walk_caps_text(c->pre.truncated_caps);
+
 		result_warn(c->res,
-			    "--workspace holds more than agentbox lists (%ju entries not listed): "
-			    "setuid/setgid/g+w/o+w bits on those, where the run wrote, are "
-			    "removed afterwards even if they were there before",
-			    (uintmax_t) m.unlisted);
-	manifest_done(&m);
+			    "the listing of the workspace before the run is incomplete (%s): "
+			    "entries after the run that it did not see have origin \"unknown\"",
+			    *caps ? caps : "a cap");
+	}
 	return 0;
 }
 
@@ -874,6 +908,10 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 	cleanup_fd int keep_fd = -1;
 	int r;
 
+	if (c->have_pre) {
+		wo.origins_from = &c->pre;
+		wo.origin_script = c->script_rel;
+	}
 	if (c->ws_dir_fd >= 0) {
 		/* --workspace DIR: what the run created or changed (ctime) loses the setuid,
 		 * setgid, group- and other-write bits it did not have before: the host never
@@ -905,6 +943,9 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 			    (uintmax_t) m.strip_failed);
 	c->res->files = manifest_to_json(&m);
 	c->res->files_summary = manifest_summary_json(&m);
+	if (c->have_pre)
+		json_object_set_new(c->res->files_summary, "pre_run",
+				    manifest_summary_json(&c->pre));
 	c->res->usage.workspace_bytes = (int64_t) m.total_bytes;
 	c->res->usage.workspace_entries = (int64_t) m.total_entries;
 	warn_walk(c->res, "the workspace listing", &m);
@@ -956,6 +997,8 @@ ws_cleanup(struct run_ctx *c)
 		(void) close(c->work_fd);
 		c->work_fd = -1;
 	}
+	manifest_done(&c->pre);
+	c->have_pre = false;
 	if (c->cg_made) {
 		(void) cg_destroy(&c->cg);
 		c->cg_made = false;

@@ -11,7 +11,8 @@
  * Errors: a function that can fail returns a negative errno-style value (or NULL) and, when
  * `err` is not NULL, sets *err to an ab_error the caller frees with ab_error_free. An error
  * carries a message, a fix (how to resolve it, may be empty) and the exit status agentbox's
- * command line would use (2: usage, 125: refused or failed before the script ran).
+ * command line would use (2: usage, 3: the package index prepare needs is unreachable, 125:
+ * refused or failed before the script ran).
  *
  * A minimal program:
  *
@@ -46,7 +47,7 @@ typedef struct ab_error ab_error;
 int ab_error_code(const ab_error *e); /* negative errno-style value */
 const char *ab_error_message(const ab_error *e);
 const char *ab_error_fix(const ab_error *e); /* "" when there is none */
-int ab_error_exit_status(const ab_error *e); /* 2 (usage) or 125 (refused, failed) */
+int ab_error_exit_status(const ab_error *e); /* 2 (usage), 3 (unreachable), 125 (failed) */
 /* Prefixes outer context to e's message ("outer: inner"), keeping the code and fix. */
 void ab_error_wrap(ab_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ab_error_free(ab_error *e);
@@ -99,8 +100,9 @@ int ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_err
 /* ---- running ---------------------------------------------------------------------------- */
 
 /* Where the script's output is relayed live (besides being captured in the report): fds of
- * the caller, or -1 for none. The fds are duplicated into the supervisor; the library never
- * closes or changes them. */
+ * the caller, or -1 for none (that stream is then not relayed at all: the report's
+ * relay_dropped_bytes is null; the same for an fd that is /dev/null). The fds are duplicated
+ * into the supervisor; the library never closes or changes them. */
 typedef struct ab_io {
 	int out_fd;
 	int err_fd;
@@ -130,7 +132,10 @@ int ab_result_signal(const ab_result *r);    /* 0 when none */
 /* The exit status agentbox's command line would use for this run (README "Exit status"). */
 int ab_result_agentbox_exit(const ab_result *r);
 int64_t ab_result_wall_ms(const ab_result *r);
-/* Captured output (NUL-terminated, possibly lossy UTF-8 as in the report); *len its bytes. */
+/* The report's stdout.text / stderr.text (NUL-terminated, possibly lossy UTF-8); *len its
+ * bytes. A stream longer than the spec's inline_output (64K) is an excerpt there, its head and
+ * tail around a marker line; the whole capture is then the file the report's stdout.file
+ * names (in the run directory; none with rm). */
 const char *ab_result_stdout(const ab_result *r, size_t *len);
 const char *ab_result_stderr(const ab_result *r, size_t *len);
 const char *ab_result_message(const ab_result *r); /* NULL when none */
@@ -144,7 +149,7 @@ void ab_result_free(ab_result *r);
 /* What `agentbox doctor --json` prints: every check with its result and fix. */
 int ab_probe(ab_context *ctx, char **ret, ab_error **err);
 /* `agentbox prepare`: req is {"python": "requirements.txt"} or {"node": "package.json"} with
- * optional "lock", "interpreter", "system_site_packages", "find_links", "no_index",
+ * optional "lock", "interpreter", "system_site_packages", "find_links", "no_index", "index_url",
  * "allow_hosts", "cache_dir", "limits" ({"timeout","memory","pids","disk"}). *ret: {"env_dir":
  * PATH, "cache_hit": bool, "report": {...}}. Progress goes to io's fds. */
 int ab_prepare(ab_context *ctx, const char *req_json, const ab_io *io, char **ret, ab_error **err);

@@ -4,6 +4,7 @@
  * place that prints them), and the exit status. No sandboxing happens in this process. */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,10 +41,107 @@ static const char main_help[] =
 	"  rm RUN_DIR...                    remove kept runs\n"
 	"  gc [--older-than DUR]            remove kept runs (all, or older than DUR)\n"
 	"  mcp [OPTIONS]                    an MCP server on stdin/stdout (agentbox mcp --help)\n"
-	"  version                          print the version\n"
-	"  help                             this text\n"
+	"  version [--json]                 print the version (--json: and the formats)\n"
+	"  help [COMMAND]                   this text, or COMMAND's (as COMMAND --help)\n"
 	"\n"
-	"`agentbox run --help` lists the run options.\n";
+	"`agentbox COMMAND --help` lists each command's options; man agentbox has them all.\n";
+
+static const char doctor_help[] =
+	"usage: agentbox doctor [--json]\n"
+	"\n"
+	"Checks what this host supports (bwrap, user namespaces, Landlock, seccomp, cgroups,\n"
+	"AppArmor, the interpreters), runs a trivial sandboxed script, and reports what the\n"
+	"runs directory holds. Each failed check names its fix.\n"
+	"\n"
+	"  --json      one JSON object: {agentbox_version, as_root, checks: [{check, result,\n"
+	"              detail, fix}], ok}\n"
+	"  --help      this text\n"
+	"\n"
+	"Exit status: 0 when sandboxes can run here, 1 when a check failed, 2 usage error.\n";
+
+static const char collect_help[] =
+	"usage: agentbox collect RUN_DIR DIR\n"
+	"\n"
+	"Copies the regular files a kept run left in its workspace (RUN_DIR/work) into DIR,\n"
+	"which must exist, be yours and be empty of the names it copies: nothing is\n"
+	"overwritten, links and special files are skipped and listed. Prints a JSON summary\n"
+	"({dir, bytes, files, summary}). RUN_DIR is a run_dir from a report.\n"
+	"\n"
+	"  --help      this text\n"
+	"\n"
+	"Exit status: 0 copied, 2 usage error, 125 refused or failed (the message says why).\n";
+
+static const char rm_help[] =
+	"usage: agentbox rm RUN_DIR...\n"
+	"\n"
+	"Removes kept runs. Each RUN_DIR must be a run directory agentbox created (a\n"
+	"run-XXXXXX name with agentbox's marker, made by you); a run still going is refused.\n"
+	"\n"
+	"  --help      this text\n"
+	"\n"
+	"Exit status: 0 all removed, 2 usage error, 125 one was refused or failed.\n";
+
+static const char gc_help[] =
+	"usage: agentbox gc [--older-than DURATION] [--runs-dir DIR] [--dry-run]\n"
+	"\n"
+	"Removes kept runs from the runs directory: all of them, or those older than DURATION\n"
+	"(90s, 30m, 12h, 7d). Runs whose agentbox is still alive are left alone. Without gc,\n"
+	"every run already keeps the newest $AGENTBOX_KEEP_RUNS (default 20) and none older\n"
+	"than $AGENTBOX_KEEP_AGE (default 7d).\n"
+	"\n"
+	"  --older-than DURATION  only runs older than this\n"
+	"  --runs-dir DIR         the runs directory (default $AGENTBOX_RUNS_DIR or\n"
+	"                         /var/tmp/agentbox-UID)\n"
+	"  --dry-run              print what would go, remove nothing\n"
+	"  --help                 this text\n"
+	"\n"
+	"Exit status: 0, 2 usage error, 125 a run could not be removed.\n";
+
+static const char version_help[] =
+	"usage: agentbox version [--json]\n"
+	"\n"
+	"Prints agentbox's version.\n"
+	"\n"
+	"  --json      one JSON object: {agentbox_version, report_schema_version,\n"
+	"              spec_version}, the formats this agentbox writes and reads (what the\n"
+	"              client packages check before their first run)\n"
+	"  --help      this text\n";
+
+/* Options of a subcommand that takes only --help (and what the table adds): returns the
+ * getopt result loop's verdict: 1 --help was asked, 0 go on (optind at the operands), -1 a
+ * usage error was printed. */
+static int
+sub_getopt(int argc, char **argv, const struct option *opts, const char *help,
+	   int (*on_opt)(int c, void *data), void *data)
+{
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			fputs(help, stdout);
+			return 1;
+		}
+		if (c == '?' || c == ':' || !on_opt || on_opt(c, data) < 0) {
+			fprintf(stderr, "agentbox %s: %s '%s'\n", argv[0],
+				c == ':' ? "a value is needed after" : "unknown option",
+				argv[optind - 1]);
+			fprintf(stderr, "Try 'agentbox %s --help' for more information.\n",
+				argv[0]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+usage_operands(const char *cmd, const char *what)
+{
+	fprintf(stderr, "agentbox %s: %s\nTry 'agentbox %s --help' for more information.\n", cmd,
+		what, cmd);
+	return AB_EXIT_USAGE;
+}
 
 /* The one place that prints an error: "agentbox: MESSAGE (fix: FIX)". */
 static void
@@ -65,10 +163,11 @@ fail_with(const char *prefix, ab_error *e)
 	return code;
 }
 
-/* A report for a run refused before the library had it (a flag that does not parse): the
- * same schema as every other report. */
+/* A report for a run refused before the library had it (a flag or a spec that does not
+ * parse): the same schema as every other report, to --report (dest, when open) and to
+ * --report-fd (report_fd, when > 0), so a client reading only the fd learns why too. */
 static void
-write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest,
+write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest, int report_fd,
 		   const struct ab_err *err)
 {
 	struct ab_result res;
@@ -83,8 +182,10 @@ write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest,
 	rep = report_build(&res);
 	text = report_dumps(rep, &len);
 	json_decref(rep);
-	if (text)
+	if (text && dest)
 		(void) report_write_at(dest, text, len);
+	if (text && report_fd > 0)
+		(void) write_all(report_fd, text, len);
 	result_done(&res);
 }
 
@@ -142,19 +243,146 @@ print_outcome(const ab_result *res)
 	json_decref(rep);
 }
 
+/* "1G", "512M", "3.5K", "100" bytes as the flags take them. */
+static void
+fmt_size(char *buf, size_t size, double v)
+{
+	static const char *const unit[] = { "", "K", "M", "G", "T" };
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < ARRAY_SIZE(unit)) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, size, v == (double) (long long) v ? "%.0f%s" : "%.1f%s", v, unit[u]);
+}
+
+static void
+fmt_secs(char *buf, size_t size, double ms)
+{
+	if (ms < 1000)
+		snprintf(buf, size, "%.0fms", ms);
+	else if (ms < 600000)
+		snprintf(buf, size, "%.1fs", ms / 1000);
+	else
+		snprintf(buf, size, "%.0fm", ms / 60000);
+}
+
+/* The limit a status names, and how it reads in the summary line. */
+static const struct {
+	const char *status, *limit, *what;
+} limit_status[] = {
+	{ "timeout", "timeout", "timeout" },
+	{ "oom", "memory", "out of memory" },
+	{ "pids_limit", "pids", "task limit reached" },
+	{ "cpu_time_limit", "cpu-time", "CPU time limit reached" },
+	{ "disk_limit", "disk", "workspace full" },
+	{ "file_size_limit", "file-size", "file size limit reached" },
+	{ "output_limit", "output-limit", "output limit reached" },
+};
+
+/* One line on stderr after a run, for a person: what happened, how long, how much memory,
+ * what the script wrote, and for a limit the fix. Colour only on a terminal, never with
+ * NO_COLOR (no-color.org) or TERM=dumb. */
+static void
+print_summary(const ab_result *res, bool colour)
+{
+	json_t *rep = json_loads(ab_result_json(res), 0, NULL);
+	const char *status = json_string_value(json_object_get(rep, "status"));
+	const char *fix = json_string_value(json_object_get(rep, "fix"));
+	const char *script = json_string_value(json_object_get(rep, "script"));
+	const char *base = script && strrchr(script, '/') ? strrchr(script, '/') + 1 : script;
+	json_t *usage = json_object_get(rep, "usage"), *files = json_object_get(rep, "files"), *f;
+	char head[256], tail[512], num[32], lim[32];
+	const char *col = "31"; /* red: a limit, a signal, an interrupt */
+	double wall = (double) json_integer_value(json_object_get(rep, "wall_ms"));
+	json_int_t peak = json_integer_value(json_object_get(usage, "memory_peak_bytes"));
+	size_t i, written = 0, n;
+	bool origins = false;
+
+	if (!status) {
+		json_decref(rep);
+		return;
+	}
+	json_array_foreach(files, i, f) if (json_object_get(f, "origin")) origins = true;
+	json_array_foreach(files, i, f)
+	{
+		const char *o = json_string_value(json_object_get(f, "origin"));
+		const char *t = json_string_value(json_object_get(f, "type"));
+		const char *path = json_string_value(json_object_get(f, "path"));
+
+		if (origins ? o && (strcmp(o, "created") == 0 || strcmp(o, "modified") == 0)
+			    : t && strcmp(t, "file") == 0 &&
+				      !(base && path && strcmp(path, base) == 0))
+			written++;
+	}
+	fmt_secs(num, sizeof(num), wall);
+	if (strcmp(status, "exited") == 0) {
+		json_int_t code = json_integer_value(json_object_get(rep, "exit_code"));
+
+		col = code == 0 ? "32" : "33";
+		snprintf(head, sizeof(head), "exit %lld after %s", (long long) code, num);
+	} else if (strcmp(status, "signaled") == 0) {
+		snprintf(head, sizeof(head), "killed by SIG%s after %s",
+			 json_string_value(json_object_get(rep, "signal_name")) ?: "?", num);
+	} else if (strcmp(status, "interrupted") == 0) {
+		snprintf(head, sizeof(head), "interrupted after %s", num);
+	} else {
+		snprintf(head, sizeof(head), "%s after %s", status, num);
+		for (i = 0; i < ARRAY_SIZE(limit_status); i++) {
+			json_t *l = json_object_get(json_object_get(rep, "limits"),
+						    limit_status[i].limit);
+			double v = (double) json_integer_value(json_object_get(l, "enforced"));
+
+			if (strcmp(status, limit_status[i].status) != 0)
+				continue;
+			if (strcmp(limit_status[i].limit, "timeout") == 0 ||
+			    strcmp(limit_status[i].limit, "cpu-time") == 0)
+				snprintf(lim, sizeof(lim),
+					 (long long) v % 1000 == 0 ? "%.0fs" : "%.0fms",
+					 (long long) v % 1000 == 0 ? v / 1000 : v);
+			else if (strcmp(limit_status[i].limit, "pids") == 0)
+				snprintf(lim, sizeof(lim), "%.0f", v);
+			else
+				fmt_size(lim, sizeof(lim), v);
+			snprintf(head, sizeof(head), "%s after %s (--%s %s)", limit_status[i].what,
+				 num, limit_status[i].limit, lim);
+		}
+	}
+	n = 0;
+	if (peak > 0) {
+		n += (size_t) snprintf(tail + n, sizeof(tail) - n, ", peak memory %.1f MiB",
+				       (double) peak / (1 << 20));
+	} else if (json_integer_value(json_object_get(rep, "max_rss_kib")) > 0) {
+		n += (size_t) snprintf(
+			tail + n, sizeof(tail) - n, ", max RSS %.1f MiB",
+			(double) json_integer_value(json_object_get(rep, "max_rss_kib")) / 1024);
+	}
+	n += (size_t) snprintf(tail + n, sizeof(tail) - n, ", %zu file%s written", written,
+			       written == 1 ? "" : "s");
+	if (fix && strcmp(status, "exited") != 0)
+		(void) snprintf(tail + n, sizeof(tail) - n, "; %s", fix);
+	if (colour)
+		fprintf(stderr, "agentbox: \033[%sm%s\033[0m%s\n", col, head, tail);
+	else
+		fprintf(stderr, "agentbox: %s%s\n", head, tail);
+	json_decref(rep);
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
 	struct ab_run_opts o;
 	struct ab_err err = { 0 };
 	struct ab_report_dest dest = { .dirfd = -1 };
-	bool have_dest = false;
+	bool have_dest = false, fd_ok = false, to_stdout, dry_run = false;
 	cleanup_free char *code = NULL, *spec_text = NULL;
 	ab_context *ctx = NULL;
 	ab_spec *spec = NULL;
 	ab_result *res = NULL;
 	ab_error *e = NULL;
 	ab_run_handle *run;
+	bool tty;
 	int r, code_exit;
 
 	run_opts_init(&o);
@@ -165,9 +393,10 @@ cmd_run(int argc, char **argv)
 		return 0;
 	}
 	/* --report-fd: must be open now, and is not passed on to anything */
-	if (r == 0 && o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) < 0)
+	fd_ok = o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) >= 0;
+	if (r == 0 && o.report_fd > 0 && !fd_ok)
 		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd);
-	if (r == 0 && o.report_fd > 0)
+	if (fd_ok)
 		(void) fcntl(o.report_fd, F_SETFD, FD_CLOEXEC);
 	/* --spec: the whole run as JSON; other flags may not be mixed in */
 	if (r == 0 && o.spec_path) {
@@ -184,6 +413,7 @@ cmd_run(int argc, char **argv)
 		} else {
 			run_opts_init(&so);
 			r = spec_parse_text(spec_text, (size_t) -1, &so, &err);
+			dry_run = so.dry_run;
 			run_opts_done(&so);
 		}
 		o.report_path = report;
@@ -211,34 +441,55 @@ cmd_run(int argc, char **argv)
 			r = d;
 	}
 	if (r < 0) {
-		if (have_dest)
-			write_usage_report(&o, &dest, &err);
+		if (have_dest || fd_ok)
+			write_usage_report(&o, have_dest ? &dest : NULL, fd_ok ? o.report_fd : -1,
+					   &err);
 		print_error("", err.msg, err.fix, err.exit == AB_EXIT_USAGE);
 		report_dest_done(&dest);
 		run_opts_done(&o);
 		return err.exit ? err.exit : AB_EXIT_SETUP;
 	}
+	/* at a terminal, a long run shows it is alive (unless --summary=never) */
+	tty = isatty(STDERR_FILENO);
+	o.progress = tty && o.summary >= 0;
 	if (!spec_text) {
 		json_t *j = spec_build(&o);
 
 		spec_text = json_dumps(j, JSON_COMPACT);
 		json_decref(j);
+	} else if (o.progress) {
+		json_t *j = json_loads(spec_text, 0, NULL);
+
+		if (json_is_object(j) && !json_object_get(j, "progress")) {
+			json_object_set_new(j, "progress", json_true());
+			free(spec_text);
+			spec_text = json_dumps(j, JSON_COMPACT);
+		}
+		json_decref(j);
 	}
 	ctx = ab_context_new(NULL);
 	spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
-	run = spec ? ab_run_start(ctx, spec, &(ab_io){ STDOUT_FILENO, STDERR_FILENO }, &e) : NULL;
+	/* --report -: our stdout carries the report and nothing else (one JSON document for a
+	 * caller that parses it), so the script's stdout is not relayed there: it is in the
+	 * report (and RUN_DIR/stdout past --inline-output). Its stderr still goes to stderr.
+	 * --dry-run prints its command line on stdout and writes no report. */
+	to_stdout = o.report_path && strcmp(o.report_path, "-") == 0 && !o.dry_run && !dry_run;
+	run = spec ? ab_run_start(ctx, spec,
+				  &(ab_io){ to_stdout ? -1 : STDOUT_FILENO, STDERR_FILENO }, &e)
+		   : NULL;
 	r = run ? wait_forwarding(run, &res, &e) : -EINVAL;
 	ab_spec_free(spec);
 	ab_context_free(ctx);
 	if (r == 1) { /* --dry-run: the command line was printed */
 		code_exit = 0;
 	} else if (r < 0) {
-		if (have_dest && ab_error_exit_status(e) == AB_EXIT_USAGE) {
+		if ((have_dest || fd_ok) && ab_error_exit_status(e) == AB_EXIT_USAGE) {
 			struct ab_err ue = { .code = -EINVAL, .exit = AB_EXIT_USAGE };
 
 			snprintf(ue.msg, sizeof(ue.msg), "%s", ab_error_message(e));
 			snprintf(ue.fix, sizeof(ue.fix), "%s", ab_error_fix(e));
-			write_usage_report(&o, &dest, &ue);
+			write_usage_report(&o, have_dest ? &dest : NULL, fd_ok ? o.report_fd : -1,
+					   &ue);
 		}
 		code_exit = ab_error_exit_status(e);
 		print_error("", ab_error_message(e), ab_error_fix(e), code_exit == AB_EXIT_USAGE);
@@ -263,6 +514,14 @@ cmd_run(int argc, char **argv)
 			(void) close(o.report_fd);
 		}
 		print_outcome(res);
+		if (o.summary > 0 || (o.summary == 0 && tty)) {
+			const char *st = ab_result_status(res);
+			const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+
+			if (st && strcmp(st, "setup_error") != 0 && strcmp(st, "usage_error") != 0)
+				print_summary(res, tty && !(nc && *nc) &&
+							   !(term && strcmp(term, "dumb") == 0));
+		}
 		code_exit = ab_result_agentbox_exit(res);
 		ab_result_free(res);
 	}
@@ -320,6 +579,15 @@ cmd_prepare(int argc, char **argv)
 }
 
 static int
+doctor_opt(int c, void *data)
+{
+	if (c != 'j')
+		return -1;
+	*(bool *) data = true;
+	return 0;
+}
+
+static int
 cmd_doctor(int argc, char **argv)
 {
 	cleanup_free char *out = NULL;
@@ -329,13 +597,15 @@ cmd_doctor(int argc, char **argv)
 	size_t i;
 	int ok;
 
-	for (int k = 1; k < argc; k++) {
-		if (strcmp(argv[k], "--json") != 0) {
-			print_error("", "unknown doctor option:", argv[k], false);
-			return AB_EXIT_USAGE;
-		}
-		as_json = true;
-	}
+	static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	int r = sub_getopt(argc, argv, opts, doctor_help, doctor_opt, &as_json);
+
+	if (r != 0)
+		return r > 0 ? 0 : AB_EXIT_USAGE;
+	if (optind < argc)
+		return usage_operands("doctor", "takes no operands");
 	if (ab_probe(NULL, &out, &e) < 0)
 		return fail_with("doctor: ", e);
 	if (as_json) {
@@ -374,11 +644,15 @@ cmd_collect(int argc, char **argv)
 	cleanup_free char *out = NULL;
 	ab_error *e = NULL;
 
-	if (argc != 3) {
-		print_error("", "usage: agentbox collect RUN_DIR DIR", NULL, false);
-		return AB_EXIT_USAGE;
-	}
-	if (ab_collect(NULL, argv[1], argv[2], &out, &e) < 0)
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	int r = sub_getopt(argc, argv, opts, collect_help, NULL, NULL);
+
+	if (r != 0)
+		return r > 0 ? 0 : AB_EXIT_USAGE;
+	if (argc - optind != 2)
+		return usage_operands("collect", "give RUN_DIR and DIR");
+	if (ab_collect(NULL, argv[optind], argv[optind + 1], &out, &e) < 0)
 		return fail_with("", e);
 	puts(out);
 	return 0;
@@ -387,19 +661,52 @@ cmd_collect(int argc, char **argv)
 static int
 cmd_rm(int argc, char **argv)
 {
-	int status = 0;
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	int status = 0, r = sub_getopt(argc, argv, opts, rm_help, NULL, NULL);
 
-	if (argc < 2) {
-		print_error("", "usage: agentbox rm RUN_DIR...", NULL, false);
-		return AB_EXIT_USAGE;
-	}
-	for (int i = 1; i < argc; i++) {
+	if (r != 0)
+		return r > 0 ? 0 : AB_EXIT_USAGE;
+	if (optind >= argc)
+		return usage_operands("rm", "give at least one RUN_DIR");
+	for (int i = optind; i < argc; i++) {
 		ab_error *e = NULL;
 
 		if (ab_rm(NULL, argv[i], &e) < 0)
 			status = fail_with("", e);
 	}
 	return status;
+}
+
+struct gc_args {
+	ab_context *ctx;
+	uint64_t older;
+	bool dry;
+};
+
+static int
+gc_opt(int c, void *data)
+{
+	struct gc_args *a = data;
+
+	switch (c) {
+	case 'n':
+		a->dry = true;
+		return 0;
+	case 'r':
+		return ab_context_set(a->ctx, "runs_dir", optarg);
+	case 'o':
+		if (units_parse_duration_ms(optarg, &a->older) == 0)
+			return 0;
+		fprintf(stderr,
+			"agentbox gc: invalid --older-than '%s': expected a duration like 90s, "
+			"30m, "
+			"12h, 7d\n",
+			optarg);
+		exit(AB_EXIT_USAGE);
+	default:
+		return -1;
+	}
 }
 
 static int
@@ -414,23 +721,24 @@ cmd_gc(int argc, char **argv)
 	size_t i, removed;
 	int r;
 
-	for (int k = 1; k < argc; k++) {
-		if (strcmp(argv[k], "--dry-run") == 0)
-			dry = true;
-		else if (strcmp(argv[k], "--runs-dir") == 0 && k + 1 < argc)
-			(void) ab_context_set(ctx, "runs_dir", argv[++k]);
-		else if (strcmp(argv[k], "--older-than") == 0 && k + 1 < argc &&
-			 units_parse_duration_ms(argv[k + 1], &older) == 0)
-			k++;
-		else {
-			ab_context_free(ctx);
-			print_error("",
-				    "usage: agentbox gc [--runs-dir DIR] [--older-than DURATION] "
-				    "[--dry-run]",
-				    NULL, false);
-			return AB_EXIT_USAGE;
-		}
+	static const struct option opts[] = { { "dry-run", no_argument, NULL, 'n' },
+					      { "runs-dir", required_argument, NULL, 'r' },
+					      { "older-than", required_argument, NULL, 'o' },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	struct gc_args a = { .ctx = ctx };
+
+	r = sub_getopt(argc, argv, opts, gc_help, gc_opt, &a);
+	if (r == 0 && optind < argc) {
+		(void) usage_operands("gc", "takes no operands");
+		r = -1;
 	}
+	if (r != 0) {
+		ab_context_free(ctx);
+		return r > 0 ? 0 : AB_EXIT_USAGE;
+	}
+	older = a.older;
+	dry = a.dry;
 	r = ab_gc(ctx, (int64_t) older, dry, &out, &e);
 	ab_context_free(ctx);
 	if (r < 0)
@@ -448,8 +756,8 @@ cmd_gc(int argc, char **argv)
 	return r;
 }
 
-int
-main(int argc, char **argv)
+static int
+command(int argc, char **argv)
 {
 	if (argc < 2) {
 		fputs(main_help, stderr);
@@ -470,13 +778,32 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "mcp") == 0)
 		return mcp_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
-		printf("agentbox %s\n", AB_VERSION);
+		if (argc > 2 && strcmp(argv[2], "--help") == 0) {
+			fputs(version_help, stdout);
+			return 0;
+		}
+		/* --json: what a client checks before its first run (the formats it speaks) */
+		if (argc > 2 && strcmp(argv[2], "--json") == 0)
+			printf("{\"agentbox_version\": \"%s\", \"report_schema_version\": %d, "
+			       "\"spec_version\": %d}\n",
+			       AB_VERSION, AB_REPORT_SCHEMA_VERSION, AB_SPEC_VERSION);
+		else
+			printf("agentbox %s\n", AB_VERSION);
 		return 0;
 	}
-	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		if (argc > 2 && strcmp(argv[1], "help") == 0 && strcmp(argv[2], "help") != 0)
+			return command(3, (char *[]){ argv[0], argv[2], (char *) "--help", NULL });
 		fputs(main_help, stdout);
 		return 0;
 	}
 	fprintf(stderr, "agentbox: unknown command '%s'\nTry 'agentbox help'.\n", argv[1]);
 	return AB_EXIT_USAGE;
+}
+
+int
+main(int argc, char **argv)
+{
+	return command(argc, argv);
 }

@@ -171,6 +171,8 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 		{ "supervisor", offsetof(struct ab_cfg, supervisor) },
 		{ "home", offsetof(struct ab_cfg, home) },
 		{ "path", offsetof(struct ab_cfg, path) },
+		{ "keep_runs", offsetof(struct ab_cfg, keep_runs) },
+		{ "keep_age", offsetof(struct ab_cfg, keep_age) },
 	};
 
 	if (!ctx || !key)

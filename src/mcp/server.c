@@ -1594,6 +1594,10 @@ mcp_main(int argc, char **argv)
 		cleanup_free char *runs = xasprintf("%s/runs", m.pol.state_dir);
 
 		(void) ab_context_set(ctx, "runs_dir", runs);
+		/* one retention, the server's (--keep-runs, --keep-for): it removes a run and its
+		 * record together, so the library prunes nothing of these runs on its own */
+		(void) ab_context_set(ctx, "keep_runs", "0");
+		(void) ab_context_set(ctx, "keep_age", "0");
 	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);

@@ -435,10 +435,13 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		const char *path = json_string_value(json_object_get(f, "path"));
 		const char *type = json_string_value(json_object_get(f, "type"));
 		cleanup_free char *raw = path ? unescape_path(path) : NULL;
+		const char *origin = json_string_value(json_object_get(f, "origin"));
 		json_t *e;
 		const char *mime;
 
-		if (!raw || !type || strcmp(raw, script) == 0)
+		/* the script itself is not a result; origin says so where the report has it */
+		if (!raw || !type ||
+		    (origin ? strcmp(origin, "script") == 0 : strcmp(raw, script) == 0))
 			continue;
 		e = json_pack("{s:s, s:s, s:O}", "path", path, "type", type, "size",
 			      json_object_get(f, "size") ?: json_null());
@@ -451,7 +454,9 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 			mime = mcp_mime_type(raw);
 			json_object_set_new(e, "mime_type", json_string(mime));
 			json_object_set_new(e, "uri", json_string(uri));
+			/* images the run made or changed, not the caller's own coming back */
 			if (images < m->pol.max_images &&
+			    (!origin || strcmp(origin, "unchanged") != 0) &&
 			    (strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 ||
 			     strcmp(mime, "image/svg+xml") == 0))
 				img = image_block(ws, raw, mime, m->pol.image_bytes);
@@ -475,6 +480,8 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		}
 		if (json_object_get(f, "flags"))
 			json_object_set(e, "flags", json_object_get(f, "flags"));
+		if (origin)
+			json_object_set_new(e, "origin", json_string(origin));
 		json_array_append_new(files, e);
 		n_files++;
 	}

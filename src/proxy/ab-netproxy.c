@@ -15,7 +15,11 @@
  *   agentbox -> us:  "listen" + SCM_RIGHTS(listening fd)   after it made the namespace
  *   us -> agentbox:  "listening" | "error TEXT"
  *   agentbox: shutdown(SHUT_WR), or it exits (EOF)
- *   us -> agentbox:  "stats allowed=N refused=N failed=N", "refusal TEXT"..., "end"; exit
+ *   us -> agentbox:  "stats allowed=N refused=N failed=N", "refusal TEXT"...,
+ *                    "failure TEXT"..., "end"; exit
+ * and, before "listen", prepare's check that the package index answers at all:
+ *   agentbox -> us:  "probe HOST:PORT"                  an allow-listed target only
+ *   us -> agentbox:  "probe-ok HOST:PORT" | "probe-failed HOST:PORT REASON"
  * agentbox double-forks us: we are never its child, so its supervisor (a subreaper waiting
  * for ECHILD) never waits for us, and we end with the control socket.
  *
@@ -54,6 +58,7 @@
 #define MAX_LOCAL       64
 #define HEAD_TIMEOUT    10000  /* ms to send the request head */
 #define CONNECT_TIMEOUT 10000  /* ms for each upstream address */
+#define PROBE_TIMEOUT   5000   /* ms for a probe to connect (agentbox waits a little longer) */
 #define IDLE_TIMEOUT    300000 /* ms without a byte either way closes a tunnel */
 #define RELAY_BUF       16384  /* per direction */
 
@@ -64,8 +69,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	unsigned long allowed, refused, failed;
 	int active;
-	size_t n_refusals;
+	size_t n_refusals, n_failures;
 	char refusals[MAX_REFUSALS][240];
+	char failures[MAX_REFUSALS][240];
 } st;
 
 static void
@@ -169,6 +175,9 @@ answer(int fd, int code, const char *target, const char *why)
 				 target, why);
 	} else {
 		st.failed++;
+		if (st.n_failures < MAX_REFUSALS)
+			snprintf(st.failures[st.n_failures++], sizeof(st.failures[0]), "%s: %s",
+				 target, why);
 	}
 	pthread_mutex_unlock(&lock);
 	/* let the client read the answer before the close (unread input would reset it) */
@@ -202,9 +211,9 @@ local_addrs(struct sockaddr_storage *out, size_t max)
 	return n;
 }
 
-/* A non-blocking connect to one address within CONNECT_TIMEOUT. Returns the fd or -errno. */
+/* A non-blocking connect to one address within ms. Returns the fd or -errno. */
 static int
-connect_one(const struct addrinfo *ai)
+connect_one(const struct addrinfo *ai, int ms)
 {
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	struct pollfd p;
@@ -221,7 +230,7 @@ connect_one(const struct addrinfo *ai)
 		return -e;
 	}
 	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
-	if (poll(&p, 1, CONNECT_TIMEOUT) <= 0) {
+	if (poll(&p, 1, ms) <= 0) {
 		(void) close(fd);
 		return -ETIMEDOUT;
 	}
@@ -365,7 +374,7 @@ serve(int cfd)
 			}
 			continue;
 		}
-		ufd = connect_one(ai);
+		ufd = connect_one(ai, CONNECT_TIMEOUT);
 		if (ufd < 0) {
 			last_err = -ufd;
 			ufd = -1;
@@ -394,6 +403,83 @@ serve(int cfd)
 	(void) close(ufd);
 }
 
+/* prepare's check, before the install starts, that an allow-listed package index answers:
+ * the name resolves and a TCP connection opens within PROBE_TIMEOUT. Reachability only: the
+ * address policy is applied to the install's own CONNECTs, as always. Nothing is sent. */
+struct probe {
+	char host[NP_HOST_MAX + 1];
+	uint16_t port;
+};
+
+static void *
+probe_main(void *arg)
+{
+	struct probe *pr = arg;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_ADDRCONFIG | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char target[NP_HOST_MAX + 32], portstr[8];
+	int64_t deadline = now_ms() + PROBE_TIMEOUT;
+	int r, fd = -1, last_err = ETIMEDOUT;
+
+	np_format_target(target, sizeof(target), pr->host, pr->port);
+	snprintf(portstr, sizeof(portstr), "%u", (unsigned) pr->port);
+	r = getaddrinfo(pr->host, portstr, &hints, &res);
+	if (r != 0) {
+		ctl_send("probe-failed %s %s", target,
+			 r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+		free(pr);
+		return NULL;
+	}
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			break;
+		fd = connect_one(ai, (int) left);
+		if (fd < 0) {
+			last_err = -fd;
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd >= 0) {
+		(void) close(fd);
+		ctl_send("probe-ok %s", target);
+	} else {
+		ctl_send("probe-failed %s %s", target, strerror(last_err));
+	}
+	free(pr);
+	return NULL;
+}
+
+/* "probe HOST:PORT": one detached thread (a resolver can stall). */
+static void
+probe_start(const char *spec, pthread_attr_t *attr)
+{
+	static struct np_policy one;
+	struct probe *pr;
+	pthread_t t;
+
+	memset(&one, 0, sizeof(one));
+	if (np_policy_add(&one, spec) < 0 || one.n != 1 ||
+	    !np_policy_allows(&policy, one.allow[0].host, one.allow[0].port)) {
+		ctl_send("probe-failed %s not on the allow-list", spec);
+		return;
+	}
+	pr = calloc(1, sizeof(*pr));
+	if (!pr) {
+		ctl_send("probe-failed %s out of memory", spec);
+		return;
+	}
+	memcpy(pr->host, one.allow[0].host, sizeof(pr->host));
+	pr->port = one.allow[0].port;
+	if (pthread_create(&t, attr, probe_main, pr) != 0) {
+		ctl_send("probe-failed %s cannot start a thread", spec);
+		free(pr);
+	}
+}
+
 static void *
 conn_main(void *arg)
 {
@@ -415,16 +501,18 @@ finish(void)
 	ctl_send("stats allowed=%lu refused=%lu failed=%lu", st.allowed, st.refused, st.failed);
 	for (size_t i = 0; i < st.n_refusals; i++)
 		ctl_send("refusal %s", st.refusals[i]);
+	for (size_t i = 0; i < st.n_failures; i++)
+		ctl_send("failure %s", st.failures[i]);
 	ctl_send("end");
 	_exit(0); /* ends the connection threads too */
 }
 
-/* One control record; a "listen" one carries the listening socket. Returns that fd, -1 for
- * none, or -2 at EOF or a broken control socket. */
+/* One control record; a "listen" one carries the listening socket, a "probe" one starts a
+ * probe. Returns the listening fd, -1 for none, or -2 at EOF or a broken control socket. */
 static int
-ctl_recv(void)
+ctl_recv(pthread_attr_t *attr)
 {
-	char buf[64];
+	char buf[NP_HOST_MAX + 64];
 	union {
 		struct cmsghdr h;
 		char b[CMSG_SPACE(sizeof(int))];
@@ -446,6 +534,10 @@ ctl_recv(void)
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
 		    c->cmsg_len == CMSG_LEN(sizeof(int)))
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (fd < 0 && strncmp(buf, "probe ", 6) == 0) {
+		probe_start(buf + 6, attr);
+		return -1;
+	}
 	if (strcmp(buf, "listen") != 0 || fd < 0) {
 		if (fd >= 0)
 			(void) close(fd);
@@ -559,7 +651,7 @@ main(int argc, char **argv)
 			die("poll: %s", strerror(errno));
 		}
 		if (p[0].revents) {
-			int fd = ctl_recv();
+			int fd = ctl_recv(&attr);
 
 			if (fd == -2)
 				finish();

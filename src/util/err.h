@@ -7,6 +7,8 @@
 /* Exit statuses agentbox uses for its own failures (documented in README "Exit status"). */
 enum ab_exit {
 	AB_EXIT_USAGE = 2,         /* the command line is wrong; nothing ran */
+	AB_EXIT_UNAVAILABLE = 3,   /* a network resource agentbox needs is unreachable (prepare:
+				    * the package index); nothing was installed */
 	AB_EXIT_TIMEOUT = 124,     /* the wall-clock limit ended the run */
 	AB_EXIT_SETUP = 125,       /* agentbox failed or refused; nothing ran */
 	AB_EXIT_CANNOT_EXEC = 126, /* the interpreter exists but could not be executed */

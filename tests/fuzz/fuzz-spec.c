@@ -35,7 +35,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    again.script_args.n != o.script_args.n ||
 		    memcmp(again.limits, o.limits, sizeof(o.limits)) != 0 ||
 		    memcmp(again.without, o.without, sizeof(o.without)) != 0 ||
-		    again.code_len != o.code_len)
+		    again.code_len != o.code_len || again.inline_output != o.inline_output ||
+		    again.output_truncate != o.output_truncate)
 			abort(); /* what the CLI builds must parse back to the same run */
 		free(text);
 		json_decref(j);

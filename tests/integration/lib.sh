@@ -7,6 +7,9 @@
 #   ab ARGS...        agentbox run --runs-dir $RUNS --report $WORK/r.json ARGS...
 #                     sets $rc; stdout in $WORK/out, stderr in $WORK/err
 #   jr FILTER         jq -r FILTER on the last report
+#   keep_report FILE  keep a copy of the report FILE (ab and abb_core keep $WORK/r.json)
+#                     in $WORK/reports, for done_testing to validate against
+#                     schemas/report.schema.json (one python3 for all: one TAP line)
 #   ok/not_ok/skip/is/check/done_testing   TAP helpers
 #   bounded SECS CMD  run CMD under an outer timeout (safety net for attack tests)
 #   no_procs TOKEN    true when no process on the host has TOKEN in its command line
@@ -68,7 +71,78 @@ refute() {
     shift
     if "$@"; then not_ok "$_msg" "command unexpectedly succeeded: $*"; else ok "$_msg"; fi
 }
+# keep_report FILE: keep a copy of the report FILE (ab and abb_core pass $WORK/r.json) as
+# $WORK/reports/N.json, when it exists and is not the copy kept last (ab does not remove the
+# previous report first). N is the next free number, so a call in a subshell, whose count the
+# test does not see, never overwrites a copy.
+_nrep=0
+keep_report() {
+    _kr=$1
+    [ -f "$_kr" ] && [ ! -L "$_kr" ] || return 0
+    if [ -f "$WORK/reports/$_nrep.json" ] && cmp -s "$_kr" "$WORK/reports/$_nrep.json"; then
+        return 0
+    fi
+    [ -d "$WORK/reports" ] || mkdir "$WORK/reports"
+    _nrep=$((_nrep + 1))
+    while [ -e "$WORK/reports/$_nrep.json" ]; do _nrep=$((_nrep + 1)); done
+    cp "$_kr" "$WORK/reports/$_nrep.json"
+    echo "$_nrep.json $_n" >>"$WORK/reports/index"
+}
+# validate_json ARGS...: tests/integration/validate-schema.py ARGS (exit 77: no jsonschema). Debian's
+# python3 first, the one ./setup installs python3-jsonschema for (and no pyenv shim to start);
+# then python3 from PATH, if it differs.
+validate_json() {
+    _vpy=python3
+    if [ -x /usr/bin/python3 ]; then _vpy=/usr/bin/python3; fi
+    _vjrc=0
+    "$_vpy" "$AB_TESTDIR/integration/validate-schema.py" "$@" || _vjrc=$?
+    if [ "$_vjrc" = 77 ] && [ "$_vpy" != python3 ] &&
+        [ "$(command -v python3)" != /usr/bin/python3 ] && command -v python3 >/dev/null; then
+        _vjrc=0
+        python3 "$AB_TESTDIR/integration/validate-schema.py" "$@" || _vjrc=$?
+    fi
+    return "$_vjrc"
+}
+# validate_reports: one TAP line for every report kept in this test file, validated in one
+# python3 process against schemas/report.schema.json (from the source tree, or the stage
+# run-as.sh made). A skip when there is none to validate or no python3-jsonschema.
+validate_reports() {
+    _schema=$AB_SRCDIR/schemas/report.schema.json
+    _what="reports validate against schemas/report.schema.json"
+    keep_report "$WORK/r.json"
+    set -- "$WORK"/reports/*.json
+    if [ ! -f "$1" ]; then
+        skip "$_what" "this test file kept no report"
+        return 0
+    fi
+    _vrc=0
+    _vt0=$(date +%s%N)
+    validate_json --strict "$_schema" "$@" >"$WORK/validate.out" 2>&1 || _vrc=$?
+    _vms=$((($(date +%s%N) - _vt0) / 1000000))
+    case $_vrc in
+    0)
+        ok "all $# $_what"
+        echo "# validated in $_vms ms ($(du -sk "$WORK/reports" | cut -f1) KiB of reports)"
+        ;;
+    77) skip "$_what" "$(head -n1 "$WORK/validate.out")" ;;
+    *)
+        _vn=$((_n + 1))
+        echo "not ok $_vn - $# $_what (see below)"
+        _n=$_vn
+        _failed=$((_failed + 1))
+        # each failing report named with the TAP test it was kept after
+        awk 'NR == FNR { after[$1] = $2; next }
+            match($0, /^[^ :]*\/reports\/[0-9]+\.json/) {
+                f = substr($0, 1, RLENGTH)
+                sub(/.*\//, "", f)
+                $0 = "report " f " (kept after test " after[f] ")" substr($0, RLENGTH + 1)
+            }
+            { print "#   " $0 }' "$WORK/reports/index" "$WORK/validate.out"
+        ;;
+    esac
+}
 done_testing() {
+    validate_reports
     echo "1..$_n"
     [ "$_failed" -eq 0 ]
 }
@@ -86,6 +160,7 @@ ab() {
     rc=0
     "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
         >"$WORK/out" 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
 }
 # abb SECS ARGS...: ab under an outer timeout of SECS (the test's own safety net), after
 # removing the last report. Tests that need more (--rm, a note) redefine abb on top of abb_core.
@@ -97,6 +172,7 @@ abb_core() {
     rc=0
     bounded "$_secs" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" \
         >"$WORK/out" 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
 }
 abb() { abb_core "$@"; }
 # has LINE: the last run printed exactly LINE; hasre RE: a line matches RE

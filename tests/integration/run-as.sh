@@ -47,6 +47,10 @@ if [ -n "${AGENTBOX_SUPERVISOR:-}" ]; then cp "$AGENTBOX_SUPERVISOR" "$stage/bin
 cp -r "$AB_TESTDIR" "$stage/tests"
 cp -r "$AB_SRCDIR/examples" "$stage/examples"
 cp -r "$AB_SRCDIR/bench" "$stage/bench"
+# the JSON Schemas every kept report is validated against, and docs/spec.md's example spec
+cp -r "$AB_SRCDIR/schemas" "$stage/schemas"
+mkdir "$stage/docs"
+cp "$AB_SRCDIR/docs/spec.md" "$stage/docs/"
 # the MCP SDK (node_modules), for test-mcp.sh alone
 sdk=""
 if [ "$name" = test-mcp.sh ] && [ -d "${AB_MCP_SDK:-/nonexistent}" ]; then

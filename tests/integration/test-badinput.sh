@@ -10,7 +10,8 @@
 # snap: every path under $WORK except the runs root and our own outputs, with its mode,
 # owner, size and mtime
 snap() {
-    find "$WORK" -mindepth 1 \( -path "$RUNS" -o -name out -o -name err -o -name 'r.json*' \) \
+    find "$WORK" -mindepth 1 \( -path "$RUNS" -o -path "$WORK/reports" -o -name out -o -name err \
+        -o -name 'r.json*' \) \
         -prune -o -printf '%p %m %U:%G %s %T@\n' | sort
 }
 HINT="Try 'agentbox run --help' for more information."
@@ -86,13 +87,30 @@ refused "--timeout 5x" 2 usage_error "invalid --timeout '5x': expected a duratio
 refused "--timeout 0" 2 usage_error "invalid --timeout '0'" - --timeout 0 "$WORK/ok.py"
 refused "--memory lots" 2 usage_error "invalid --memory 'lots': expected a size" - \
     --memory lots "$WORK/ok.py"
-refused "--memory 1K (too small)" 2 usage_error "invalid --memory '1K'.*sensible range" - \
+refused "--memory 1K (too small)" 2 usage_error "invalid --memory '1K'.*from 16M to 1024T" - \
     --memory 1K "$WORK/ok.py"
 refused "--pids -1" 2 usage_error "invalid --pids '-1': expected a whole number" - \
     --pids -1 "$WORK/ok.py"
 refused "--cpus 0" 2 usage_error "invalid --cpus '0'" - --cpus 0 "$WORK/ok.py"
 refused "--disk 12Q" 2 usage_error "invalid --disk '12Q'" - --disk 12Q "$WORK/ok.py"
 refused "--nofile 1" 2 usage_error "invalid --nofile '1'" - --nofile 1 "$WORK/ok.py"
+# every limit's error gives the accepted range
+refused "--timeout 8d (over the range)" 2 usage_error "invalid --timeout '8d'.*from 1ms to 7d" - \
+    --timeout 8d "$WORK/ok.py"
+refused "--disk 1 (under the range)" 2 usage_error "invalid --disk '1'.*from 1M to 1024T" - \
+    --disk 1 "$WORK/ok.py"
+refused "--cpus 0.001" 2 usage_error "invalid --cpus '0.001'.*from 0.01 to 1024" - \
+    --cpus 0.001 "$WORK/ok.py"
+refused "--pids 1" 2 usage_error "invalid --pids '1'.*from 2 to 4194304" - --pids 1 "$WORK/ok.py"
+refused "--inodes 3" 2 usage_error "invalid --inodes '3'.*from 16 to" - --inodes 3 "$WORK/ok.py"
+refused "--tmp-size 2000T" 2 usage_error "invalid --tmp-size '2000T'.*from 1M to 1024T" - \
+    --tmp-size 2000T "$WORK/ok.py"
+refused "--output-limit 0" 2 usage_error "invalid --output-limit '0'.*from 1 byte to 1T" - \
+    --output-limit 0 "$WORK/ok.py"
+refused "--file-size 0" 2 usage_error "invalid --file-size '0'.*from 1 byte" - \
+    --file-size 0 "$WORK/ok.py"
+refused "--cpu-time 8d" 2 usage_error "invalid --cpu-time '8d'.*from 0 \(no limit\) to 7d" - \
+    --cpu-time 8d "$WORK/ok.py"
 refused "--env without =" 2 usage_error "invalid --env 'NOVALUE'" - --env NOVALUE "$WORK/ok.py"
 refused "--without unknown" 2 usage_error "invalid --without 'foo'" - --without foo "$WORK/ok.py"
 
@@ -173,6 +191,39 @@ is "$(ls -A "$WORK/gwruns")" "" "--runs-dir other-writable: nothing was created 
 echo x >"$WORK/runsfile"
 refused "--runs-dir is a file" 125 setup_error "runsfile" - --runs-dir "$WORK/runsfile" "$WORK/ok.py"
 refute "no refused run ran the script" grep -q SHOULD-NOT-RUN "$WORK/out"
+
+# ---- every subcommand has --help; its usage errors are one line and the hint ---------------
+for _c in run prepare doctor collect rm gc version; do
+    rc=0
+    "$AGENTBOX" "$_c" --help >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 0 "$_c --help: exit 0"
+    check "$_c --help: its usage on stdout" grep -q "^usage: agentbox $_c" "$WORK/out"
+    check "$_c --help: nothing on stderr" test ! -s "$WORK/err"
+    rc=0
+    "$AGENTBOX" help "$_c" >"$WORK/out2" 2>/dev/null || rc=$?
+    check "help $_c: the same text" cmp -s "$WORK/out" "$WORK/out2"
+done
+subcmd_refused() { # LABEL PATTERN ARGS...: exit 2, the error line, then the command's hint
+    _label=$1 _pat=$2
+    shift 2
+    rc=0
+    "$AGENTBOX" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 2 "$_label: exit 2"
+    check "$_label: the error names the problem" grep -q -- "$_pat" "$WORK/err"
+    is "$(sed -n 2p "$WORK/err")" "Try 'agentbox $1 --help' for more information." "$_label: the hint"
+    is "$(wc -l <"$WORK/err")" 2 "$_label: two lines, nothing else"
+    check "$_label: nothing on stdout" test ! -s "$WORK/out"
+}
+subcmd_refused "gc --frob" "unknown option '--frob'" gc --frob
+subcmd_refused "gc --older-than (no value)" "value is needed after '--older-than'" gc --older-than
+subcmd_refused "gc with an operand" "takes no operands" gc extra
+subcmd_refused "doctor --verbose" "unknown option '--verbose'" doctor --verbose
+subcmd_refused "collect with one operand" "give RUN_DIR and DIR" collect "$WORK/x"
+subcmd_refused "rm without operands" "at least one RUN_DIR" rm
+rc=0
+"$AGENTBOX" gc --older-than 5x >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$rc" 2 "gc --older-than 5x: exit 2"
+check "gc --older-than 5x: names the accepted form" grep -q "invalid --older-than '5x': expected a duration" "$WORK/err"
 
 # ---- root: a runs root the sandbox user cannot reach --------------------------------------------
 # Started as root, bwrap runs as the sandbox user and opens RUN/etc by path. Under a 0700 parent

@@ -30,7 +30,8 @@ flags() {
 snap() {
     find "$WORK/outside" -printf '%p|%y|%s|%m|%T@|%l\n' | sort
     find "$WORK/outside" -type f -exec sha256sum {} + | sort
-    find "$WORK" -mindepth 1 -maxdepth 1 ! -name out ! -name err ! -name r.json -printf '%f\n' |
+    find "$WORK" -mindepth 1 -maxdepth 1 ! -name out ! -name err ! -name r.json ! -name reports \
+        -printf '%f\n' |
         sort
     if [ -f "$HOME/.bashrc" ]; then sha256sum "$HOME/.bashrc"; fi
 }
@@ -380,6 +381,7 @@ else
         "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --disk 16M --inodes 4096 \
         --collect "$WORK/coll-amp" "$WORK/amp.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
 fi
+keep_report "$WORK/r.json"
 is "$rc|$(jr .status)|$(cat "$WORK/out")" "0|exited|AMP 2160" \
     "amplification: the run made its 2,160 entries and exited"
 # post-run: from "interpreted" (the sandbox is gone) to "report written"
@@ -539,8 +541,10 @@ printf 'print("gc")\n' >"$WORK/gc.py"
 for _i in 1 2 3; do
     rc=0
     "$AGENTBOX" run --quiet --runs-dir "$G" --report "$WORK/r.json" "$WORK/gc.py" >/dev/null 2>&1 || rc=$?
+    keep_report "$WORK/r.json"
 done
 "$AGENTBOX" run --quiet --runs-dir "$G2" --report "$WORK/r.json" "$WORK/gc.py" >/dev/null 2>&1 || true
+keep_report "$WORK/r.json"
 OTHER=$(jr .run_dir)
 ln -s "$OTHER" "$G/run-lnklnk"
 mkdir "$G/run-nomark"
@@ -572,6 +576,60 @@ check "gc: a symlink named like a run, and the run it points to, are left alone"
 check "gc: run-XXXXXX directories without the marker are left alone" \
     test -d "$G/run-nomark" -a -f "$G/run-zzzzzz/file"
 
+# ---- retention: every run start prunes old kept runs, never one in use ---------------------
+K=$WORK/keepruns
+krun() { # ENV... : one quick run in $K; its run_dir in $kdir
+    rc=0
+    env "$@" "$AGENTBOX" run --quiet --runs-dir "$K" --report "$WORK/r.json" "$WORK/gc.py" \
+        >/dev/null 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
+    kdir=$(jr .run_dir)
+}
+nkruns() { find "$K" -mindepth 1 -maxdepth 1 -type d -name 'run-*' -exec test -f '{}/.agentbox-run' ';' -print | wc -l; }
+krun AGENTBOX_KEEP_RUNS=3
+first=$kdir
+for _i in 2 3 4 5; do krun AGENTBOX_KEEP_RUNS=3; done
+is "$(nkruns)" 3 "retention: AGENTBOX_KEEP_RUNS=3 keeps three runs after five"
+check "retention: the newest run is kept" test -f "$kdir/.agentbox-run"
+refute "retention: the oldest run is gone" test -e "$first"
+krun AGENTBOX_KEEP_RUNS=0 AGENTBOX_KEEP_AGE=0
+krun AGENTBOX_KEEP_RUNS=0 AGENTBOX_KEEP_AGE=0
+is "$(nkruns)" 5 "retention: KEEP_RUNS=0 KEEP_AGE=0 removes nothing"
+aged=$kdir
+touch -d '8 days ago' "$aged/.agentbox-run"
+krun
+refute "retention: by default a run started 8 days ago is removed" test -e "$aged"
+is "$(nkruns)" 5 "retention: by default (the newest 20) the others stay"
+krun AGENTBOX_KEEP_AGE=1h
+is "$(nkruns)" 6 "retention: KEEP_AGE=1h keeps fresh runs (one more)"
+# a run in use is never pruned, however many come after it
+printf 'import time\ntime.sleep(4)\nopen("late.txt", "w").write("late")\n' >"$WORK/slow.py"
+rm -f "$WORK/slow.json"
+AGENTBOX_KEEP_RUNS=1 bounded 60 "$AGENTBOX" run --quiet --runs-dir "$K" --report "$WORK/slow.json" \
+    "$WORK/slow.py" >/dev/null 2>&1 &
+slowpid=$!
+sleep 1.5
+krun AGENTBOX_KEEP_RUNS=1
+krun AGENTBOX_KEEP_RUNS=1
+wait "$slowpid" || true
+keep_report "$WORK/slow.json"
+is "$(jq -r .status "$WORK/slow.json")" exited "retention: a run in progress finished normally"
+check "retention: a run in progress was not pruned (its output is there)" \
+    test -f "$(jq -r .run_dir "$WORK/slow.json")/work/late.txt"
+rc=0
+AGENTBOX_KEEP_RUNS=x "$AGENTBOX" run --quiet --runs-dir "$K" "$WORK/gc.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$rc" 2 "retention: AGENTBOX_KEEP_RUNS=x is a usage error"
+check "retention: the error names the variable" grep -q "AGENTBOX_KEEP_RUNS='x'" "$WORK/err"
+refute "retention: a refused run ran nothing" grep -q gc "$WORK/out"
+# doctor says what the runs directory holds
+rc=0
+AGENTBOX_RUNS_DIR=$K AGENTBOX_KEEP_RUNS=7 "$AGENTBOX" doctor --json >"$WORK/doctor.json" 2>"$WORK/err" || rc=$?
+n=$(nkruns)
+check "doctor: a 'runs' check counts the kept runs ($n)" \
+    jqe ".checks[] | select(.check == \"runs\") | .detail | test(\" $n kept runs, [0-9.]+ MiB\")" "$WORK/doctor.json"
+check "doctor: it states the retention in force" \
+    jqe '.checks[] | select(.check == "runs") | .detail | test("the newest 7, none older than 7d")' "$WORK/doctor.json"
+
 # ---- T29: control sequences never reach a terminal raw ---------------------------------
 cat >"$WORK/esc.py" <<'EOF'
 import sys
@@ -582,8 +640,9 @@ EOF
 if command -v script >/dev/null 2>&1; then
     rm -f "$WORK/t29.json"
     rc=0
-    bounded 60 script -qec "'$AGENTBOX' run --rm --runs-dir '$RUNS' --report '$WORK/t29.json' '$WORK/esc.py'" \
+    bounded 60 script -qec "'$AGENTBOX' run --rm --no-summary --runs-dir '$RUNS' --report '$WORK/t29.json' '$WORK/esc.py'" \
         /dev/null >"$WORK/tty.out" 2>"$WORK/tty.err" </dev/null || rc=$?
+    keep_report "$WORK/t29.json"
     is "$rc" 0 "T29: the run under a pseudo-terminal exits 0"
     check "T29: the output was relayed to the terminal" grep -q 'before' "$WORK/tty.out"
     check "T29: stderr was relayed to the terminal" grep -q '^err' "$WORK/tty.out"
@@ -609,7 +668,7 @@ time.sleep(0.5)
 os.write(1, b"\x9b31mred\n")
 EOF
     rc=0
-    bounded 60 script -qec "'$AGENTBOX' run --rm --runs-dir '$RUNS' '$WORK/c1split.py'" \
+    bounded 60 script -qec "'$AGENTBOX' run --rm --no-summary --runs-dir '$RUNS' '$WORK/c1split.py'" \
         /dev/null >"$WORK/tty2.out" 2>"$WORK/tty2.err" </dev/null || rc=$?
     is "$rc" 0 "T29 split C1: the run under a pseudo-terminal exits 0"
     check "T29 split C1: the terminal shows it as \\x9b" grep -qF 'c1:\x9b31mred' "$WORK/tty2.out"

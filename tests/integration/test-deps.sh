@@ -122,6 +122,51 @@ is "$(jr .sandbox.network.enforced)" true "run --env-dir PATH: the run had no ne
 abb 60 --env-dir "$WORK/req.txt" "$WORK/imp.py"
 is "$rc" 0 "run --env-dir req.txt: exit 0"
 check "run --env-dir req.txt: finds the prepared environment by content" has 'IMPORT abtestpkg-ok'
+check "run --env-dir req.txt: the one prepared variant is used (sys.prefix)" has "PREFIX $PENV/venv"
+
+# The lookup by file matches the run's interpreter, as prepare keyed it: the same Python under
+# another name matches; another Python (a copy: its own path, size and mtime) does not.
+PYREAL=$(readlink -f "$PY")
+abb 60 --env-dir "$WORK/req.txt" --python "$PYREAL" "$WORK/imp.py"
+is "$rc" 0 "run --env-dir req.txt --python $PYREAL (the same interpreter): exit 0"
+check "run --env-dir req.txt --python $PYREAL: the environment prepared for $PY" has "PREFIX $PENV/venv"
+mkdir "$WORK/altpy"
+cp "$PYREAL" "$WORK/altpy/python3"
+abb 60 --env-dir "$WORK/req.txt" --python "$WORK/altpy/python3" "$WORK/imp.py"
+is "$rc" 125 "run --env-dir req.txt --python ANOTHER: no environment matches (125)"
+check "run --env-dir req.txt --python ANOTHER: the message names the interpreter" \
+    jqe ".message | test(\"no environment prepared from .* for $WORK/altpy/python3\")"
+check "run --env-dir req.txt --python ANOTHER: the fix names --interpreter" \
+    jqe ".fix | test(\"--interpreter $WORK/altpy/python3\")"
+refute "run --env-dir req.txt --python ANOTHER: the script did not run" has 'IMPORT abtestpkg-ok'
+
+# Only the --system-site-packages variant prepared from a file: that one is used.
+printf 'abtestpkg==1.0.0\n# the system-site variant only\n' >"$WORK/req-sys.txt"
+prep --python "$WORK/req-sys.txt" --system-site-packages --no-index --find-links "$WORK/wheels" \
+    --cache-dir "$CACHE"
+is "$rc" 0 "prepare --python --system-site-packages: exit 0"
+SENV=$(tail -n1 "$WORK/pout")
+abb 60 --env-dir "$WORK/req-sys.txt" "$WORK/imp.py"
+is "$rc" 0 "run --env-dir FILE, only the system-site variant prepared: exit 0"
+check "run --env-dir FILE, only the system-site variant prepared: it is used" has "PREFIX $SENV/venv"
+
+# Both variants prepared from one file: refused, both listed, with the fix.
+prep --python "$WORK/req.txt" --system-site-packages --no-index --find-links "$WORK/wheels" \
+    --cache-dir "$CACHE"
+is "$rc" 0 "prepare --python req.txt --system-site-packages as well: exit 0"
+BENV=$(tail -n1 "$WORK/pout")
+check "the two variants are two environments" test -n "$BENV" -a "$BENV" != "$PENV"
+abb 60 --env-dir "$WORK/req.txt" "$WORK/imp.py"
+is "$rc" 2 "run --env-dir req.txt, both variants prepared: refused as a usage error (2)"
+is "$(grep -c '^agentbox: ' "$WORK/err")" 1 "both variants: one line on stderr"
+check "both variants: the line lists the isolated one" grep -qF "$PENV (isolated)" "$WORK/err"
+check "both variants: the line lists the system-site one" \
+    grep -qF "$BENV (--system-site-packages)" "$WORK/err"
+check "both variants: the line gives the fix" grep -q '(fix: pass the directory agentbox prepare printed' "$WORK/err"
+is "$(jr .status)" usage_error "both variants: the report says usage_error"
+refute "both variants: the script did not run" has 'IMPORT abtestpkg-ok'
+abb 60 --env-dir "$BENV" "$WORK/imp.py"
+check "both variants: the directory picks one (system-site)" has "PREFIX $BENV/venv"
 
 cat >"$WORK/wvenv.py" <<'EOF'
 import errno, os, sys
@@ -351,6 +396,7 @@ cat >"$WORK/np-loop/package.json" <<EOF
 EOF
 : >>"$WORK/srv.log"
 prep --node "$WORK/np-loop/package.json" --cache-dir "$CACHE" --report "$WORK/loop.json"
+keep_report "$WORK/loop.json"
 sed -n '1,8s/^/# prepare: /p' "$WORK/perr"
 is "$rc" 125 "loopback dependency: the install fails (exit 125)"
 is "$(wc -l <"$WORK/srv.log")" 0 "loopback dependency: the server on the host's 127.0.0.1 saw no request"
@@ -433,7 +479,12 @@ jq -n --rawfile js "$WORK/hostile.js" '{ name: "abdeps-hostile", version: "1.0.0
   abJs: $js, scripts: { postinstall: "node -e \"eval(require(\u0027./package.json\u0027).abJs)\"" } }' \
     >"$WORK/np-hostile/package.json"
 prep --node "$WORK/np-hostile/package.json" --cache-dir "$CACHE" --report "$WORK/hostile-prep.json"
+keep_report "$WORK/hostile-prep.json"
 is "$rc" 0 "hostile install: prepare finishes (exit 0)"
+if is_root; then
+    refute "prepare's own defaults: no warning that its tmpfs caps exceed its memory limit" \
+        jqe '.warnings | any(test("counted against --memory"))' "$WORK/hostile-prep.json"
+fi
 HENV=$(tail -n1 "$WORK/pout")
 echo "# hostile install saw: $(cat "$HENV/hostile-report.json" 2>/dev/null)"
 check "hostile install: its postinstall ran" test -f "$HENV/hostile-report.json"

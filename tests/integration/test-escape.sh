@@ -75,6 +75,7 @@ escrun() {
         --timeout 30s --pids 128 --input "$AB_PROBE" "$@" \
         >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
     secs=$(($(date +%s) - e_t0))
+    keep_report "$WORK/r.json"
 }
 
 # verdict LANG NAME MIN: the script's own verdict: it ran to its end, no attempt escaped, and
@@ -172,6 +173,7 @@ chmod 644 "$WORK/host-secret.txt"
 printf 'open("/work/secret.txt", "w").write(open("/work/host-secret.txt").read())\n' >"$WORK/plant_secret.py"
 bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" \
     --input "$WORK/host-secret.txt" "$WORK/plant_secret.py" >/dev/null 2>&1 </dev/null || true
+keep_report "$WORK/r.json"
 OTHERWORK=$(jr .workspace)
 check "read_secrets: another run left a secret in its kept workspace ($OTHERWORK)" \
     grep -q "$SECRET2" "$OTHERWORK/secret.txt"
@@ -645,6 +647,7 @@ for lang in $LANGS; do
         --env "INJ=$INJ" --env 'INJ2=-- --ro-bind / /y' \
         -- "./--bind=inj.$lang" --bind / /x -- --setenv X Y --ro-bind / /y \
         >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
+    keep_report "$WORK/r.json"
     is "$rc" 0 "bwrap_inject.$lang: exit 0"
     verdict "$lang" bwrap_inject 15
     is "$(pick ARGV)" "[\"/work/--bind=inj.$lang\", \"--bind\", \"/\", \"/x\", \"--\", \"--setenv\", \"X\", \"Y\", \"--ro-bind\", \"/\", \"/y\"]" \
@@ -762,6 +765,7 @@ printf 'print("ran")\n' >"$WORK/t39.py"
 rc=0
 bounded 60 "$AGENTBOX" run --runs-dir "$WORK/link-runs" --report "$WORK/r.json" "$WORK/t39.py" \
     >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
+keep_report "$WORK/r.json"
 is "$rc" 125 "T39: a symlinked runs root is refused (exit 125)"
 is "$(find "$WORK/real-runs" -mindepth 1 | wc -l)" 0 "T39: nothing was created through the symlink"
 mkdir -m 0777 "$WORK/shared-runs"
@@ -769,6 +773,7 @@ chmod 0777 "$WORK/shared-runs"
 rc=0
 bounded 60 "$AGENTBOX" run --runs-dir "$WORK/shared-runs" --report "$WORK/r.json" "$WORK/t39.py" \
     >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
+keep_report "$WORK/r.json"
 is "$rc" 125 "T39: a world-writable runs root is refused (exit 125)"
 
 done_testing

@@ -20,7 +20,17 @@ PREFIX=$(meson introspect "$AB_BUILDDIR" --buildoptions | jq -r '.[] | select(.n
 PC=$(find "$STAGE" -name agentbox.pc | head -n1)
 check "the pkg-config file is installed" test -n "$PC"
 check "the header is installed" test -f "$STAGE$PREFIX/include/agentbox/agentbox.h"
-check "the man page is installed" test -f "$STAGE$PREFIX/share/man/man1/agentbox.1"
+MAN=$STAGE$PREFIX/share/man/man1/agentbox.1
+check "the man page is installed" test -f "$MAN"
+# it covers every command and every option each command's --help lists
+for _c in run prepare doctor collect rm gc version help mcp; do
+    check "man page: command $_c" grep -q "fB\(agentbox \)\?$_c\b" "$MAN"
+    for _o in $("$AGENTBOX" "$_c" --help 2>/dev/null | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+        check "man page: $_c $_o" grep -q -- "fB$_o\b" "$MAN"
+    done
+done
+check "man page: the exit statuses" grep -q 'EXIT STATUS' "$MAN"
+check "man page: AGENTBOX_KEEP_RUNS" grep -q 'AGENTBOX_KEEP_RUNS' "$MAN"
 SUP=$(find "$STAGE" -name agentbox-supervisor -type f | head -n1)
 check "agentbox-supervisor is installed (libexec)" test -n "$SUP"
 LIB=$(find "$STAGE" -name 'libagentbox.so.1' | head -n1)

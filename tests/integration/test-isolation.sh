@@ -113,7 +113,7 @@ for lang in py js; do
     is "$(names "$rd" | grep -v -x -e .agentbox-run -e report.json -e work -e ro | tr '\n' ' ')" "" \
         "$lang writes: the run dir holds only what agentbox made"
     # $WORK itself: canary, stamp, the scripts, our outputs, the runs root; nothing else
-    extra=$(names "$WORK" | grep -v -x -e canary.txt -e stamp -e runs -e out -e err -e r.json \
+    extra=$(names "$WORK" | grep -v -x -e canary.txt -e stamp -e runs -e out -e err -e r.json -e reports \
         -e writes.py -e writes.js -e before.lst | tr '\n' ' ')
     is "$extra" "" "$lang writes: nothing new next to the canary"
 done

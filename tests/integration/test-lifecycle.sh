@@ -125,6 +125,7 @@ else
     not_ok "py daemon + sleeping main: the daemon shows up on the host"
 fi
 wait "$bg" || rc=$?
+keep_report "$WORK/r.json"
 expect_timeout "py daemon + sleeping main"
 expect_no_procs "py daemon + sleeping main" "${T}c"
 
@@ -204,6 +205,7 @@ for sig in TERM HUP; do
     kill -KILL "$bg" 2>/dev/null || true
     rc=0
     wait "$bg" || rc=$?
+    keep_report "$WORK/r.json"
     is "$rc" 130 "kill -$sig agentbox: it exits 130 (interrupted)"
     is "$(jr .status)" interrupted "kill -$sig agentbox: the report says interrupted"
     is "$(jr .agentbox_exit)" 130 "kill -$sig agentbox: agentbox_exit 130"
@@ -261,13 +263,13 @@ stalled_reader() {
     } <"$WORK/stall" &
     reader=$!
 }
-# expect_flood LABEL: the report holds all 4 MiB, and says what the reader did not get
+# expect_flood LABEL: the capture holds all 4 MiB, and the report says what the reader did not get
 expect_flood() {
     is "$(jr .stdout.captured_bytes)" 4194304 "$1: the report captured all 4 MiB of stdout"
     is "$(jr .stdout.truncated)" false "$1: stdout is not truncated"
-    jq -j .stdout.text "$WORK/r.json" >"$WORK/flood.got" 2>/dev/null
-    check "$1: the report's stdout.text is the script's output, byte for byte" \
-        cmp -s "$WORK/flood.got" "$WORK/flood.want"
+    # past --inline-output the report has a head and a tail, and RUN_DIR/stdout all of it
+    check "$1: stdout.file (RUN_DIR/stdout) is the script's output, byte for byte" \
+        cmp -s "$(jr '.stdout.file.path // "none"')" "$WORK/flood.want"
     _d=$(jr .stdout.relay_dropped_bytes)
     if [ "${_d:-0}" -gt 0 ] 2>/dev/null && [ "$_d" -le 4194304 ]; then
         ok "$1: stdout.relay_dropped_bytes says what the reader did not get ($_d)"
@@ -284,6 +286,7 @@ rc=0
 t0=$(now_ms)
 bounded 40 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 3s \
     --output-limit 8M "$WORK/flood.py" "${T}g" >"$WORK/stall" 2>"$WORK/err" || rc=$?
+keep_report "$WORK/r.json"
 el=$(($(now_ms) - t0))
 touch "$WORK/go-g"
 wait "$reader"
@@ -329,6 +332,7 @@ el=$(($(now_ms) - t0))
 kill -KILL "$bg" 2>/dev/null || true
 rc=0
 wait "$bg" || rc=$?
+keep_report "$WORK/r.json"
 touch "$WORK/go-h"
 wait "$reader"
 is "$rc" 130 "SIGTERM, stalled reader: agentbox exits 130"
@@ -357,6 +361,7 @@ EOF
 rm -f "$WORK/r.json"
 python3 "$WORK/ptyhold.py" "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 3s \
     --output-limit 8M "$WORK/flood.py" "${T}i" >"$WORK/pty.out" 2>&1
+keep_report "$WORK/r.json"
 sed "s/^/# pty: /" "$WORK/pty.out"
 is "$(sed -n 's/^rc=\([0-9-]*\) .*/\1/p' "$WORK/pty.out")" 124 "stalled terminal: agentbox exits 124"
 is "$(jr .status)" timeout "stalled terminal: status timeout"

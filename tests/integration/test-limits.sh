@@ -646,6 +646,7 @@ if [ $have_time = 1 ]; then
     bounded 60 /usr/bin/time -f %M -o "$WORK/time" "$AGENTBOX" run --runs-dir "$RUNS" \
         --report "$WORK/r.json" $SAFE --output-limit 1M --rm "$WORK/flood.py" \
         >"$WORK/out" 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
     cg_note
 else
     # shellcheck disable=SC2086

@@ -25,6 +25,7 @@ ABSPID=
 prep() {
     rc=0
     bounded 300 "$AGENTBOX" prepare "$@" >"$WORK/pout" 2>"$WORK/perr" || rc=$?
+    keep_report "$WORK/pr.json"
 }
 # rj FILTER: jq -r FILTER on prepare's report
 rj() { jq -r "$1" "$WORK/pr.json" 2>/dev/null; }
@@ -260,6 +261,90 @@ if [ "${n:-0}" -ge 1 ] 2>/dev/null && rj '.network_proxy.refused[0]' | grep -q "
 else
     not_ok "python, a wheel URL on localhost: pip asked the proxy, which refused" "got: $n $(rj '.network_proxy.refused[0]')"
 fi
+
+# ---- the package index out of reach; the cache's lock -------------------------------------
+# prepare asks the proxy to open a TCP connection to each index host before the install
+# starts: one that cannot be reached is one line and exit 3 in well under pip's ~20 s of
+# retries, with no traceback and nothing left in the cache. The index is --index-url on a
+# closed port of 127.0.0.1, so no traffic leaves this host (pypi.org may or may not resolve).
+check "a successful prepare leaves no lock file in the cache" \
+    test -z "$(find "$CACHE" -maxdepth 1 -name '*.lock')"
+CPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+printf 'six==1.16.0\n' >"$WORK/req-six.txt"
+for kind in python node; do
+    mkdir "$WORK/cache-$kind"
+    if [ "$kind" = python ]; then set -- --python "$WORK/req-six.txt"; else set -- --node "$WORK/np-net/package.json"; fi
+    _t0=$(date +%s%N)
+    prep "$@" --index-url "https://127.0.0.1:$CPORT/simple" --cache-dir "$WORK/cache-$kind"
+    ms=$((($(date +%s%N) - _t0) / 1000000))
+    sed -n '1,5s/^/# prepare: /p' "$WORK/perr"
+    is "$rc" 3 "$kind, index unreachable: exit 3"
+    is "$(wc -l <"$WORK/perr")" 1 "$kind, index unreachable: one line on stderr"
+    check "$kind, index unreachable: the line names the index, the reason and the fix" \
+        grep -q "^agentbox: prepare: cannot reach the package index: 127.0.0.1:$CPORT: Connection refused (fix: " "$WORK/perr"
+    refute "$kind, index unreachable: no traceback" grep -q Traceback "$WORK/perr"
+    is "$(find "$WORK/cache-$kind" -mindepth 1 | wc -l)" 0 \
+        "$kind, index unreachable: nothing left in the cache (no lock, no build directory)"
+    if [ "$ms" -lt 10000 ]; then ok "$kind, index unreachable: fails fast (${ms} ms)"; else
+        not_ok "$kind, index unreachable: fails fast" "took ${ms} ms"
+    fi
+    check "$kind, index unreachable: no agentbox-netproxy is left" no_procs "$NETPROXY"
+done
+prep --python "$WORK/req-six.txt" --index-url "http://127.0.0.1:$CPORT/simple" --cache-dir "$WORK/cache-python"
+is "$rc" 2 "--index-url http://: usage error (2)"
+prep --python "$WORK/req-six.txt" --index-url "https://u:p@127.0.0.1:$CPORT/simple" --cache-dir "$WORK/cache-python"
+is "$rc" 2 "--index-url with credentials: usage error (2)"
+
+# An index that answers passes the check, and pip really uses it: here it is the host's
+# loopback listener, so the proxy then refuses the install's CONNECT (policy, not
+# reachability: exit 125, not 3), and the listener saw only the check's connection.
+: >"$L.log"
+prep --python "$WORK/req-six.txt" --index-url "https://127.0.0.1:$TPORT/simple" \
+    --cache-dir "$WORK/cache-python" --report "$WORK/pr.json"
+is "$rc" 125 "--index-url on a listening loopback port: the install fails (125), the check passed"
+check "--index-url: pip asked the proxy for it, which refused it" \
+    grep -q "agentbox-netproxy: refused CONNECT 127.0.0.1:$TPORT: resolves to 127.0.0.1: loopback" "$WORK/perr"
+sleep 0.3
+is "$(wc -l <"$L.log")" 1 "--index-url: the listener saw exactly one connection (the check's)"
+refute "--index-url: no traceback" grep -q Traceback "$WORK/perr"
+
+# A failed install (a requirement no index has) is the installer's output, one line from the
+# driver and agentbox's, no traceback, and no lock or build directory left.
+printf 'abmissingpkg==9.9\n' >"$WORK/req-missing.txt"
+prep --python "$WORK/req-missing.txt" --no-index --find-links "$WORK/wheels" --cache-dir "$WORK/cache-python"
+is "$rc" 125 "a failed pip install: exit 125"
+check "a failed pip install: the driver says which step failed" \
+    grep -q "^agentbox: prepare: pip install exited with status 1" "$WORK/perr"
+check "a failed pip install: agentbox says the install failed" \
+    grep -q "^agentbox: prepare: the install failed: exited (exit 1)" "$WORK/perr"
+refute "a failed pip install: no traceback" grep -q Traceback "$WORK/perr"
+is "$(find "$WORK/cache-python" -mindepth 1 | wc -l)" 0 \
+    "a failed pip install: nothing left in the cache (no lock, no build directory)"
+
+# Three prepares of one requirements file at once: the lock serialises them (one builds, two
+# find it), the lock file is gone afterwards, and one environment is in the cache.
+mkdir "$WORK/cache-conc"
+pids=
+for n in 1 2 3; do
+    (
+        _crc=0
+        bounded 300 "$AGENTBOX" prepare --python "$WORK/req.txt" --no-index --find-links "$WORK/wheels" \
+            --cache-dir "$WORK/cache-conc" >"$WORK/conc$n.out" 2>"$WORK/conc$n.err" || _crc=$?
+        echo "$_crc" >"$WORK/conc$n.rc"
+    ) &
+    pids="$pids $!"
+done
+# only these three: the listeners started above are children of this shell too
+# shellcheck disable=SC2086 # a list of pids
+wait $pids
+is "$(cat "$WORK/conc1.rc" "$WORK/conc2.rc" "$WORK/conc3.rc" | tr '\n' ' ')" "0 0 0 " \
+    "concurrent prepares: all three succeed"
+is "$(cat "$WORK/conc1.out" "$WORK/conc2.out" "$WORK/conc3.out" | sort -u | wc -l)" 1 \
+    "concurrent prepares: all three print the same environment"
+is "$(cat "$WORK/conc1.err" "$WORK/conc2.err" "$WORK/conc3.err" | grep -c 'cache hit')" 2 \
+    "concurrent prepares: one built it, two found it (serialised)"
+is "$(find "$WORK/cache-conc" -mindepth 1 -maxdepth 1 | sed 's|.*/||' | tr '\n' ' ')" \
+    "$(sed 's|.*/||' "$WORK/conc1.out") " "concurrent prepares: one environment in the cache, no lock file"
 
 # ---- a real install from the npm registry, through the proxy ------------------------------
 mkdir "$WORK/np-real"

@@ -54,6 +54,15 @@ for lang in py js; do
         test "$(jr '[.files[] | select(.path == "sales.csv")] | length')" = 1
 done
 
+# ---- an --input that is a symlink is not copied, and the report says so in the usual shape --
+ln -s "$CSV" "$WORK/link.csv"
+abb 60 --input "$WORK/link.csv" "$EX/agent_script.py"
+check "symlink --input: listed as a symlink, not copied, with its reason" \
+    jqe '.inputs[0] | .type == "symlink" and .bytes == 0 and .entries == 0 and .truncated == false
+        and (.skipped | length) == 1 and (.skipped[0].reason | test("not a regular file"))'
+check "symlink --input: a warning names it" jqe '.warnings | any(test("link.csv"))'
+rm -f "$WORK/link.csv"
+
 # ---- script arguments ---------------------------------------------------------------------
 cat >"$WORK/args.py" <<'EOF'
 import json, sys

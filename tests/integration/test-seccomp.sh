@@ -22,6 +22,7 @@ abx() {
     rc=0
     bounded 90 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" --timeout 60s "$@" \
         >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
+    keep_report "$WORK/r.json"
 }
 # the answer ab-probe printed for NAME in the last run
 got() { sed -n "s/^$1 //p" "$WORK/out" | head -n 1; }

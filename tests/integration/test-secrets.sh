@@ -149,6 +149,7 @@ for variant in default without-seccomp; do
     # shellcheck disable=SC2086 # $opt is one option and its value, or nothing
     bounded 60 python3 "$WORK/leak.py" "$WORK" "$AGENTBOX" run --runs-dir "$RUNS" \
         --report "$WORK/r.json" $opt "$WORK/fds.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
     is "$rc" 0 "fds ($variant): the script ran (exit 0)"
     check "fds ($variant): the script ran to the end" has DONE
     is "$(val FDS)" 0,1,2 "fds ($variant): only stdin, stdout and stderr are open inside"

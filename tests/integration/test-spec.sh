@@ -12,6 +12,11 @@ out=$(printf '{"language":"python","code":"print(6*7)"}' |
     AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - 2>"$WORK/err")
 is "$out" 42 "printf '{\"language\":\"python\",\"code\":\"print(6*7)\"}' | agentbox run --spec - prints 42"
 
+# stdin_data: the script's stdin given inline reaches the script (it used to be parsed and dropped)
+out=$(printf '{"language":"python","code":"import sys; print(sys.stdin.read().upper())","stdin_data":"inline input","rm":true}' |
+    AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - 2>"$WORK/err")
+is "$out" "INLINE INPUT" "stdin_data is the script's stdin"
+
 printf 'import sys\nprint(sys.argv[1:])\n' >"$WORK/s.py"
 mkdir -m 0755 "$WORK/in"
 echo data >"$WORK/in/d.txt"
@@ -78,10 +83,14 @@ is "$(jq -r .status "$WORK/fd.json" 2>/dev/null)/$(cat "$WORK/out4")" "exited/5"
 rc=0
 "$AGENTBOX" run --report-fd 9 --lang python --code 'print(1)' >/dev/null 2>"$WORK/err4" || rc=$?
 is "$rc" 2 "--report-fd of a closed fd: exit 2"
-
-# stdin_data: the script's stdin given inline (what the MCP server's run_code stdin becomes)
-out=$(printf '{"language":"python","code":"import sys; print(sys.stdin.read())","stdin_data":"in-line"}' |
-    AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - 2>"$WORK/err")
-is "$out" in-line "stdin_data is the script's stdin"
+# a spec that does not parse: the usage_error report goes to the fd too (a client reads only it)
+rc=0
+printf '{"language":"python","code":"1","bogus":1}' |
+    "$AGENTBOX" run --spec - --report-fd 3 3>"$WORK/fd2.json" >/dev/null 2>"$WORK/err4" || rc=$?
+is "$rc/$(jq -r '.status + " " + .message' "$WORK/fd2.json" 2>/dev/null)" '2/usage_error spec: unknown key "bogus"' \
+    "--report-fd: a spec with an unknown key gets a usage_error report on the fd"
+# version --json: what the client packages check before their first run
+is "$("$AGENTBOX" version --json | jq -c '[.report_schema_version, .spec_version, (.agentbox_version | type)]')" \
+    '[1,1,"string"]' "version --json: report schema, spec version and the version"
 
 done_testing

@@ -1294,6 +1294,8 @@ real_v2_spawn(void)
 			.stdin_fd = -1,
 			.cg = &cg,
 			.lp = &lp,
+			.inline_bytes = AB_INLINE_OUTPUT_DEFAULT,
+			.stream_dirfd = -1,
 		};
 
 		r = supervise_run(&sp, &res, &oc, &err);

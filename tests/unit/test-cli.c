@@ -130,9 +130,33 @@ main(void)
 	TAP_OK(r == 0 && o.seccomp_policy == AB_SECCOMP_STRICT, "--seccomp-policy strict");
 	run_opts_done(&o);
 
+	r = parse(ARGV("s.py"), &o, &err);
+	TAP_OK(r == 0 && o.inline_output == 64 * 1024 && !o.inline_output_set && !o.output_truncate,
+	       "default --inline-output 64K, --on-output-limit kill");
+	run_opts_done(&o);
+	r = parse(ARGV("--inline-output", "1K", "--on-output-limit", "truncate", "s.py"), &o, &err);
+	TAP_OK(r == 0 && o.inline_output == 1024 && o.inline_output_set && o.output_truncate,
+	       "--inline-output 1K --on-output-limit truncate");
+	run_opts_done(&o);
+	r = parse(ARGV("--inline-output", "0", "--on-output-limit", "kill", "s.py"), &o, &err);
+	TAP_OK(r == 0 && o.inline_output == 0 && !o.output_truncate,
+	       "--inline-output 0 (nothing inline) and --on-output-limit kill");
+	run_opts_done(&o);
+	r = parse(ARGV("--inline-output", "65M", "s.py"), &o, &err);
+	TAP_OK(r < 0 && err.exit == 2 && strstr(err.msg, "from 0 to 64M"),
+	       "--inline-output 65M: usage error giving the range");
+	run_opts_done(&o);
+	r = parse(ARGV("--on-output-limit", "stop", "s.py"), &o, &err);
+	TAP_OK(r < 0 && err.exit == 2 && strstr(err.msg, "expected kill or truncate"),
+	       "--on-output-limit stop: usage error naming the choices");
+	run_opts_done(&o);
+
 	r = parse(ARGV("--help"), &o, &err);
 	TAP_OK(r == 1, "--help returns 1");
 	TAP_OK(strstr(cli_run_help(), "--output-limit") != NULL, "help lists --output-limit");
+	TAP_OK(strstr(cli_run_help(), "--inline-output") &&
+		       strstr(cli_run_help(), "--on-output-limit"),
+	       "help lists --inline-output and --on-output-limit");
 	run_opts_done(&o);
 	return tap_done();
 }

@@ -170,6 +170,8 @@ test_root_v1(void)
 	/* explicit values go where the defaults went */
 	fx_init(&f, ROOT_V1);
 	set(&f, AB_LIM_MEMORY, 64 << 20);
+	set(&f, AB_LIM_DISK, 16 << 20); /* tmpfs 16M + 2 x 16M, under --memory: no warning */
+	set(&f, AB_LIM_TMP_SIZE, 16 << 20);
 	set(&f, AB_LIM_PIDS, 10);
 	set(&f, AB_LIM_CPUS_MILLI, 250);
 	set(&f, AB_LIM_CPU_TIME_MS, 2500);
@@ -206,6 +208,8 @@ test_user_v2(void)
 
 	fx_init(&f, USER_V2);
 	set(&f, AB_LIM_MEMORY, 256 << 20);
+	set(&f, AB_LIM_DISK, 64 << 20);
+	set(&f, AB_LIM_TMP_SIZE, 64 << 20);
 	set(&f, AB_LIM_PIDS, 32);
 	set(&f, AB_LIM_CPU_TIME_MS, 100);
 	fx_run(&f);
@@ -444,6 +448,92 @@ test_workspace(void)
 	fx_done(&f);
 }
 
+/* tmpfs is RAM (issue 15): caps that add up to more than the memory limit in force are a
+ * warning at the start, naming each cap and the fix. */
+static bool
+tmpfs_warned(const struct fx *f)
+{
+	for (size_t i = 0; i < f->res.warnings.n; i++)
+		if (strstr(f->res.warnings.v[i], "held in RAM and counted against --memory"))
+			return true;
+	return false;
+}
+
+static void
+test_tmpfs_over_memory(void)
+{
+	static const char *const want[] = {
+		"the workspace (--disk 2G), /tmp and /dev/shm (--tmp-size 128M each) are tmpfs, "
+		"held in RAM and counted against --memory: together they may hold 2304M, more "
+		"than --memory 1G; a script that fills them is OOM-killed before it sees a full "
+		"disk (fix: raise --memory above 2304M, or lower --disk or --tmp-size)",
+		NULL,
+	};
+	static const char *const ws_want[] = {
+		"/tmp and /dev/shm (--tmp-size 64M each) are tmpfs, held in RAM and counted "
+		"against --memory: together they may hold 128M, more than --memory 100M; a script "
+		"that fills them is OOM-killed before it sees a full disk (fix: raise --memory "
+		"above 128M, or lower --tmp-size)",
+		NULL,
+	};
+	struct fx f;
+
+	/* the issue's case: --disk 2G --memory 1G */
+	fx_init(&f, ROOT_V1);
+	set(&f, AB_LIM_MEMORY, 1ULL << 30);
+	set(&f, AB_LIM_DISK, 2ULL << 30);
+	fx_run(&f);
+	TAP_OK(f.r == 0 && f.lp.tmpfs_over_memory && f.lp.tmpfs_bytes == (2ULL << 30) + (256 << 20),
+	       "--disk 2G --memory 1G: planned, the tmpfs caps (2304M) are over --memory");
+	warnings_are(&f, "--disk 2G --memory 1G", want);
+	fx_done(&f);
+
+	/* the same on a delegated v2 cgroup */
+	fx_init(&f, USER_V2);
+	set(&f, AB_LIM_MEMORY, 1ULL << 30);
+	set(&f, AB_LIM_DISK, 2ULL << 30);
+	fx_run(&f);
+	warnings_are(&f, "user, v2, --disk 2G --memory 1G", want);
+	fx_done(&f);
+
+	/* the defaults fit: 512M + 2 x 128M under 1G */
+	fx_init(&f, ROOT_V1);
+	fx_run(&f);
+	TAP_OK(!f.lp.tmpfs_over_memory && f.lp.tmpfs_bytes == 768ULL << 20 && !tmpfs_warned(&f),
+	       "defaults: 768M of tmpfs under --memory 1G, no warning");
+	fx_done(&f);
+
+	/* exactly the limit is not over it */
+	fx_init(&f, ROOT_V1);
+	set(&f, AB_LIM_MEMORY, 768ULL << 20);
+	fx_run(&f);
+	TAP_OK(!f.lp.tmpfs_over_memory && !tmpfs_warned(&f),
+	       "--memory 768M, tmpfs caps 768M: not over, no warning");
+	fx_done(&f);
+
+	/* --workspace DIR is not tmpfs: only /tmp and /dev/shm count */
+	fx_init(&f, ROOT_V1);
+	f.workspace = true;
+	set(&f, AB_LIM_MEMORY, 100ULL << 20);
+	set(&f, AB_LIM_TMP_SIZE, 64ULL << 20);
+	fx_run(&f);
+	TAP_OK(f.lp.tmpfs_bytes == 128ULL << 20 && f.lp.tmpfs_over_memory,
+	       "--workspace: /tmp and /dev/shm only (128M) over --memory 100M");
+	TAP_OK(tmpfs_warned(&f), "--workspace: warned");
+	for (size_t i = 0; i < f.res.warnings.n; i++)
+		if (strstr(f.res.warnings.v[i], "held in RAM"))
+			TAP_STREQ(f.res.warnings.v[i], ws_want[0], "--workspace: the warning");
+	fx_done(&f);
+
+	/* no memory limit in force: nothing to exceed (the memory warning says so already) */
+	fx_init(&f, USER_NONE);
+	set(&f, AB_LIM_DISK, 2ULL << 30);
+	fx_run(&f);
+	TAP_OK(f.r == 0 && !f.lp.tmpfs_over_memory && !tmpfs_warned(&f),
+	       "no memory cgroup, --disk 2G: no tmpfs warning");
+	fx_done(&f);
+}
+
 int
 main(void)
 {
@@ -451,5 +541,6 @@ main(void)
 	test_user_v2();
 	test_none();
 	test_workspace();
+	test_tmpfs_over_memory();
 	return tap_done();
 }

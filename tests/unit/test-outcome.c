@@ -228,7 +228,8 @@ test_timeout(void)
 	fx_init(&f);
 	f.oc.timed_out = true;
 	fx_run(&f);
-	expect(&f, "timeout", AB_STATUS_TIMEOUT, -1, SIGKILL, "timeout", msg, NULL, 124);
+	expect(&f, "timeout", AB_STATUS_TIMEOUT, -1, SIGKILL, "timeout", msg,
+	       "raise --timeout (now 2.5 s), or make the script faster", 124);
 	fx_done(&f);
 
 	/* the interpreter had exited; what it left behind ran into the deadline */
@@ -238,7 +239,7 @@ test_timeout(void)
 	f.oc.script_wstatus = EXITED(0);
 	fx_run(&f);
 	expect(&f, "timeout after the script exited 0", AB_STATUS_TIMEOUT, 0, 0, "timeout", msg,
-	       NULL, 124);
+	       "raise --timeout (now 2.5 s), or make the script faster", 124);
 	fx_done(&f);
 
 	/* timeout with OOM evidence: the deadline is what ended the run */
@@ -248,13 +249,12 @@ test_timeout(void)
 	f.u.valid = true;
 	f.u.oom_kills = 2;
 	fx_run(&f);
-	expect(&f, "timeout + OOM kills", AB_STATUS_TIMEOUT, -1, SIGKILL, "timeout", msg, NULL,
-	       124);
+	expect(&f, "timeout + OOM kills", AB_STATUS_TIMEOUT, -1, SIGKILL, "memory,timeout", msg,
+	       "raise --timeout (now 2.5 s), or make the script faster", 124);
 	TAP_OK(f.res.usage.oom_kills == 2, "timeout + OOM kills: usage.oom_kills 2");
-	TAP_TODO(f.res.limits_hit.n == 2 && strcmp(f.res.limits_hit.v[1], "memory") == 0,
-		 "docs/report-schema.md: limits_hit is every limit with evidence; outcome.c "
-		 "records only the one that names the status",
-		 "timeout + OOM kills: limits_hit also has memory");
+	TAP_OK(f.res.limits_hit.n == 2 && strcmp(f.res.limits_hit.v[0], "memory") == 0 &&
+		       strcmp(f.res.limits_hit.v[1], "timeout") == 0,
+	       "timeout + OOM kills: limits_hit has memory, then the timeout that ended the run");
 	fx_done(&f);
 
 	/* the timeout outranks a refused fork and a SIGXFSZ too */
@@ -266,8 +266,8 @@ test_timeout(void)
 	f.u.valid = true;
 	f.u.pids_max_events = 1;
 	fx_run(&f);
-	expect(&f, "timeout + pids + SIGXFSZ", AB_STATUS_TIMEOUT, -1, SIGXFSZ, "timeout", msg, NULL,
-	       124);
+	expect(&f, "timeout + pids + SIGXFSZ", AB_STATUS_TIMEOUT, -1, SIGXFSZ, "pids,timeout", msg,
+	       "raise --timeout (now 2.5 s), or make the script faster", 124);
 	fx_done(&f);
 	free(msg);
 }
@@ -287,7 +287,43 @@ test_limits(void)
 	f.u.oom_kills = 1;
 	fx_run(&f);
 	expect(&f, "OOM", AB_STATUS_OOM, -1, SIGKILL, "memory",
-	       "memory limit reached: 1 process(es) OOM-killed", NULL, 137);
+	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
+	fx_done(&f);
+
+	/* tmpfs caps over the memory limit (issue 15): the message and the fix say so */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 1ULL << 30;
+	f.c.lp.tmpfs_workspace = true;
+	f.c.lp.work_bytes = 2ULL << 30;
+	f.c.lp.tmp_bytes = 128ULL << 20;
+	f.c.lp.tmpfs_bytes = (2ULL << 30) + (256ULL << 20);
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "OOM, --disk 2G over --memory 1G", AB_STATUS_OOM, -1, SIGKILL, "memory",
+	       "memory limit reached: 1 process(es) OOM-killed; tmpfs pages count against "
+	       "--memory 1G, and the workspace (--disk 2G), /tmp and /dev/shm (--tmp-size 128M "
+	       "each) may hold 2304M",
+	       "raise --memory above 2304M, or lower --disk or --tmp-size (the workspace, /tmp "
+	       "and /dev/shm are RAM and count against it)",
+	       137);
+	fx_done(&f);
+
+	/* the same caps, without an OOM kill: nothing to say */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = EXITED(0);
+	f.have_u = true;
+	f.u.valid = true;
+	f.c.lp.cg.memory_bytes = 1ULL << 30;
+	f.c.lp.tmpfs_bytes = (2ULL << 30) + (256ULL << 20);
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "--disk 2G over --memory 1G, no OOM", AB_STATUS_EXITED, 0, 0, "", NULL, NULL, 0);
 	fx_done(&f);
 
 	/* a child was OOM-killed, the script itself exited 1 */
@@ -300,7 +336,8 @@ test_limits(void)
 	f.u.pids_max_events = 4;
 	fx_run(&f);
 	expect(&f, "OOM of a child (+ refused forks), script exits 1", AB_STATUS_OOM, 1, 0,
-	       "memory", "memory limit reached: 3 process(es) OOM-killed", NULL, 1);
+	       "pids,memory", "memory limit reached: 3 process(es) OOM-killed", "raise --memory",
+	       1);
 	fx_done(&f);
 
 	fx_init(&f);
@@ -311,7 +348,8 @@ test_limits(void)
 	f.u.pids_max_events = 7;
 	fx_run(&f);
 	expect(&f, "pids", AB_STATUS_PIDS_LIMIT, 1, 0, "pids",
-	       "task limit reached: 7 fork(s) refused", NULL, 1);
+	       "task limit reached: 7 fork(s) refused",
+	       "raise --pids, or start fewer processes or threads", 1);
 	fx_done(&f);
 
 	/* CPU time: the supervisor's poll of the cgroup killed the run */
@@ -321,7 +359,7 @@ test_limits(void)
 	f.c.lp.cpu_s = 2;
 	fx_run(&f);
 	expect(&f, "cpu-time (cgroup poll)", AB_STATUS_CPU_TIME_LIMIT, -1, SIGKILL, "cpu-time", msg,
-	       NULL, 137);
+	       "raise --cpu-time, or make the script do less work", 137);
 	fx_done(&f);
 
 	/* ... or, without a cgroup, RLIMIT_CPU's SIGXCPU */
@@ -331,7 +369,7 @@ test_limits(void)
 	f.c.lp.cpu_s = 2;
 	fx_run(&f);
 	expect(&f, "cpu-time (SIGXCPU)", AB_STATUS_CPU_TIME_LIMIT, -1, SIGXCPU, "cpu-time", msg,
-	       NULL, 128 + SIGXCPU);
+	       "raise --cpu-time, or make the script do less work", 128 + SIGXCPU);
 	fx_done(&f);
 	free(msg);
 
@@ -340,8 +378,8 @@ test_limits(void)
 	fx_init(&f);
 	f.oc.output_limited = true;
 	fx_run(&f);
-	expect(&f, "output limit", AB_STATUS_OUTPUT_LIMIT, -1, SIGKILL, "output-limit", msg, NULL,
-	       137);
+	expect(&f, "output limit", AB_STATUS_OUTPUT_LIMIT, -1, SIGKILL, "output-limit", msg,
+	       "raise --output-limit, or write large output to a file in /work", 137);
 	fx_done(&f);
 
 	/* output limit outranks the cgroup's evidence (it is what stopped the run) */
@@ -351,8 +389,9 @@ test_limits(void)
 	f.u.valid = true;
 	f.u.oom_kills = 1;
 	fx_run(&f);
-	expect(&f, "output limit + OOM kills", AB_STATUS_OUTPUT_LIMIT, -1, SIGKILL, "output-limit",
-	       msg, NULL, 137);
+	expect(&f, "output limit + OOM kills", AB_STATUS_OUTPUT_LIMIT, -1, SIGKILL,
+	       "memory,output-limit", msg,
+	       "raise --output-limit, or write large output to a file in /work", 137);
 	fx_done(&f);
 	free(msg);
 }
@@ -432,8 +471,8 @@ test_file_size(void)
 	f.u.valid = true;
 	f.u.oom_kills = 1;
 	fx_run(&f);
-	expect(&f, "OOM + scan", AB_STATUS_OOM, -1, SIGKILL, "memory,file-size",
-	       "memory limit reached: 1 process(es) OOM-killed", NULL, 137);
+	expect(&f, "OOM + scan", AB_STATUS_OOM, -1, SIGKILL, "file-size,memory",
+	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
 	fx_done(&f);
 
 	fx_init(&f);
@@ -441,8 +480,8 @@ test_file_size(void)
 	f.oc.fsize_hit = AB_FSIZE_WORK;
 	fx_run(&f);
 	msg = xasprintf("wall-clock limit of %d ms reached; the run was killed", LP_TIMEOUT_MS);
-	expect(&f, "timeout + scan", AB_STATUS_TIMEOUT, -1, SIGKILL, "timeout,file-size", msg, NULL,
-	       124);
+	expect(&f, "timeout + scan", AB_STATUS_TIMEOUT, -1, SIGKILL, "file-size,timeout", msg,
+	       "raise --timeout (now 2.5 s), or make the script faster", 124);
 	fx_done(&f);
 	free(msg);
 
@@ -490,7 +529,7 @@ test_interrupted_exec(void)
 	f.u.valid = true;
 	f.u.oom_kills = 1;
 	fx_run(&f);
-	expect(&f, "SIGTERM + timeout + OOM", AB_STATUS_INTERRUPTED, 0, 0, "",
+	expect(&f, "SIGTERM + timeout + OOM", AB_STATUS_INTERRUPTED, 0, 0, "memory,timeout",
 	       "agentbox got TERM and stopped the run", NULL, 130);
 	fx_done(&f);
 
@@ -606,7 +645,7 @@ test_disk_proc(void)
 	f.c.work_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fx_run(&f);
 	expect(&f, "workspace full (statfs of /proc)", AB_STATUS_DISK_LIMIT, 0, 0, "disk",
-	       "the workspace is full (--disk limit reached)", NULL, 0);
+	       "the workspace is full (--disk limit reached)", "raise --disk", 0);
 	close(f.c.work_fd);
 	fx_done(&f);
 
@@ -673,7 +712,8 @@ test_disk_tmpfs(void)
 	f.c.work_fd = wfd;
 	fx_run(&f);
 	expect(&f, "tmpfs at size=, SIGKILL, file-size scan", AB_STATUS_DISK_LIMIT, -1, SIGKILL,
-	       "disk,file-size", "the workspace is full (--disk limit reached)", NULL, 137);
+	       "disk,file-size", "the workspace is full (--disk limit reached)", "raise --disk",
+	       137);
 	fx_done(&f);
 
 	/* OOM stays the status; the full workspace is added to limits_hit */
@@ -686,8 +726,26 @@ test_disk_tmpfs(void)
 	f.c.tmpfs_mounted = true;
 	f.c.work_fd = wfd;
 	fx_run(&f);
-	expect(&f, "tmpfs at size= + OOM", AB_STATUS_OOM, -1, SIGKILL, "memory,disk",
-	       "memory limit reached: 1 process(es) OOM-killed", NULL, 137);
+	expect(&f, "tmpfs at size= + OOM", AB_STATUS_OOM, -1, SIGKILL, "disk,memory",
+	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
+	fx_done(&f);
+
+	/* ... and when the workspace holds a quarter of --memory or more, the message says
+	 * that tmpfs counts as memory (issue 15) */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 256 << 10;
+	f.c.tmpfs_mounted = true;
+	f.c.work_fd = wfd;
+	fx_run(&f);
+	expect(&f, "tmpfs holding 1/4 of --memory + OOM", AB_STATUS_OOM, -1, SIGKILL, "disk,memory",
+	       "memory limit reached: 1 process(es) OOM-killed; the workspace held 64K at the end, "
+	       "and tmpfs pages count against --memory 256K",
+	       "raise --memory", 137);
 	fx_done(&f);
 	close(wfd);
 	(void) umount2(dir, MNT_DETACH);
@@ -700,7 +758,7 @@ test_disk_tmpfs(void)
 	f.c.work_fd = wfd;
 	fx_run(&f);
 	expect(&f, "tmpfs at nr_inodes=", AB_STATUS_DISK_LIMIT, 1, 0, "inodes",
-	       "the workspace is full (--inodes limit reached)", NULL, 1);
+	       "the workspace is full (--inodes limit reached)", "raise --inodes", 1);
 	fx_done(&f);
 
 	fx_init(&f);
@@ -709,8 +767,9 @@ test_disk_tmpfs(void)
 	f.c.work_fd = wfd;
 	fx_run(&f);
 	TAP_OK(f.res.status == AB_STATUS_TIMEOUT && f.res.limits_hit.n == 2 &&
-		       strcmp(f.res.limits_hit.v[1], "inodes") == 0,
-	       "tmpfs at nr_inodes= + timeout: status timeout, limits_hit timeout,inodes");
+		       strcmp(f.res.limits_hit.v[0], "inodes") == 0 &&
+		       strcmp(f.res.limits_hit.v[1], "timeout") == 0,
+	       "tmpfs at nr_inodes= + timeout: status timeout, limits_hit inodes,timeout");
 	fx_done(&f);
 	close(wfd);
 	(void) umount2(dir, MNT_DETACH);

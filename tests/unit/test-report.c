@@ -91,16 +91,14 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 	r->supervisor_max_rss_kib = 20480;
 	r->supervisor_fds_left = 0;
 	r->run_id = xstrdup("AbC123");
-	r->out.buf = xmalloc(sizeof(out) - 1);
-	memcpy(r->out.buf, out, sizeof(out) - 1);
-	r->out.len = sizeof(out) - 1;
+	r->out.inline_max = r->err.inline_max = AB_INLINE_OUTPUT_DEFAULT;
+	stream_keep(&r->out, out, sizeof(out) - 1);
 	r->out.bytes = 1 << 20;
 	r->out.truncated = true;
 	r->out.relayed = true;
 	r->out.relay_dropped = 12;
-	r->err.buf = xstrdup("Killed\n");
-	r->err.len = strlen(r->err.buf);
-	r->err.bytes = r->err.len;
+	stream_keep(&r->err, "Killed\n", 7);
+	r->err.bytes = r->err.captured;
 	r->message = xstrdup("memory limit reached: 1 process(es) OOM-killed");
 	r->fix = xstrdup("raise --memory");
 	r->run_dir = xstrdup("/var/tmp/agentbox-0/run-AbC123");
@@ -287,8 +285,9 @@ test_patch(void)
 	result_init(&r, &o);
 	r.status = AB_STATUS_EXITED;
 	/* a script that prints what looks like the key on a line of its own */
-	r.out.buf = xstrdup("\n  \"agentbox_max_rss_kib\": 1,\n");
-	r.out.len = strlen(r.out.buf);
+	r.out.inline_max = AB_INLINE_OUTPUT_DEFAULT;
+	stream_keep(&r.out, "\n  \"agentbox_max_rss_kib\": 1,\n",
+		    strlen("\n  \"agentbox_max_rss_kib\": 1,\n"));
 	r.supervisor_max_rss_kib = INT64_MAX;
 	j = report_build(&r);
 	text = report_dumps(j, &len);
@@ -323,6 +322,134 @@ test_patch(void)
 	run_opts_done(&o);
 }
 
+/* stream_keep: the first half of the inline cap, then a ring of the last half, whatever the
+ * sizes of the pieces the bytes come in. */
+static void
+test_stream_keep(void)
+{
+	static const size_t caps[] = { 0, 1, 2, 7, 100, 4096, 5000 };
+	static const size_t pieces[] = { 1, 3, 64, 999, 65536 };
+	enum {
+		TOTAL = 200000
+	};
+	char *all = xmalloc(TOTAL);
+
+	for (size_t i = 0; i < TOTAL; i++)
+		all[i] = (char) ('a' + (i * 7 + i / 13) % 26);
+	for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
+		for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++) {
+			struct ab_stream s = { .inline_max = caps[c] };
+			size_t head = caps[c] / 2, ring = caps[c] - head, off = 0;
+			bool ok;
+
+			while (off < TOTAL) {
+				size_t n = TOTAL - off < pieces[p] ? TOTAL - off : pieces[p];
+
+				stream_keep(&s, all + off, n);
+				off += n;
+			}
+			ok = s.captured == TOTAL && s.excerpt && s.len == caps[c] &&
+			     (head == 0 || memcmp(s.buf, all, head) == 0);
+			/* the ring, oldest first, is the stream's last `ring` bytes */
+			for (size_t k = 0; ok && k < ring; k++)
+				ok = s.buf[head + (s.ring_pos + k) % ring] == all[TOTAL - ring + k];
+			TAP_OK(ok,
+			       "stream_keep(cap %zu, pieces of %zu): head and ring hold the first "
+			       "%zu and the last %zu bytes",
+			       caps[c], pieces[p], head, ring);
+			free(s.buf);
+		}
+	}
+	{
+		struct ab_stream s = { .inline_max = 100 };
+
+		stream_keep(&s, all, 60);
+		stream_keep(&s, all + 60, 40);
+		TAP_OK(!s.excerpt && s.len == 100 && s.captured == 100 &&
+			       memcmp(s.buf, all, 100) == 0,
+		       "stream_keep: exactly the cap is no excerpt");
+		free(s.buf);
+	}
+	free(all);
+}
+
+/* The report's excerpt: head, a marker naming what was elided and where it is, the tail; cut
+ * at character boundaries so that no U+FFFD appears for bytes that are fine. */
+static void
+test_excerpt(void)
+{
+	struct ab_run_opts o;
+	struct ab_result r;
+	json_t *j, *s;
+	const char *t;
+	size_t n = 100000;
+	char *e = xmalloc(2 * n);
+
+	for (size_t i = 0; i < n; i++)
+		memcpy(e + 2 * i, "\xc3\xa9", 2); /* e acute */
+	run_opts_init(&o);
+	result_init(&r, &o);
+	r.run_dir = xstrdup("/var/tmp/agentbox-1/run-aaaaaa");
+	r.out.inline_max = 1002; /* head 501 bytes, the last a lead byte; ring 501: a split start */
+	stream_keep(&r.out, e, 2 * n);
+	r.out.bytes = r.out.captured;
+	r.out.file_kept = true;
+	memset(r.out.file_sha256, 'a', 64);
+	r.err.inline_max = 1003;
+	stream_keep(&r.err, "short\n", 6);
+	r.err.bytes = 6;
+	j = report_build(&r);
+	s = json_object_get(j, "stdout");
+	t = json_string_value(json_object_get(s, "text"));
+	TAP_OK(json_is_false(json_object_get(s, "text_lossy")),
+	       "excerpt: no character is split at either cut (text_lossy false)");
+	TAP_OK(json_integer_value(json_object_get(s, "head_bytes")) == 500 &&
+		       json_integer_value(json_object_get(s, "tail_bytes")) == 500 &&
+		       json_integer_value(json_object_get(s, "elided_bytes")) ==
+			       (json_int_t) (2 * n - 1000),
+	       "excerpt: head_bytes 500, tail_bytes 500, elided_bytes the rest");
+	TAP_OK(json_integer_value(json_object_get(s, "captured_bytes")) == (json_int_t) (2 * n),
+	       "excerpt: captured_bytes counts every captured byte");
+	TAP_OK(t && strstr(t, "\n[agentbox: 199000 bytes of stdout elided here; all 200000 "
+			      "captured bytes are in /var/tmp/agentbox-1/run-aaaaaa/stdout]\n"),
+	       "excerpt: the marker says how much, and where the whole stream is");
+	TAP_OK(t && strncmp(t, e, 500) == 0 && strlen(t) > 500 &&
+		       memcmp(t + strlen(t) - 500, e, 500) == 0,
+	       "excerpt: the text starts with the head and ends with the tail");
+	TAP_STREQ(json_string_value(json_object_get(json_object_get(s, "file"), "path")),
+		  "/var/tmp/agentbox-1/run-aaaaaa/stdout", "excerpt: file.path");
+	TAP_OK(json_integer_value(json_object_get(json_object_get(s, "file"), "bytes")) ==
+		       (json_int_t) (2 * n),
+	       "excerpt: file.bytes");
+	s = json_object_get(j, "stderr");
+	TAP_STREQ(json_string_value(json_object_get(s, "text")), "short\n",
+		  "no excerpt under the cap: the text is the stream");
+	TAP_OK(json_is_null(json_object_get(s, "file")) &&
+		       json_integer_value(json_object_get(s, "elided_bytes")) == 0 &&
+		       json_integer_value(json_object_get(s, "head_bytes")) == 6,
+	       "no excerpt: file null, elided_bytes 0, head_bytes = captured_bytes");
+	json_decref(j);
+	r.out.file_kept = false;
+	j = report_build(&r);
+	t = json_string_value(json_object_get(json_object_get(j, "stdout"), "text"));
+	TAP_OK(t && strstr(t, "elided here and not kept (see warnings)]") &&
+		       json_is_null(json_object_get(json_object_get(j, "stdout"), "file")),
+	       "excerpt without a stream file: the marker says the middle was not kept");
+	json_decref(j);
+	/* --inline-output 0: nothing inline, the marker alone */
+	free(r.err.buf);
+	r.err = (struct ab_stream){ .inline_max = 0 };
+	stream_keep(&r.err, "lost\n", 5);
+	j = report_build(&r);
+	TAP_STREQ(json_string_value(json_object_get(json_object_get(j, "stderr"), "text")),
+		  "[agentbox: 5 bytes of stderr elided here and not kept (see warnings)]\n",
+		  "--inline-output 0: the text is the marker alone");
+	json_decref(j);
+	result_done(&r);
+	run_opts_done(&o);
+	free(e);
+}
+
 int
 main(void)
 {
@@ -336,15 +463,14 @@ main(void)
 	r.status = AB_STATUS_SIGNALED;
 	r.signal = SIGKILL;
 	r.wall_ms = 12;
-	r.out.buf = xstrdup("ok \x1b]52;c;aGk=\x07 \xff\xfe end\n");
-	r.out.len = strlen(r.out.buf);
+	r.out.inline_max = r.err.inline_max = AB_INLINE_OUTPUT_DEFAULT;
+	stream_keep(&r.out, "ok \x1b]52;c;aGk=\x07 \xff\xfe end\n",
+		    strlen("ok \x1b]52;c;aGk=\x07 \xff\xfe end\n"));
 	r.out.bytes = 5000;
 	r.out.truncated = true;
 	r.out.relayed = true;
 	r.out.relay_dropped = 4000;
-	r.err.buf = xmalloc(3);
-	memcpy(r.err.buf, "a\0b", 3);
-	r.err.len = 3;
+	stream_keep(&r.err, "a\0b", 3);
 	r.err.bytes = 3;
 	r.run_dir = xstrdup("/var/tmp/agentbox-1/run-aaaaaa");
 	result_warn(&r, "default %s limit not enforced", "memory");
@@ -397,5 +523,7 @@ main(void)
 	test_patch();
 	test_patch_rebuild();
 	test_golden();
+	test_stream_keep();
+	test_excerpt();
 	return tap_done();
 }

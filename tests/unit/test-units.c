@@ -61,6 +61,7 @@ main(void)
 	dur_ok("1.5m", 90000);
 	dur_ok("500ms", 500);
 	dur_ok("2h", 7200000);
+	dur_ok("7d", 604800000);
 	dur_ok("0.25", 250);
 	TAP_OK(units_parse_duration_ms("5 parsecs", &v) < 0, "duration nonsense rejected");
 	TAP_OK(units_parse_duration_ms("-5s", &v) < 0, "negative duration rejected");

@@ -1406,6 +1406,180 @@ test_hashes_from(void)
 	TAP_OK(walk_remove_tree(base_fd, "reuse", NULL) == 0, "reuse: remove");
 }
 
+/* origin_is: the entry at path in m has this origin, decided by metadata or not. */
+static void
+origin_is(const struct ab_manifest *m, const char *path, enum ab_entry_origin want, bool by_meta,
+	  const char *what)
+{
+	const struct ab_entry *e = find(m, path);
+
+	TAP_OK(e && e->origin == want && e->origin_by_metadata == by_meta,
+	       "origins: %s is %s%s (%s)", path, walk_origin_name(want),
+	       by_meta ? " by metadata" : "", what);
+	if (e && (e->origin != want || e->origin_by_metadata != by_meta))
+		printf("#   got: %s%s\n", walk_origin_name((enum ab_entry_origin) e->origin),
+		       e->origin_by_metadata ? " by metadata" : "");
+}
+
+/* files[].origin (issue 15): against a listing taken before, by path, by content. */
+static void
+test_origins(void)
+{
+	cleanup_fd int d = mkdir_open(base_fd, "origins", 0755), fd = -1, sub = -1;
+	struct ab_walk_opts o = { .dst_dirfd = -1,
+				  .chown_uid = (uid_t) -1,
+				  .hash_max_bytes = 1024 };
+	struct ab_manifest pre = { 0 }, m = { 0 };
+	const struct ab_entry *e;
+	struct stat st;
+	char big[4096];
+	size_t dump;
+
+	memset(big, 'b', sizeof(big));
+	mkfile(d, "script.py", "print(1)\n", 9, 0644);
+	mkfile(d, "keep.txt", "k\n", 2, 0644);
+	mkfile(d, "touched.txt", "t\n", 2, 0644);
+	mkfile(d, "append.txt", "a\n", 2, 0644);
+	mkfile(d, "same-size.txt", "aaaa", 4, 0644);
+	mkfile(d, "big-keep.bin", big, sizeof(big), 0644);
+	mkfile(d, "big-change.bin", big, sizeof(big), 0644);
+	mkfile(d, "becomes-dir", "f", 1, 0644);
+	mkfile(d, "removed.txt", "r", 1, 0644);
+	if (symlinkat("keep.txt", d, "link") < 0)
+		bail("plant a symlink");
+	sub = mkdir_open(d, "sub", 0755);
+	mkfile(sub, "inner.txt", "i", 1, 0644);
+	TAP_OK(run_walk(d, &o, &pre, NULL) == 0 && !pre.truncated,
+	       "origins: the listing before (%zu entries)", pre.n);
+
+	/* what a run does */
+	if (fstatat(d, "same-size.txt", &st, 0) < 0)
+		bail("stat same-size.txt");
+	fd = openat(d, "same-size.txt", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, "bbbb", 4, 0) != 4)
+		bail("rewrite same-size.txt");
+	/* the same size and mtime as before: only the content says it changed */
+	if (futimens(fd, (struct timespec[]){ st.st_atim, st.st_mtim }) < 0)
+		bail("set the mtime back");
+	(void) close(fd);
+	fd = openat(d, "append.txt", O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0 || write(fd, "more\n", 5) != 5)
+		bail("append");
+	(void) close(fd);
+	fd = -1;
+	if (utimensat(d, "touched.txt", NULL, 0) < 0) /* new times, same content */
+		bail("touch");
+	fd = openat(d, "big-change.bin", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, "X", 1, 100) != 1)
+		bail("change big-change.bin");
+	(void) close(fd);
+	fd = -1;
+	if (unlinkat(d, "becomes-dir", 0) < 0 || mkdirat(d, "becomes-dir", 0755) < 0)
+		bail("replace a file by a directory");
+	if (unlinkat(d, "removed.txt", 0) < 0 || unlinkat(d, "link", 0) < 0 ||
+	    symlinkat("touched.txt", d, "link") < 0)
+		bail("retarget the link");
+	mkfile(d, "new.txt", "n", 1, 0644);
+	mkfile(sub, "new-inner.txt", "n", 1, 0644);
+
+	o.origins_from = &pre;
+	o.origin_script = "script.py";
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0, "origins: the walk after");
+	origin_is(&m, "script.py", AB_ORIGIN_SCRIPT, false, "the script, as it was");
+	origin_is(&m, "keep.txt", AB_ORIGIN_UNCHANGED, false, "untouched");
+	origin_is(&m, "touched.txt", AB_ORIGIN_UNCHANGED, false, "new times, same sha256");
+	origin_is(&m, "append.txt", AB_ORIGIN_MODIFIED, false, "appended to");
+	origin_is(&m, "same-size.txt", AB_ORIGIN_MODIFIED, false,
+		  "same size and mtime, other content");
+	origin_is(&m, "big-keep.bin", AB_ORIGIN_UNCHANGED, true, "over the hash cap, untouched");
+	origin_is(&m, "big-change.bin", AB_ORIGIN_MODIFIED, true, "over the hash cap, written");
+	origin_is(&m, "becomes-dir", AB_ORIGIN_CREATED, false, "a directory where a file was");
+	origin_is(&m, "link", AB_ORIGIN_MODIFIED, false, "a link with another target");
+	origin_is(&m, "sub", AB_ORIGIN_UNCHANGED, false, "a directory that was there");
+	origin_is(&m, "sub/inner.txt", AB_ORIGIN_UNCHANGED, false, "untouched, one level down");
+	origin_is(&m, "new.txt", AB_ORIGIN_CREATED, false, "new");
+	origin_is(&m, "sub/new-inner.txt", AB_ORIGIN_CREATED, false, "new, one level down");
+	TAP_OK(!find(&m, "removed.txt"), "origins: a removed file is not listed");
+	dump = nested_dump_len(&m);
+	TAP_OK(dump <= m.list_bytes, "origins: the JSON (%zu) stays within list_bytes (%ju)", dump,
+	       (uintmax_t) m.list_bytes);
+	{
+		json_t *j = manifest_to_json(&m);
+		size_t i;
+		json_t *x;
+		bool keys = true;
+
+		json_array_foreach(j, i, x)
+		{
+			const char *p = json_string_value(json_object_get(x, "path"));
+			const char *by = json_string_value(json_object_get(x, "origin_by"));
+
+			e = find(&m, p);
+			keys = keys && e &&
+			       strcmp(json_string_value(json_object_get(x, "origin")),
+				      walk_origin_name((enum ab_entry_origin) e->origin)) == 0 &&
+			       (e->origin_by_metadata ? by && strcmp(by, "metadata") == 0 : !by);
+		}
+		TAP_OK(keys, "origins: manifest_to_json writes origin, and origin_by for metadata");
+		json_decref(j);
+	}
+	manifest_done(&m);
+
+	/* the script itself changed: modified, like any file */
+	fd = openat(d, "script.py", O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0 || write(fd, "#\n", 2) != 2)
+		bail("change the script");
+	(void) close(fd);
+	fd = -1;
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0, "origins: the walk after the script changed");
+	origin_is(&m, "script.py", AB_ORIGIN_MODIFIED, false, "the script, changed by the run");
+	manifest_done(&m);
+
+	/* no origins_from: no origin at all */
+	o.origins_from = NULL;
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0 && (e = find(&m, "keep.txt")) &&
+		       e->origin == AB_ORIGIN_NONE,
+	       "origins: none without origins_from");
+	{
+		json_t *j = manifest_to_json(&m);
+
+		TAP_OK(!json_object_get(json_array_get(j, 0), "origin"),
+		       "origins: no origin key without origins_from");
+		json_decref(j);
+	}
+	manifest_done(&m);
+	manifest_done(&pre);
+
+	/* a listing before the run that a cap cut short: what it missed is unknown */
+	o.max_entries = 3;
+	TAP_OK(run_walk(d, &o, &pre, NULL) == 0 && pre.truncated, "origins: a truncated listing");
+	o.max_entries = 0;
+	o.origins_from = &pre;
+	TAP_OK(run_walk(d, &o, &m, NULL) == 0, "origins: the walk after a truncated listing");
+	{
+		size_t unknown = 0, known = 0;
+
+		for (size_t i = 0; i < m.n; i++) {
+			if (m.entries[i].origin == AB_ORIGIN_UNKNOWN)
+				unknown++;
+			else if (m.entries[i].origin == AB_ORIGIN_UNCHANGED ||
+				 m.entries[i].origin == AB_ORIGIN_SCRIPT)
+				known++;
+		}
+		TAP_OK(unknown == m.n - known && known == pre.n && unknown > 0,
+		       "origins: %zu entries the listing missed are unknown, never created; the "
+		       "%zu it had are unchanged",
+		       unknown, known);
+	}
+	manifest_done(&m);
+	manifest_done(&pre);
+	(void) close(sub);
+	sub = -1;
+	(void) close(d);
+	d = -1;
+	TAP_OK(walk_remove_tree(base_fd, "origins", NULL) == 0, "origins: remove");
+}
+
 /* 255-byte names, mostly bytes that are escaped as \xNN (5 bytes of JSON each).
  */
 static void
@@ -1860,6 +2034,7 @@ run_tests(void)
 	test_mount_point();
 	test_hash_budget();
 	test_hashes_from();
+	test_origins();
 	test_manifest_cap();
 	test_deep_long_names();
 	test_time_budget(src);

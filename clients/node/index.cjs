@@ -1,0 +1,549 @@
+'use strict';
+// agentbox-bwrap: run untrusted Python and Node code in agentbox's sandbox, from Node.
+//
+// Each run is one `agentbox run --spec - --report-fd 3` of the installed agentbox binary
+// (`binary`, else $AGENTBOX, else `agentbox` on PATH): the spec (docs/spec.md) goes to its
+// stdin, the JSON report comes back alone on fd 3. With onStdout/onStderr the spec asks for
+// the live relay and the script's output streams from agentbox's stdout/stderr; without them
+// the run is quiet and the output is in the report. Aborting sends SIGTERM to agentbox, which
+// hands it to the run's supervisor: the sandbox is killed, reaped and reported `interrupted`.
+// Zero dependencies; index.mjs re-exports this file for `import`.
+
+const { spawn, execFile } = require('node:child_process');
+const { StringDecoder } = require('node:string_decoder');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const VERSION = '0.1.0';
+const SCHEMA_VERSIONS = Object.freeze([1]);
+const SPEC_VERSIONS = Object.freeze([1]);
+const BINARY_ENV = 'AGENTBOX';
+const STOP_GRACE_MS = 30000;
+const STATUSES = Object.freeze([
+  'exited', 'signaled', 'timeout', 'oom', 'pids_limit', 'cpu_time_limit', 'disk_limit',
+  'file_size_limit', 'output_limit', 'exec_failed', 'interrupted', 'setup_error', 'usage_error',
+]);
+const LIMIT_NAMES = Object.freeze([
+  'timeout', 'memory', 'pids', 'cpus', 'cpu-time', 'disk', 'inodes', 'tmp-size', 'file-size',
+  'nofile', 'output-limit',
+]);
+const PROTECTION_NAMES = Object.freeze([
+  'namespaces', 'network', 'readonly_base', 'writable', 'new_session', 'die_with_parent',
+  'cap_drop_all', 'clearenv', 'disable_userns', 'seccomp', 'landlock', 'fresh_keyring',
+  'no_host_root', 'pid1_nondumpable', 'cgroup',
+]);
+
+// Errors. Those about agentbox itself carry `fix`: what to do about it.
+
+class AgentboxError extends Error {
+  constructor(message, fix = null, result = null, options = undefined) {
+    super(message, options);
+    this.name = 'AgentboxError';
+    this.fix = fix;
+    this.result = result;
+  }
+}
+class AgentboxNotFoundError extends AgentboxError {
+  constructor(...a) { super(...a); this.name = 'AgentboxNotFoundError'; }
+}
+class IncompatibleAgentboxError extends AgentboxError {
+  constructor(...a) { super(...a); this.name = 'IncompatibleAgentboxError'; }
+}
+class SetupError extends AgentboxError {
+  constructor(...a) { super(...a); this.name = 'SetupError'; }
+}
+class UsageError extends SetupError {
+  constructor(...a) { super(...a); this.name = 'UsageError'; }
+}
+class AbortError extends AgentboxError {
+  constructor(message, result, cause) {
+    super(message, null, result, cause === undefined ? undefined : { cause });
+    this.name = 'AbortError';
+    this.code = 'ABORT_ERR';
+  }
+}
+class RunFailedError extends Error {
+  constructor(result) {
+    let what = result.status === 'exited' ? `the script exited with status ${result.exit_code}`
+      : result.status === 'signaled' ? `the script died of signal ${result.signal_name || result.signal}`
+        : `the run ended with status ${result.status}`;
+    if (result.message) what += `: ${result.message}`;
+    super(what);
+    this.name = 'RunFailedError';
+    this.result = result;
+  }
+}
+
+// Directories the client made for results (the files collected): removed by close(), when
+// the Result is garbage collected, or at exit.
+const owned = new Set();
+const registry = new FinalizationRegistry((dir) => rmDir(dir));
+let exitHook = false;
+function rmDir(dir) {
+  owned.delete(dir);
+  try { fs.rmSync(dir, { recursive: true, force: true }); } catch { /* gone */ }
+}
+function own(dir) {
+  owned.add(dir);
+  if (!exitHook) {
+    exitHook = true;
+    process.on('exit', () => { for (const d of [...owned]) rmDir(d); });
+  }
+}
+
+class Result {
+  constructor(report, filesDir = null, ownedDir = null) {
+    Object.assign(this, report);
+    Object.defineProperty(this, 'raw', { value: report, enumerable: false });
+    Object.defineProperty(this, 'filesDir', { value: filesDir, writable: true, enumerable: false });
+    Object.defineProperty(this, '_owned', { value: ownedDir, writable: true, enumerable: false });
+    if (ownedDir) registry.register(this, ownedDir, this);
+  }
+
+  /** The script exited on its own with status 0. */
+  get ok() { return this.status === 'exited' && this.exit_code === 0; }
+
+  /** Throws RunFailedError unless `ok`; returns the result so calls chain. */
+  raiseForStatus() {
+    if (!this.ok) throw new RunFailedError(this);
+    return this;
+  }
+
+  /** The bytes of a regular file the script left, by its path in the workspace. Never
+   * through a link the script made. */
+  async read(file) {
+    if (!this.filesDir) {
+      throw Object.assign(new Error(`${file}: this run kept no files (or the result was closed)`),
+        { code: 'ENOENT' });
+    }
+    const parts = String(file).split('/').filter((p) => p !== '' && p !== '.');
+    if (!parts.length || parts.includes('..') || String(file).startsWith('/')) {
+      throw new RangeError(`${file}: give a relative path inside the workspace`);
+    }
+    let dir = this.filesDir;
+    for (const p of parts.slice(0, -1)) {
+      dir = path.join(dir, p);
+      const st = await fs.promises.lstat(dir);
+      if (!st.isDirectory()) throw new RangeError(`${file}: ${p} is not a directory`);
+    }
+    const fh = await fs.promises.open(path.join(dir, parts[parts.length - 1]),
+      fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    try {
+      if (!(await fh.stat()).isFile()) throw new RangeError(`${file} is not a regular file`);
+      return await fh.readFile();
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async readText(file, encoding = 'utf8') {
+    return (await this.read(file)).toString(encoding);
+  }
+
+  /** Removes the temporary directory the client collected the files into (a `collect` or
+   * `workspace` directory of yours is left alone). */
+  close() {
+    if (this._owned) {
+      registry.unregister(this);
+      rmDir(this._owned);
+      this._owned = null;
+    }
+    this.filesDir = null;
+  }
+}
+
+// The binary
+
+function findBinary(binary) {
+  const env = process.env[BINARY_ENV];
+  const cand = binary != null ? String(binary) : env || 'agentbox';
+  const where = binary != null ? `binary ${JSON.stringify(cand)}`
+    : env ? `${BINARY_ENV}=${JSON.stringify(cand)}` : 'PATH';
+  const candidates = cand.includes('/') ? [cand]
+    : (process.env.PATH || '/usr/local/bin:/usr/bin:/bin').split(':').filter(Boolean)
+      .map((d) => path.join(d, cand));
+  for (const c of candidates) {
+    try {
+      if (fs.statSync(c).isFile()) {
+        fs.accessSync(c, fs.constants.X_OK);
+        return path.resolve(c);
+      }
+    } catch { /* next */ }
+  }
+  throw new AgentboxNotFoundError(`no agentbox binary found (looked at ${where})`,
+    'install agentbox (meson setup build && ninja -C build && meson install -C build), ' +
+    `or set ${BINARY_ENV}=/path/to/agentbox, or pass { binary }`);
+}
+
+const infoCache = new Map();
+
+/** Which agentbox runs the scripts (`agentbox version --json`), checked once per binary. */
+async function binaryInfo(binary) {
+  const file = findBinary(binary);
+  const st = fs.statSync(file);
+  const key = `${file}\0${st.mtimeMs}\0${st.ino}`;
+  if (infoCache.has(key)) return infoCache.get(key);
+  const out = await new Promise((resolve, reject) => {
+    execFile(file, ['version', '--json'], { timeout: 30000 }, (err, stdout) => {
+      if (err && !stdout) {
+        reject(new AgentboxNotFoundError(`cannot run ${file}: ${err.message}`,
+          'check that it is an agentbox binary for this machine'));
+      } else resolve(String(stdout));
+    });
+  });
+  let info;
+  try {
+    const j = JSON.parse(out);
+    info = { path: file, version: String(j.agentbox_version),
+      reportSchemaVersion: Number(j.report_schema_version), specVersion: Number(j.spec_version) };
+    if (!Number.isInteger(info.reportSchemaVersion)) throw new Error('no schema');
+  } catch {
+    // Before `version --json` (0.1.0 without it): every such agentbox wrote schema 1.
+    const m = /^agentbox (0\.1\.[0-9]+)\s*$/.exec(out);
+    if (!m) {
+      throw new IncompatibleAgentboxError(
+        `${file} does not say which report schema it writes (\`version --json\` printed ${JSON.stringify(out.slice(0, 100))})`,
+        `install the agentbox of this client's release (${VERSION}), or point ${BINARY_ENV} at it`);
+    }
+    info = { path: file, version: m[1], reportSchemaVersion: 1, specVersion: 1 };
+  }
+  if (!SCHEMA_VERSIONS.includes(info.reportSchemaVersion) || !SPEC_VERSIONS.includes(info.specVersion)) {
+    throw new IncompatibleAgentboxError(
+      `agentbox ${info.version} (${file}) writes report schema ${info.reportSchemaVersion} and reads ` +
+      `spec version ${info.specVersion}; agentbox-bwrap ${VERSION} knows report schema ` +
+      `${SCHEMA_VERSIONS.join('/')} and spec version ${SPEC_VERSIONS.join('/')}`,
+      "install the client from that agentbox's own source tree (npm install ./clients/node), " +
+      `or point ${BINARY_ENV} at an agentbox ${VERSION}`);
+  }
+  Object.freeze(info);
+  infoCache.set(key, info);
+  return info;
+}
+
+// One run
+
+function relName(name) {
+  const parts = String(name).split('/').filter((p) => p !== '' && p !== '.');
+  if (!parts.length || parts.includes('..') || String(name).startsWith('/')) {
+    throw new RangeError(`files: ${JSON.stringify(name)} is not a relative path`);
+  }
+  return parts;
+}
+
+/** The spec, the staging directory of `files`, and where the files out go. */
+function prepare(o) {
+  const inv = { staging: null, owned: null, filesDir: null, spec: null };
+  try {
+    const hasCode = o.code != null;
+    if (hasCode === (o.script != null)) throw new TypeError('run() needs exactly one of code and script');
+    const spec = { spec_version: 1, quiet: !(o.onStdout || o.onStderr), rm: true };
+    let language = o.language;
+    if (hasCode) {
+      if (typeof o.code !== 'string') throw new TypeError('code must be a string');
+      spec.code = o.code;
+      if (language == null && !o.code.startsWith('#!')) language = 'python';
+    } else {
+      spec.script = path.resolve(String(o.script));
+    }
+    if (language != null) {
+      if (language !== 'python' && language !== 'node') {
+        throw new RangeError(`language must be 'python' or 'node', not ${JSON.stringify(language)}`);
+      }
+      spec.language = language;
+    }
+    if (o.args != null) {
+      if (!Array.isArray(o.args)) throw new TypeError('args must be an array of strings');
+      if (o.args.length) spec.args = o.args.map(String);
+    }
+    const stage = () => {
+      if (!inv.staging) inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-'));
+      fs.chmodSync(inv.staging, 0o711);
+      return inv.staging;
+    };
+    if (typeof o.stdin === 'string') {
+      spec.stdin_data = o.stdin;
+    } else if (o.stdin != null) {
+      const p = path.join(stage(), '.stdin');
+      fs.writeFileSync(p, o.stdin);
+      spec.stdin = p;
+    }
+    if (o.env) spec.env = Object.fromEntries(Object.entries(o.env).map(([k, v]) => [k, String(v)]));
+    const limits = {};
+    for (const [k, v] of Object.entries(o.limits || {})) {
+      limits[k.replace(/_/g, '-').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v;
+    }
+    if (o.timeout != null) limits.timeout = o.timeout;
+    if (Object.keys(limits).length) spec.limits = limits;
+    if (o.files != null) {
+      if (Array.isArray(o.files)) {
+        spec.inputs = o.files.map((p) => path.resolve(String(p)));
+      } else {
+        const dir = path.join(stage(), 'files');
+        fs.mkdirSync(dir, { mode: 0o755 });
+        for (const [name, content] of Object.entries(o.files)) {
+          const dest = path.join(dir, ...relName(name));
+          fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o755 });
+          fs.writeFileSync(dest, content, { mode: 0o644 });
+        }
+        spec.inputs = fs.readdirSync(dir).sort().map((n) => path.join(dir, n));
+      }
+    }
+    if (o.workspace != null) {
+      spec.workspace = path.resolve(String(o.workspace));
+      inv.filesDir = spec.workspace;
+    }
+    if (o.collect === true) throw new TypeError('collect is a directory, or false for no files out');
+    if (o.collect != null && o.collect !== false) {
+      spec.collect = path.resolve(String(o.collect));
+      inv.filesDir = spec.collect;
+    } else if (o.workspace == null && o.collect == null) {
+      inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
+      spec.collect = inv.owned;
+      inv.filesDir = inv.owned;
+    }
+    if (o.spec) Object.assign(spec, o.spec);
+    inv.spec = spec;
+    return inv;
+  } catch (e) {
+    cleanup(inv, true);
+    throw e;
+  }
+}
+
+function cleanup(inv, everything) {
+  if (inv.staging) {
+    fs.rmSync(inv.staging, { recursive: true, force: true });
+    inv.staging = null;
+  }
+  if (everything && inv.owned) {
+    fs.rmSync(inv.owned, { recursive: true, force: true });
+    inv.owned = null;
+  }
+}
+
+// agentbox's own lines on its stderr ("agentbox: warning: ...", its error line) come after
+// the script's relayed output. With onStderr, the output goes out as it comes until a line
+// starts like one of agentbox's: from there on everything is held until the run ends (so
+// that the order stays), the lines the report accounts for are dropped from its end, and the
+// rest goes out.
+const HELD = ['agentbox: ', "Try 'agentbox "];
+class StderrFilter {
+  constructor(emit) {
+    this.emit = emit;
+    this.line = ''; // the start of the current line, while it could still be agentbox's
+    this.mode = 'start'; // 'start' of a line, 'pass' (the rest of a line that is not), 'hold'
+    this.held = '';
+  }
+
+  push(text) {
+    if (this.mode === 'hold') {
+      this.held += text;
+      return;
+    }
+    let i = 0;
+    while (i < text.length) {
+      const nl = text.indexOf('\n', i);
+      const end = nl < 0 ? text.length : nl + 1;
+      const piece = text.slice(i, end);
+      i = end;
+      if (this.mode === 'pass') {
+        this.emit(piece);
+        if (piece.endsWith('\n')) this.mode = 'start';
+        continue;
+      }
+      this.line += piece;
+      const done = this.line.endsWith('\n');
+      if (!done && HELD.some((h) => h.startsWith(this.line))) continue; // too short to tell
+      if (HELD.some((h) => this.line.startsWith(h))) {
+        this.mode = 'hold';
+        this.held = this.line + text.slice(i);
+        this.line = '';
+        return;
+      }
+      this.emit(this.line);
+      this.line = '';
+      this.mode = done ? 'start' : 'pass';
+    }
+  }
+
+  end(ours) {
+    let rest = this.held + this.line;
+    if (ours && rest.endsWith(ours)) rest = rest.slice(0, rest.length - ours.length);
+    if (rest) this.emit(rest);
+  }
+}
+
+function ownLines(report) {
+  if (!report) return null;
+  if (report.status === 'setup_error' || report.status === 'usage_error') return null;
+  return (report.warnings || []).map((w) => `agentbox: warning: ${w}\n`).join('');
+}
+
+function finish(inv, reportText, stderrText, exitCode) {
+  if (!reportText.trim()) {
+    cleanup(inv, true);
+    const lines = stderrText.split('\n').filter((l) => l.startsWith('agentbox:'));
+    let msg = lines.length ? lines[lines.length - 1].slice('agentbox: '.length)
+      : `agentbox exited with status ${exitCode} and wrote no report`;
+    let fix = null;
+    const m = /^(.*) \(fix: (.*)\)$/.exec(msg);
+    if (m) [, msg, fix] = m;
+    throw new AgentboxError(msg, fix);
+  }
+  let report;
+  try {
+    report = JSON.parse(reportText);
+  } catch (e) {
+    cleanup(inv, true);
+    throw new AgentboxError(`agentbox wrote a report that is not JSON: ${e.message}`);
+  }
+  if (!SCHEMA_VERSIONS.includes(report.schema_version)) {
+    cleanup(inv, true);
+    throw new IncompatibleAgentboxError(
+      `the report has schema_version ${report.schema_version}; agentbox-bwrap ${VERSION} reads ${SCHEMA_VERSIONS.join('/')}`,
+      'use the client from the same agentbox release as the binary');
+  }
+  if (report.status === 'setup_error' || report.status === 'usage_error') {
+    cleanup(inv, true);
+    const E = report.status === 'usage_error' ? UsageError : SetupError;
+    throw new E(report.message || 'agentbox refused the run', report.fix ?? null, new Result(report));
+  }
+  const filesDir = inv.filesDir || (report.run_dir_kept ? report.workspace : null);
+  const ownedDir = inv.owned;
+  if (ownedDir) own(ownedDir);
+  inv.owned = null;
+  return new Result(report, filesDir, ownedDir);
+}
+
+function abortReason(signal) {
+  return signal.reason === undefined ? undefined : signal.reason;
+}
+
+/**
+ * Runs `code` (or the file `script`) in a fresh sandbox; resolves to its report.
+ * The script failing or a limit stopping it resolves (result.ok is false); agentbox refusing
+ * the run rejects with SetupError / UsageError; an abort rejects with AbortError once the
+ * run is stopped and reaped.
+ */
+async function run(options = {}) {
+  const o = options;
+  const signal = o.signal;
+  if (signal && signal.aborted) throw new AbortError('the run was aborted before it started', null, abortReason(signal));
+  const info = await binaryInfo(o.binary);
+  if (signal && signal.aborted) throw new AbortError('the run was aborted before it started', null, abortReason(signal));
+  const inv = prepare(o);
+  const streaming = Boolean(o.onStdout || o.onStderr);
+  let child;
+  try {
+    child = spawn(info.path, ['run', '--spec', '-', '--report-fd', '3'], {
+      stdio: ['pipe', streaming ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+  } catch (e) {
+    cleanup(inv, true);
+    throw new AgentboxNotFoundError(`cannot start ${info.path}: ${e.message}`, 'check the binary');
+  }
+  const report = [];
+  const stderr = [];
+  const errDecoder = new StringDecoder('utf8');
+  let aborted = false;
+  let callbackError = null;
+  let killTimer = null;
+  const stop = () => {
+    if (child.exitCode === null && child.signalCode === null && !killTimer) {
+      child.kill('SIGTERM');
+      killTimer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+    }
+  };
+  const onAbort = () => {
+    aborted = true;
+    stop();
+  };
+  // a callback that throws stops the run; run() then rejects with what it threw
+  const guard = (fn) => (t) => {
+    if (callbackError) return;
+    try {
+      fn(t);
+    } catch (e) {
+      callbackError = { error: e };
+      stop();
+    }
+  };
+  const onOut = o.onStdout ? guard(o.onStdout) : null;
+  const filter = o.onStderr ? new StderrFilter(guard(o.onStderr)) : null;
+  try {
+    const exit = await new Promise((resolve, reject) => {
+      child.on('error', (e) => reject(new AgentboxNotFoundError(`cannot start ${info.path}: ${e.message}`,
+        'check the binary')));
+      child.on('close', (code, sig) => resolve(code === null ? 128 + (os.constants.signals[sig] || 0) : code));
+      child.stdin.on('error', () => { /* agentbox stopped reading: its report says why */ });
+      child.stdin.end(JSON.stringify(inv.spec));
+      child.stdio[3].on('data', (d) => report.push(d));
+      child.stderr.on('data', (d) => {
+        stderr.push(d);
+        if (filter) filter.push(errDecoder.write(d));
+      });
+      if (streaming) {
+        const outDecoder = new StringDecoder('utf8');
+        child.stdout.on('data', (d) => {
+          if (onOut) {
+            const t = outDecoder.write(d);
+            if (t) onOut(t);
+          }
+        });
+        child.stdout.on('end', () => {
+          const t = outDecoder.end();
+          if (t && onOut) onOut(t);
+        });
+      }
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const reportText = Buffer.concat(report).toString('utf8');
+    const stderrText = Buffer.concat(stderr).toString('utf8');
+    let parsed = null;
+    try { parsed = JSON.parse(reportText); } catch { /* finish() says */ }
+    if (filter) {
+      filter.push(errDecoder.end());
+      filter.end(ownLines(parsed));
+    }
+    if (callbackError) {
+      try { finish(inv, reportText, stderrText, exit).close(); } catch { /* no report */ }
+      throw callbackError.error;
+    }
+    if (aborted) {
+      let result = null;
+      try { result = finish(inv, reportText, stderrText, exit); } catch { /* no report */ }
+      throw new AbortError('the run was aborted: agentbox stopped it', result, abortReason(signal));
+    }
+    return finish(inv, reportText, stderrText, exit);
+  } catch (e) {
+    cleanup(inv, true);
+    throw e;
+  } finally {
+    if (killTimer) clearTimeout(killTimer);
+    if (signal) signal.removeEventListener('abort', onAbort);
+    cleanup(inv, false);
+  }
+}
+
+module.exports = {
+  run,
+  binaryInfo,
+  findBinary,
+  Result,
+  AgentboxError,
+  AgentboxNotFoundError,
+  IncompatibleAgentboxError,
+  SetupError,
+  UsageError,
+  AbortError,
+  RunFailedError,
+  VERSION,
+  SCHEMA_VERSIONS,
+  SPEC_VERSIONS,
+  BINARY_ENV,
+  STATUSES,
+  LIMIT_NAMES,
+  PROTECTION_NAMES,
+  _StderrFilter: StderrFilter, // for the tests
+};

@@ -1,0 +1,363 @@
+// Types of agentbox-bwrap. The report interfaces mirror docs/report-schema.md (schema
+// version 1) key by key; test/types.test.mjs checks them against schemas/report.schema.json.
+// Keys are the report's own (snake_case). `?` = the report may leave the key out; `| null` =
+// it may be null.
+
+/** How the run ended. */
+export type Status =
+  | 'exited'
+  | 'signaled'
+  | 'timeout'
+  | 'oom'
+  | 'pids_limit'
+  | 'cpu_time_limit'
+  | 'disk_limit'
+  | 'file_size_limit'
+  | 'output_limit'
+  | 'exec_failed'
+  | 'interrupted'
+  | 'setup_error'
+  | 'usage_error';
+
+/** A limit with evidence it was reached. */
+export type LimitHit =
+  | 'timeout'
+  | 'memory'
+  | 'pids'
+  | 'cpu-time'
+  | 'disk'
+  | 'inodes'
+  | 'file-size'
+  | 'output-limit';
+
+export type FileType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'chardev' | 'blockdev' | 'other';
+
+export type FileFlag =
+  | 'symlink'
+  | 'special'
+  | 'setid'
+  | 'hardlink'
+  | 'sparse'
+  | 'too_big'
+  | 'unreadable'
+  | 'other_fs'
+  | 'over_cap'
+  | 'stripped';
+
+export type WalkCap =
+  | 'entries'
+  | 'depth'
+  | 'path_length'
+  | 'manifest_size'
+  | 'total_bytes'
+  | 'time'
+  | 'hash_budget';
+
+/** The script's stdout or stderr as agentbox captured it. `text` is untrusted. */
+export interface Stream {
+  bytes: number;
+  captured_bytes: number;
+  truncated: boolean;
+  text: string;
+  text_lossy: boolean;
+  relay_dropped_bytes: number | null;
+}
+
+/** One entry the workspace held after the run; `path` escapes hostile bytes as \xNN. */
+export interface FileEntry {
+  path: string;
+  type: FileType;
+  size: number;
+  blocks_bytes: number;
+  mode: string;
+  sha256?: string;
+  link_target?: string;
+  flags?: FileFlag[];
+  collected: boolean;
+  reason?: string;
+}
+
+/** What the post-run walk of the workspace skipped and why. */
+export interface WalkSummary {
+  listed: number;
+  entries: number;
+  unlisted: number;
+  truncated: boolean;
+  truncated_by: WalkCap[];
+  list_bytes: number;
+  hashed_bytes: number;
+  hashes_reused: number;
+  unhashed: number;
+  stripped: number;
+  strip_failed: number;
+  walk_ms: number;
+}
+
+export interface SkippedEntry {
+  path: string;
+  reason: string;
+}
+
+/** What one input became: a file, a directory, or a link/special file not copied. */
+export interface InputEntry {
+  path: string;
+  type: 'file' | 'dir' | 'symlink' | 'special';
+  bytes: number;
+  entries?: number;
+  skipped?: SkippedEntry[];
+  truncated?: boolean;
+}
+
+/** With `collect`: what was copied there. */
+export interface Collected {
+  dir: string;
+  bytes: number;
+  skipped_count: number;
+  files: FileEntry[];
+  summary: WalkSummary;
+}
+
+/** `agentbox prepare` only. */
+export interface Environment {
+  bytes: number;
+  entries: number;
+  skipped_count: number;
+  skipped: SkippedEntry[];
+  truncated: boolean;
+}
+
+/** `agentbox prepare` only. */
+export interface NetworkProxy {
+  listen: string;
+  own_network_namespace: boolean;
+  allowed_hosts: string[];
+  connections_allowed: number | null;
+  connections_refused: number | null;
+  connections_failed: number | null;
+  refused: string[];
+  proxy_landlock_abi: number;
+}
+
+/** One limit: asked for, in force, and how. */
+export interface Limit {
+  requested: number | null;
+  explicit: boolean;
+  enforced: number | null;
+  mechanism: string | null;
+  whole_run: boolean;
+  note?: string;
+}
+
+export interface Limits {
+  timeout?: Limit;
+  memory?: Limit;
+  pids?: Limit;
+  cpus?: Limit;
+  'cpu-time'?: Limit;
+  disk?: Limit;
+  inodes?: Limit;
+  'tmp-size'?: Limit;
+  'file-size'?: Limit;
+  nofile?: Limit;
+  'output-limit'?: Limit;
+}
+
+/** What the run used (null: this host cannot measure it). */
+export interface Usage {
+  memory_peak_bytes: number | null;
+  cpu_ms: number | null;
+  tasks_peak: number | null;
+  workspace_bytes: number | null;
+  workspace_entries: number | null;
+  oom_kills: number | null;
+  pids_refused: number | null;
+}
+
+export interface Protection {
+  enforced: boolean;
+  detail?: string;
+}
+
+export interface NetworkProtection {
+  enforced: boolean;
+  detail?: string;
+  refused_connections?: number;
+}
+
+/** Every protection (all of them, or none when the run stopped before its plan). */
+export interface Sandbox {
+  namespaces?: Protection;
+  network?: NetworkProtection;
+  readonly_base?: Protection;
+  writable?: Protection;
+  new_session?: Protection;
+  die_with_parent?: Protection;
+  cap_drop_all?: Protection;
+  clearenv?: Protection;
+  disable_userns?: Protection;
+  seccomp?: Protection;
+  landlock?: Protection;
+  fresh_keyring?: Protection;
+  no_host_root?: Protection;
+  pid1_nondumpable?: Protection;
+  cgroup?: Protection;
+}
+
+/** The report of one run, as agentbox wrote it. */
+export interface Report {
+  schema_version: 1;
+  agentbox_version: string;
+  status: Status;
+  exit_code: number | null;
+  signal: number | null;
+  signal_name: string | null;
+  agentbox_exit: number;
+  message: string | null;
+  fix: string | null;
+  limits_hit: LimitHit[];
+  started_unix_ms: number | null;
+  wall_ms: number | null;
+  cpu_ms: number | null;
+  max_rss_kib: number | null;
+  kill_to_reaped_ms: number | null;
+  agentbox_max_rss_kib: number | null;
+  agentbox_fds_left: number | null;
+  run_id: string | null;
+  script: string | null;
+  lang: 'python' | 'node' | null;
+  interpreter: string | null;
+  stdout: Stream;
+  stderr: Stream;
+  run_dir: string | null;
+  run_dir_kept: boolean;
+  workspace: string | null;
+  files: FileEntry[];
+  files_summary?: WalkSummary;
+  inputs?: InputEntry[];
+  collected?: Collected;
+  environment?: Environment;
+  network_proxy?: NetworkProxy;
+  limits: Limits;
+  usage: Usage;
+  sandbox: Sandbox;
+  sandbox_host_uid: number | null;
+  workspace_mode: 'tmpfs' | 'idmapped' | 'bind' | null;
+  warnings: string[];
+}
+
+/** The report of one run, with helpers. */
+export interface Result extends Report {}
+export declare class Result {
+  private constructor();
+  /** The report exactly as parsed (keys a newer agentbox added are here too). */
+  readonly raw: Record<string, unknown>;
+  /** Where `read()` finds the files the script left (null once closed, or none kept). */
+  filesDir: string | null;
+  /** The script exited on its own with status 0. */
+  get ok(): boolean;
+  /** Throws RunFailedError unless `ok`; returns the result. */
+  raiseForStatus(): this;
+  /** A regular file the script left, by its path in the workspace; never through a link. */
+  read(path: string): Promise<Buffer>;
+  readText(path: string, encoding?: BufferEncoding): Promise<string>;
+  /** Removes the temporary directory the client collected the files into. */
+  close(): void;
+}
+
+/** The limits of docs/spec.md: a string in the CLI's units ("512M", "90s") or a number in
+ * the limit's base unit. camelCase and snake_case keys are accepted too (cpuTime, cpu_time). */
+export type LimitValue = string | number;
+export interface RunLimits {
+  timeout?: LimitValue;
+  memory?: LimitValue;
+  pids?: LimitValue;
+  cpus?: LimitValue;
+  'cpu-time'?: LimitValue;
+  cpuTime?: LimitValue;
+  disk?: LimitValue;
+  inodes?: LimitValue;
+  'tmp-size'?: LimitValue;
+  tmpSize?: LimitValue;
+  'file-size'?: LimitValue;
+  fileSize?: LimitValue;
+  nofile?: LimitValue;
+  'output-limit'?: LimitValue;
+  outputLimit?: LimitValue;
+}
+
+export interface RunOptions {
+  /** The script itself (one of `code` and `script`). */
+  code?: string;
+  /** A script file on the host. */
+  script?: string;
+  /** 'python' (the default for `code`) or 'node'; for a script, by its extension. */
+  language?: 'python' | 'node';
+  /** { name: content } written into the workspace, or host paths copied in. */
+  files?: Record<string, string | Uint8Array> | string[];
+  args?: string[];
+  /** The script's stdin. */
+  stdin?: string | Uint8Array;
+  env?: Record<string, string>;
+  limits?: RunLimits;
+  /** The wall-clock limit in seconds (status 'timeout'; default 60). */
+  timeout?: number;
+  /** Work in this directory in place. */
+  workspace?: string;
+  /** Copy the files the script left into this directory (else: a temporary one the Result
+   * owns, removed by result.close(), when the Result is collected, or at exit). `false`: no
+   * files out (faster with many files; `files` still lists them with their sha256). */
+  collect?: string | false;
+  /** The agentbox binary (default: $AGENTBOX, else `agentbox` on PATH). */
+  binary?: string;
+  /** Aborting stops the run; run() then rejects with AbortError. */
+  signal?: AbortSignal;
+  /** The script's stdout as it comes (the live relay). */
+  onStdout?: (text: string) => void;
+  /** The script's stderr as it comes (agentbox's own lines are left out). */
+  onStderr?: (text: string) => void;
+  /** Any other spec keys (without, seccomp_policy, venv, python, ...): docs/spec.md. */
+  spec?: Record<string, unknown>;
+}
+
+export interface BinaryInfo {
+  readonly path: string;
+  readonly version: string;
+  readonly reportSchemaVersion: number;
+  readonly specVersion: number;
+}
+
+export declare function run(options: RunOptions): Promise<Result>;
+export declare function binaryInfo(binary?: string): Promise<BinaryInfo>;
+export declare function findBinary(binary?: string): string;
+
+export declare class AgentboxError extends Error {
+  constructor(message: string, fix?: string | null, result?: Result | null, options?: { cause?: unknown });
+  /** What to do about it. */
+  fix: string | null;
+  /** The report, when agentbox wrote one. */
+  result: Result | null;
+}
+export declare class AgentboxNotFoundError extends AgentboxError {}
+export declare class IncompatibleAgentboxError extends AgentboxError {}
+/** agentbox failed or refused before the script ran (status 'setup_error'). */
+export declare class SetupError extends AgentboxError {}
+/** The run described is invalid (status 'usage_error'). */
+export declare class UsageError extends SetupError {}
+/** The signal aborted the run; `result` is its report (status 'interrupted') if it has one. */
+export declare class AbortError extends AgentboxError {
+  constructor(message: string, result?: Result | null, cause?: unknown);
+  code: 'ABORT_ERR';
+}
+/** raiseForStatus(): the script did not exit 0 on its own. */
+export declare class RunFailedError extends Error {
+  constructor(result: Result);
+  result: Result;
+}
+
+export declare const VERSION: string;
+export declare const SCHEMA_VERSIONS: readonly number[];
+export declare const SPEC_VERSIONS: readonly number[];
+export declare const BINARY_ENV: 'AGENTBOX';
+export declare const STATUSES: readonly Status[];
+export declare const LIMIT_NAMES: readonly (keyof Limits)[];
+export declare const PROTECTION_NAMES: readonly (keyof Sandbox)[];

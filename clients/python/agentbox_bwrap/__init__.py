@@ -1,0 +1,128 @@
+"""agentbox-bwrap: run untrusted Python and Node code in agentbox's sandbox.
+
+    import agentbox_bwrap as agentbox
+    result = agentbox.run("print(6 * 7)")
+    print(result.status, result.stdout.text)
+
+Each run is one `agentbox run --spec - --report-fd N` of the installed agentbox binary
+(`binary=`, else $AGENTBOX, else `agentbox` on PATH); the Result is its JSON report.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+import os
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from ._report import (
+    LIMIT_NAMES,
+    PROTECTION_NAMES,
+    SCHEMA_VERSIONS,
+    Collected,
+    Environment,
+    FileEntry,
+    InputEntry,
+    Limit,
+    NetworkProxy,
+    Protection,
+    Result,
+    SkippedEntry,
+    Status,
+    Stream,
+    Usage,
+    WalkSummary,
+    parse_report,
+)
+from ._run import (
+    BINARY_ENV,
+    BinaryInfo,
+    Callback,
+    FileContent,
+    PathLike,
+    _Invocation,
+    _Streams,
+    binary_info,
+    find_binary,
+    run_invocation,
+    run_invocation_async,
+)
+from .errors import (
+    AgentboxError,
+    AgentboxNotFound,
+    IncompatibleAgentbox,
+    RunFailed,
+    SetupError,
+    UsageError,
+)
+
+__all__ = [
+    "run", "run_async", "binary_info", "find_binary", "parse_report", "BinaryInfo", "Result",
+    "Status", "Stream", "FileEntry", "WalkSummary", "SkippedEntry", "InputEntry", "Collected",
+    "Environment", "NetworkProxy", "Limit", "Usage", "Protection", "AgentboxError",
+    "AgentboxNotFound", "IncompatibleAgentbox", "SetupError", "UsageError", "RunFailed",
+    "BINARY_ENV", "LIMIT_NAMES", "PROTECTION_NAMES", "SCHEMA_VERSIONS", "__version__",
+]
+
+Files = Union[Mapping[str, FileContent], Iterable[PathLike], None]
+Stdin = Union[str, bytes, "os.PathLike[str]", None]
+
+
+def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
+        language: Optional[str] = None, files: Files = None, args: Iterable[str] = (),
+        stdin: Stdin = None, env: Optional[Mapping[str, str]] = None,
+        limits: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+        workspace: Optional[PathLike] = None, collect: Union[PathLike, bool, None] = None,
+        binary: Optional[PathLike] = None, options: Optional[Mapping[str, Any]] = None,
+        on_stdout: Optional[Callback] = None, on_stderr: Optional[Callback] = None) -> Result:
+    """Run `code` (or the file `script`) in a fresh sandbox and return its report.
+
+    language: "python" (the default for `code`) or "node"; for a script, by its extension.
+    files:    {name: str | bytes | path} copied into the workspace as `name`, or a list of
+              host paths copied in under their own names.
+    args:     the script's arguments. stdin: str or bytes (or a path) for its stdin.
+    env:      variables added to the sandbox's clean environment.
+    limits:   {"memory": "256M", "cpus": 1, "cpu_time": 10, ...} (docs/spec.md; "_" = "-").
+    timeout:  the wall-clock limit in seconds (status "timeout" when it hits; default 60).
+    workspace: work in this directory in place. collect: copy the files left here.
+              Without either, the files left are collected into a temporary directory the
+              Result owns: `result.read(path)`; removed by `result.close()` or with it.
+              collect=False: no files out (faster with many files; `files` still lists
+              them with their sha256).
+    binary:   the agentbox binary (default: $AGENTBOX, else `agentbox` on PATH).
+    options:  any other spec keys (`without`, `seccomp_policy`, `venv`, `python`...).
+    on_stdout, on_stderr: called with the script's output (str) as it comes (the live
+              relay; agentbox's own warning lines are left out). Without them the run is
+              quiet; the output is in the report either way.
+
+    The script failing, or a limit stopping it, is a Result (`result.ok` is False;
+    `result.raise_for_status()` raises RunFailed). agentbox refusing the run raises
+    SetupError / UsageError (with `message` and `fix`). KeyboardInterrupt stops the run.
+    """
+    path = binary_info(binary).path
+    streams = _Streams(on_stdout, on_stderr) if on_stdout or on_stderr else None
+    inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
+                      workspace, collect, options, streams is not None)
+    return run_invocation(inv, path, streams)
+
+
+async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = None,
+                    language: Optional[str] = None, files: Files = None,
+                    args: Iterable[str] = (), stdin: Stdin = None,
+                    env: Optional[Mapping[str, str]] = None,
+                    limits: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
+                    workspace: Optional[PathLike] = None,
+                    collect: Union[PathLike, bool, None] = None,
+                    binary: Optional[PathLike] = None,
+                    options: Optional[Mapping[str, Any]] = None,
+                    on_stdout: Optional[Callback] = None,
+                    on_stderr: Optional[Callback] = None) -> Result:
+    """run() for asyncio: many runs at once from one event loop. Cancelling the task stops
+    the run (agentbox kills the sandbox and reaps it) before CancelledError propagates."""
+    import asyncio
+
+    path = (await asyncio.get_running_loop().run_in_executor(None, binary_info, binary)).path
+    streams = _Streams(on_stdout, on_stderr) if on_stdout or on_stderr else None
+    inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
+                      workspace, collect, options, streams is not None)
+    return await run_invocation_async(inv, path, streams)

@@ -1,0 +1,308 @@
+"""Real runs through the real agentbox binary (AGENTBOX): what an agent platform does."""
+
+import asyncio
+import hashlib
+import os
+import signal
+import stat
+import sys
+import time
+import uuid
+
+import pytest
+
+import agentbox_bwrap as agentbox
+from conftest import procs_with
+
+pytestmark = pytest.mark.usefixtures("agentbox_bin")
+
+
+def test_hello_world():
+    r = agentbox.run("print('hello from the sandbox')")
+    assert r.status is agentbox.Status.EXITED and r.exit_code == 0 and r.ok
+    assert r.stdout.text == "hello from the sandbox\n" and not r.stdout.truncated
+    assert r.lang == "python" and r.schema_version == 1
+    assert r.sandbox["network"].enforced and r.limits["timeout"].enforced is not None
+    assert r.raise_for_status() is r
+    assert r.run_dir is None and not r.run_dir_kept  # no run directory left behind
+
+
+def test_node_and_args_stdin_env():
+    r = agentbox.run("console.log(process.argv.slice(2).join(','), process.env.GREETING)",
+                     language="node", args=["a", "b c"], env={"GREETING": "hi"})
+    assert r.ok and r.stdout.text == "a,b c hi\n" and r.lang == "node"
+    r = agentbox.run("import sys; print(sys.stdin.read().upper())", stdin="quiet input")
+    assert r.stdout.text == "QUIET INPUT\n"
+    r = agentbox.run("import sys; print(len(sys.stdin.buffer.read()))", stdin=bytes(range(256)))
+    assert r.stdout.text == "256\n"
+
+
+def test_failure_is_a_result_and_raise_for_status():
+    r = agentbox.run("import sys; print('oops', file=sys.stderr); sys.exit(3)")
+    assert r.status is agentbox.Status.EXITED and r.exit_code == 3 and not r.ok
+    assert r.stderr.text == "oops\n"
+    with pytest.raises(agentbox.RunFailed) as e:
+        r.raise_for_status()
+    assert e.value.result is r and "status 3" in str(e.value)
+
+
+def test_files_in_and_out(tmp_path):
+    host = tmp_path / "host.csv"
+    host.write_text("x\n1\n2\n")
+    code = (
+        "import json, hashlib\n"
+        "rows = open('data/in.csv').read().split()[1:]\n"
+        "blob = open('blob.bin', 'rb').read()\n"
+        "host = open('host.csv').read()\n"
+        "json.dump({'sum': sum(map(int, rows)), 'blob': len(blob), 'host': host}, open('out/result.json', 'w'))\n"
+    )
+    r = agentbox.run("import os; os.makedirs('out')\n" + code,
+                     files={"data/in.csv": "n\n3\n4\n", "blob.bin": b"\x00\xff" * 100, "host.csv": host})
+    assert r.ok, r.stderr.text
+    import json
+    out = json.loads(r.read("out/result.json"))
+    assert out == {"sum": 7, "blob": 200, "host": "x\n1\n2\n"}
+    entry = next(f for f in r.files if f.path == "out/result.json")
+    assert entry.type == "file" and entry.sha256 == hashlib.sha256(r.read("out/result.json")).hexdigest()
+    assert r.read_text("data/in.csv") == "n\n3\n4\n"
+    # never through a link the script made, never outside the workspace
+    r2 = agentbox.run("import os; os.symlink('/etc/passwd', 'link')")
+    with pytest.raises((OSError, ValueError)):
+        r2.read("link")
+    with pytest.raises(ValueError):
+        r2.read("../x")
+    d = r.files_dir
+    assert d and os.path.isdir(d)
+    r.close()
+    assert not os.path.exists(d)
+
+
+def test_files_as_host_paths_and_collect(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("from the host")
+    out = tmp_path / "collected"
+    r = agentbox.run("open('copy.txt', 'w').write(open('in.txt').read() + '!')",
+                     files=[str(src)], collect=out)
+    assert r.ok and (out / "copy.txt").read_text() == "from the host!"
+    assert r.collected is not None and r.collected.dir == str(out)
+    assert r.read("copy.txt") == b"from the host!"
+    r.close()
+    assert (out / "copy.txt").exists()  # a collect directory of the caller's is never removed
+
+
+MPL = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.title("agentbox")
+plt.savefig("plot.png")
+"""
+
+
+def _png_ok(r):
+    assert r.ok, r.stderr.text[-500:]
+    png = r.read("plot.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    assert next(f for f in r.files if f.path == "plot.png").sha256 == hashlib.sha256(png).hexdigest()
+
+
+def test_matplotlib_png():
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed on the host")
+    r = agentbox.run(MPL, timeout=60)
+    if "Could not find matplotlibrc" in r.stderr.text:
+        pytest.skip("the sandbox's generated /etc has no /etc/matplotlibrc, where Debian's "
+                    "python3-matplotlib keeps its defaults (src/etcgen.c); "
+                    "test_matplotlib_png_with_rc passes it in as a file")
+    _png_ok(r)
+
+
+def test_matplotlib_png_with_rc():
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed on the host")
+    import matplotlib
+
+    rc = matplotlib.matplotlib_fname()
+    r = agentbox.run(MPL, files={"matplotlibrc": rc}, timeout=60)
+    _png_ok(r)
+
+
+def test_timeout():
+    t = time.monotonic()
+    r = agentbox.run("import time\nwhile True: time.sleep(0.05)", timeout=1)
+    assert r.status is agentbox.Status.TIMEOUT and "timeout" in r.limits_hit
+    assert not r.ok and time.monotonic() - t < 15
+    with pytest.raises(agentbox.RunFailed):
+        r.raise_for_status()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the memory limit is enforced by a memory cgroup, "
+                    "which this host gives to root only (unprivileged: cgroup v2 delegation)")
+def test_oom():
+    r = agentbox.run("b = bytearray(400 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",
+                     limits={"memory": "128M"}, timeout=60)
+    assert r.status is agentbox.Status.OOM and "memory" in r.limits_hit, r.raw
+    assert r.signal_name == "KILL" and not r.ok
+
+
+def test_setup_error_raises_with_fix(tmp_path):
+    with pytest.raises(agentbox.SetupError) as e:
+        agentbox.run("print(1)", files=[str(tmp_path / "missing")])
+    assert "does not exist" in e.value.message and e.value.fix
+    assert e.value.result is not None and e.value.result.status is agentbox.Status.SETUP_ERROR
+    assert not isinstance(e.value, agentbox.UsageError)
+
+
+def test_usage_error_raises():
+    with pytest.raises(agentbox.UsageError) as e:
+        agentbox.run("print(1)", limits={"memory": "lots"})
+    assert "memory" in e.value.message and e.value.result.status is agentbox.Status.USAGE_ERROR
+    with pytest.raises(agentbox.UsageError) as e:
+        agentbox.run("print(1)", options={"no_such_key": True})
+    assert "no_such_key" in e.value.message
+
+
+def test_binary_not_found_and_version(tmp_path, agentbox_bin):
+    with pytest.raises(agentbox.AgentboxNotFound) as e:
+        agentbox.run("print(1)", binary=str(tmp_path / "nope"))
+    assert "AGENTBOX" in (e.value.fix or "")
+    info = agentbox.binary_info()
+    assert info.version == agentbox.__version__ and info.report_schema_version == 1
+    assert info.path == os.path.abspath(agentbox_bin)
+
+
+def test_refuses_unknown_schema(tmp_path):
+    fake = tmp_path / "agentbox"
+    fake.write_text("#!/bin/sh\necho '{\"agentbox_version\": \"9.0.0\", "
+                    "\"report_schema_version\": 7, \"spec_version\": 1}'\n")
+    fake.chmod(0o755)
+    with pytest.raises(agentbox.IncompatibleAgentbox) as e:
+        agentbox.run("print(1)", binary=str(fake))
+    assert "schema 7" in e.value.message and "9.0.0" in e.value.message and e.value.fix
+
+
+def test_concurrent_async_runs():
+    async def main():
+        t = time.monotonic()
+        rs = await asyncio.gather(*[
+            agentbox.run_async("import time; time.sleep(1); print(%d)" % i) for i in range(4)])
+        return rs, time.monotonic() - t
+
+    rs, took = asyncio.run(main())
+    assert [r.stdout.text for r in rs] == ["0\n", "1\n", "2\n", "3\n"]
+    assert all(r.ok for r in rs) and len({r.run_id for r in rs}) == 4
+    assert took < 3.5, "4 runs of 1 s took %.1f s: not at once" % took
+
+
+def test_async_cancellation_kills_the_run():
+    token = "cancel-" + uuid.uuid4().hex
+
+    async def main():
+        task = asyncio.ensure_future(agentbox.run_async(
+            "import sys, time\nprint('up', flush=True)\ntime.sleep(60)", args=[token]))
+        deadline = time.monotonic() + 20
+        while not procs_with(token) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert procs_with(token), "the run never started"
+        t = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - t
+
+    took = asyncio.run(main())
+    assert took < 10
+    assert procs_with(token) == [], "a process of the cancelled run is still there"
+
+
+def test_keyboard_interrupt_kills_the_run():
+    token = "kbd-" + uuid.uuid4().hex
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            agentbox.run("import time; time.sleep(60)", args=[token])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert procs_with(token) == []
+
+
+def test_no_temporary_directories_left(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with agentbox.run("open('x', 'w').write('1')", files={"a": "b"}) as r:
+        assert r.read("x") == b"1"
+    with pytest.raises(agentbox.SetupError):
+        agentbox.run("1", files=["/nonexistent/path"])
+    assert os.listdir(tmp_path) == []
+
+
+def test_collect_false_keeps_no_files():
+    r = agentbox.run("open('x', 'w').write('1')", collect=False)
+    assert r.ok and r.collected is None and r.files_dir is None
+    assert next(f for f in r.files if f.path == "x").sha256 == hashlib.sha256(b"1").hexdigest()
+    with pytest.raises(FileNotFoundError):
+        r.read("x")
+
+
+STREAMING = ("import sys, time\nfor i in range(3):\n"
+             "    print(i, flush=True); print('e', i, file=sys.stderr, flush=True); time.sleep(0.3)")
+
+
+def test_streaming_callbacks():
+    events = []
+    r = agentbox.run(STREAMING, on_stdout=lambda t: events.append(("out", time.monotonic(), t)),
+                     on_stderr=lambda t: events.append(("err", time.monotonic(), t)))
+    assert r.ok
+    assert "".join(t for k, _, t in events if k == "out") == "0\n1\n2\n"
+    assert "".join(t for k, _, t in events if k == "err") == "e 0\ne 1\ne 2\n"
+    outs = [when for k, when, _ in events if k == "out"]
+    assert outs[-1] - outs[0] >= 0.4, "the output came as it was written, not at the end"
+    assert r.stdout.text == "0\n1\n2\n" and r.stdout.relay_dropped_bytes == 0
+
+    async def main():
+        out = []
+        r = await agentbox.run_async(STREAMING, on_stdout=out.append)
+        return r, "".join(out)
+
+    r, out = asyncio.run(main())
+    assert r.ok and out == "0\n1\n2\n"
+
+
+def test_stderr_filter_keeps_the_scripts_lines_in_order():
+    from agentbox_bwrap._run import _StderrFilter
+
+    def through(chunks, ours):
+        out = []
+        f = _StderrFilter(out.append)
+        for c in chunks:
+            f.push(c)
+        f.end(ours)
+        return "".join(out)
+
+    assert through(["a\nb", "c\nagen", "tbox: warning: w1\n"], "agentbox: warning: w1\n") == "a\nbc\n"
+    assert through(["x\nagentbox: mine\ny\n", "agentbox: warning: w\n"],
+                   "agentbox: warning: w\n") == "x\nagentbox: mine\ny\n"
+    assert through(["ag", "ent", "x\n", "agentbo"], None) == "agentx\nagentbo"
+    err = []
+    r = agentbox.run("import sys\nprint('agentbox: not really', file=sys.stderr)\n"
+                     "print('partial', end='', file=sys.stderr)", on_stderr=err.append)
+    assert "".join(err) == "agentbox: not really\npartial" == r.stderr.text
+
+
+def test_a_callback_that_raises_stops_the_run():
+    token = "cb-" + uuid.uuid4().hex
+
+    def boom(text):
+        raise ValueError("the callback failed")
+
+    t = time.monotonic()
+    with pytest.raises(ValueError):
+        agentbox.run("import time\nprint('go', flush=True)\ntime.sleep(60)", args=[token],
+                     on_stdout=boom)
+    assert time.monotonic() - t < 15 and procs_with(token) == []
