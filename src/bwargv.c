@@ -41,6 +41,13 @@ plan_done(struct ab_plan *p)
 			(void) close(p->ro_binds[i].fd);
 	}
 	free(p->ro_binds);
+	for (size_t i = 0; i < p->n_etc_binds; i++) {
+		free(p->etc_binds[i].src);
+		free(p->etc_binds[i].dest);
+		if (p->etc_binds[i].fd >= 0)
+			(void) close(p->etc_binds[i].fd);
+	}
+	free(p->etc_binds);
 	strv_done(&p->env);
 	memset(p, 0, sizeof(*p));
 }
@@ -85,7 +92,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_pushf(av, "%d", AB_SANDBOX_UID);
 	strv_pushf(av, "--gid");
 	strv_pushf(av, "%d", AB_SANDBOX_GID);
-	strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
+	if (!p->no_hostname)
+		strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
 
 	/* Environment: nothing inherited (T6); the plan holds the whole allow-list. */
 	strv_push(av, "--clearenv");
@@ -137,6 +145,14 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(cmd, AB_SANDBOX_INIT);
 	strv_push(cmd, "--status-fd");
 	strv_pushf(cmd, "%d", AB_FD_STATUS);
+	if (p->memwatch) {
+		strv_push(cmd, "--memwatch-fd");
+		strv_pushf(cmd, "%d", AB_FD_MEMWATCH);
+	}
+	/* The namespace is what keeps the script off the network (its loopback is its own):
+	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h). */
+	strv_push(cmd, "--net-check");
+	strv_pushf(cmd, "%llu", p->netns_not);
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
 		if (p->rw_bind) {

@@ -126,6 +126,7 @@ cfg_copy(struct ab_cfg *dst, const struct ab_cfg *src)
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
 		if (*STR_AT(src, i))
 			*STR_AT(dst, i) = xstrdup(*STR_AT(src, i));
+	dst->proc_root = src->proc_root ? xstrdup(src->proc_root) : NULL;
 }
 
 void
@@ -133,5 +134,12 @@ cfg_done(struct ab_cfg *c)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
 		free(*STR_AT(c, i));
+	free(c->proc_root);
 	memset(c, 0, sizeof(*c));
+}
+
+const char *
+cfg_proc_root(void)
+{
+	return cfg()->proc_root ? cfg()->proc_root : "/proc";
 }

@@ -23,7 +23,14 @@ struct ab_cfg {
 	bool timing;           /* AGENTBOX_TIMING=1 */
 	bool in_scope;         /* AGENTBOX_IN_SCOPE: already re-executed inside a scope */
 	bool no_systemd_scope; /* AGENTBOX_NO_SYSTEMD_SCOPE */
+	/* Tests only, never from the environment nor the request: the /proc the host probe
+	 * reads sysctls from (e.g. a fake kernel.apparmor_restrict_unprivileged_userns); NULL is
+	 * "/proc". Set with cfg_set() by a unit test. */
+	char *proc_root;
 };
+
+/* cfg()->proc_root, or "/proc". */
+const char *cfg_proc_root(void);
 
 /* The settings in force. Until cfg_set() is called (a program that embeds the core directly,
  * like the unit tests), they are read from the environment once, on first use. */

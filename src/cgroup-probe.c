@@ -228,7 +228,9 @@ v2_enable(int dfd, unsigned mask, int *ret_err)
 			continue;
 		if (!word_in(cur, cg_names[i])) {
 			snprintf(val, sizeof(val), "+%s", cg_names[i]);
-			r = write_small_file_at(dfd, "cgroup.subtree_control", val);
+			r = cg_test_subtree_write
+				    ? cg_test_subtree_write(dfd, val)
+				    : write_small_file_at(dfd, "cgroup.subtree_control", val);
 		}
 		if (r == 0)
 			ok |= 1u << i;

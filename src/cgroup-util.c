@@ -16,6 +16,7 @@
 
 void (*cg_test_after_mkdir)(int parent_dirfd, const char *name);
 void (*cg_test_before_rmdir)(int parent_dirfd, const char *name);
+int (*cg_test_subtree_write)(int dirfd, const char *value);
 
 const char *const cg_names[CG_N] = { "memory", "pids", "cpu", "cpuacct" };
 

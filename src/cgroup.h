@@ -142,3 +142,8 @@ int cg_sweep_stale(const struct ab_cg_host *h, const char *proc_root);
  * file: in a real cgroupfs that is never right. */
 extern void (*cg_test_after_mkdir)(int parent_dirfd, const char *name);
 extern void (*cg_test_before_rmdir)(int parent_dirfd, const char *name);
+/* cg_test_subtree_write, when set, replaces each write of value ("+memory") to a v2
+ * cgroup.subtree_control (dirfd's), so that a fake can keep the kernel's semantics: a set of
+ * controllers that only grows, refusals (a controller the cgroup is not offered, processes in
+ * a non-root cgroup, a busy one). Returns 0 or -errno like the write it replaces. */
+extern int (*cg_test_subtree_write)(int dirfd, const char *value);

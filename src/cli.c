@@ -23,6 +23,7 @@ enum {
 	OPT_INPUT,
 	OPT_LANG,
 	OPT_MEMORY,
+	OPT_NET_STRICT,
 	OPT_NODE,
 	OPT_NODE_MODULES,
 	OPT_NOFILE,
@@ -68,6 +69,7 @@ static const struct option run_options[] = {
 	{ "input", required_argument, NULL, OPT_INPUT },
 	{ "lang", required_argument, NULL, OPT_LANG },
 	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "net-strict", no_argument, NULL, OPT_NET_STRICT },
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "node-modules", required_argument, NULL, OPT_NODE_MODULES },
 	{ "nofile", required_argument, NULL, OPT_NOFILE },
@@ -189,7 +191,8 @@ cli_run_help(void)
 	return "usage: agentbox run [OPTIONS] SCRIPT [--] [ARGS...]\n"
 	       "\n"
 	       "Runs SCRIPT (Python .py, Node .js/.mjs/.cjs, or by shebang) in a bubblewrap\n"
-	       "sandbox: read-only system, one writable workspace at /work, no network.\n"
+	       "sandbox: read-only system, one writable workspace at /work, no network (a\n"
+	       "loopback of its own).\n"
 	       "SCRIPT '-' reads the code from stdin; --code TEXT takes it from the command\n"
 	       "line (then every word after the options is an argument of the script).\n"
 	       "\n"
@@ -220,7 +223,8 @@ cli_run_help(void)
 	       "  --node-modules DIR     a node_modules tree, mounted read-only\n"
 	       "  --env-dir DIR          an environment built by `agentbox prepare`\n"
 	       "  --ro-bind HOST[:PATH]  mount HOST read-only in the sandbox (never: home\n"
-	       "                         directories, credentials, /etc, /run, sockets...)\n"
+	       "                         directories, credentials, /run, sockets...); under\n"
+	       "                         /etc, one world-readable non-secret file, same path\n"
 	       "  --allow-bind HOST      allow exactly HOST despite that list\n"
 	       "  --env NAME=VALUE       add a variable to the sandbox's clean environment\n"
 	       "\n"
@@ -243,6 +247,8 @@ cli_run_help(void)
 	       "\n"
 	       "Hardening:\n"
 	       "  --seccomp-policy default|strict\n"
+	       "  --net-strict           no TCP bind or connect at all, not even on the\n"
+	       "                         sandbox's own loopback (Landlock)\n"
 	       "  --without NAME         opt out of a default protection that this host cannot\n"
 	       "                         apply: seccomp, landlock, disable-userns, cgroup\n"
 	       "  --sandbox-user USER    when started as root: the unprivileged user (name or\n"
@@ -297,7 +303,7 @@ cli_only_spec(const struct ab_run_opts *o)
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
 	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
 	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet && !o->inline_output_set && !o->output_truncate;
+	       !o->quiet && !o->inline_output_set && !o->output_truncate && !o->net_strict;
 	run_opts_done(&d);
 	return same;
 }
@@ -506,6 +512,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_MEMORY:
 			r = cli_set_limit(o, AB_LIM_MEMORY, optarg, err);
+			break;
+		case OPT_NET_STRICT:
+			o->net_strict = true;
 			break;
 		case OPT_NODE:
 			o->node_path = optarg;

@@ -92,6 +92,9 @@ struct ab_run_opts {
 	uint64_t inline_output;
 	bool inline_output_set;
 	bool output_truncate; /* --on-output-limit truncate: past the cap, discard, run on */
+	/* --net-strict: Landlock denies TCP bind and connect even on the sandbox's own loopback
+	 * (by default the script may use it; the namespace keeps it off the network). */
+	bool net_strict;
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
 	bool share_net; /* share agentbox's network namespace (installs need one) */
 	/* prepare: a fresh tmpfs (env_bytes, env_inodes) bound read-write at env_path in the

@@ -22,6 +22,14 @@ int gc_do(int64_t older_ms, bool dry, json_t **ret, struct ab_err *err);
  * refused like --collect). *ret: {"dir", "bytes", "files", "summary"}. */
 int collect_do(const char *run_dir, const char *dest, json_t **ret, struct ab_err *err);
 
-/* What `agentbox doctor` checks, each {"check", "result": ok|warn|FAIL, "detail", "fix"}, with
- * two real sandbox runs (Python, Node). *ret: {"agentbox_version", "as_root", "checks", "ok"}. */
+/* What `agentbox doctor` checks (src/doctor.c), each {"check", "result": ok|warn|FAIL,
+ * "detail", "fix"}, with two real sandbox runs (Python, Node). *ret: {"agentbox_version",
+ * "as_root", "host": {"class", "container", "wsl", "cap_sys_admin", "bwrap_setuid", "cgroup",
+ * "apparmor_restrict_userns", "proc_mountable"}, "summary", "checks", "ok"}. */
 int doctor_checks(json_t **ret, struct ab_err *err);
+
+struct ab_host;
+/* The host's class in words: who (root, root without CAP_SYS_ADMIN, unprivileged), where
+ * (this machine, WSL2, a podman/docker/masked-/proc container, a Kubernetes pod), cgroups,
+ * setuid bwrap, AppArmor's restriction. Pure. */
+void doctor_host_class(const struct ab_host *h, char *buf, size_t size);

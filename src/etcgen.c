@@ -1,5 +1,6 @@
 #include "etcgen.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,10 +11,16 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include "binds.h"
+#include "hostfs.h"
 #include "plan.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/xalloc.h"
 
+/* The curated set (issue 15): what interpreters and common packages read from /etc, and
+ * nothing secret. Bound read-only at the same path when it exists on the host, after the
+ * checks in add_host_entry. docs/design.md "The sandbox's /etc" lists and explains them. */
 const char *const etcgen_host_entries[] = {
 	"/etc/alternatives", /* Debian's alternatives links in /usr/bin point here */
 	"/etc/ld.so.cache",  /* the dynamic linker's cache: faster startup */
@@ -23,6 +30,17 @@ const char *const etcgen_host_entries[] = {
 	"/etc/matplotlibrc",
 	"/etc/fonts",
 	"/etc/mime.types",
+	/* CA certificates for offline verification (ssl's default paths, Node's https);
+	 * certs/ only, never ssl/ whole: ssl/private holds the host's keys */
+	"/etc/ssl/certs",
+	"/etc/ssl/openssl.cnf", /* OpenSSL's defaults (Debian's security level, providers) */
+	"/etc/services",        /* getservbyname(), socket.getservbyname */
+	"/etc/protocols",       /* getprotobyname(), socket.getprotobyname */
+	"/etc/mailcap",         /* Python's mailcap, and MIME handlers */
+	"/etc/magic",           /* libmagic's local additions (python3-magic, file) */
+	"/etc/magic.mime",
+	"/etc/inputrc",        /* readline in REPLs driven through a pty */
+	"/etc/debian_version", /* platform checks of build and packaging tools */
 	NULL,
 };
 
@@ -50,10 +68,43 @@ static const struct etc_file etc_files[] = {
 		   "::1\tlocalhost ip6-localhost ip6-loopback\n" },
 	{ "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
 			   "networks: files\nprotocols: files\nservices: files\n" },
+	{ "timezone", "Etc/UTC\n" }, /* with localtime: UTC, no host timezone */
+};
+
+/* Generated links: the sandbox's clock is UTC (deterministic, no host timezone leak), and
+ * os-release is the one /usr already shows. */
+static const struct etc_file etc_links[] = {
+	{ "localtime", "/usr/share/zoneinfo/Etc/UTC" },
+	{ "os-release", "../usr/lib/os-release" },
 };
 
 /* Bound from the host only when the sandbox keeps the network (`agentbox prepare`). */
-static const char *const net_entries[] = { "/etc/resolv.conf", "/etc/ssl/certs", NULL };
+static const char *const net_entries[] = { "/etc/resolv.conf", NULL };
+
+bool
+etcgen_is_generated(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++)
+		if (strcmp(name, etc_files[i].name) == 0)
+			return true;
+	for (size_t i = 0; i < ARRAY_SIZE(etc_links); i++)
+		if (strcmp(name, etc_links[i].name) == 0)
+			return true;
+	return strcmp(name, "resolv.conf") == 0;
+}
+
+bool
+etcgen_is_curated(const char *name)
+{
+	for (const char *const *h = etcgen_host_entries; *h; h++) {
+		const char *e = *h + strlen("/etc/");
+		size_t l = strlen(e);
+
+		if (strncmp(name, e, l) == 0 && (name[l] == '\0' || name[l] == '/'))
+			return true;
+	}
+	return false;
+}
 
 static int
 write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t group)
@@ -72,10 +123,132 @@ write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t 
 	return 0;
 }
 
-static int add_host_entries(int efd, const char *const *entries, struct ab_err *err);
+/* The curated tree behind fd (an O_RDONLY directory fd, taken over) must hold nothing but
+ * what every host user may read: regular files o+r, directories o+rx, links (they resolve
+ * inside the sandbox, which shows /usr and this /etc only), and no file or directory whose
+ * name binds_etc_denied() matches. Bounded: depth 4, *budget entries. Returns NULL, or why
+ * with the entry's name in buf. */
+static const char *
+tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
+{
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	const char *why = NULL;
+
+	if (!d) {
+		if (fd >= 0)
+			(void) close(fd);
+		return "cannot be listed";
+	}
+	while (!why && (de = readdir(d))) {
+		struct stat st;
+		int sub;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(buf, bufsz, "%s", de->d_name);
+		if (--*budget < 0)
+			why = "too many entries to check";
+		else if (de->d_type == DT_LNK)
+			continue; /* most of alternatives/ and ssl/certs/: no stat needed */
+		else if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			why = "an entry cannot be examined";
+		else if (S_ISLNK(st.st_mode))
+			continue; /* alternatives/keytool, certs/..._Authentication_....pem */
+		else if (binds_etc_denied(de->d_name))
+			why = "an entry's name marks a secret";
+		else if (S_ISREG(st.st_mode))
+			why = (st.st_mode & S_IROTH) ? NULL
+						     : "a file is not readable by every user";
+		else if (!S_ISDIR(st.st_mode))
+			why = "not a file, directory or link";
+		else if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+			why = "a directory is not open to every user";
+		else if (depth >= 4)
+			why = "too deep to check";
+		else if ((sub = openat(dirfd(d), de->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			why = "a directory cannot be opened";
+		else
+			why = tree_public(sub, depth + 1, budget, buf, bufsz);
+	}
+	closedir(d);
+	return why;
+}
+
+/* One curated entry: opened once (only root's symlinks followed), judged by its fd
+ * (world-readable, everything inside public), then cloned from that fd onto a mount point in
+ * the generated /etc. Bound here, in agentbox's own mount namespace, rather than by bwrap:
+ * bwrap's one recursive --ro-bind of this /etc carries it and makes it read-only, which
+ * costs less than a bwrap --ro-bind (mount, mountinfo parse, remount) each. An entry that
+ * does not exist is skipped; one that fails a check is skipped and named in *skipped. */
+static int
+add_host_entry(int efd, const char *path, int src_fd, struct strv *skipped, struct ab_err *err)
+{
+	const char *base = path + strlen("/etc/");
+	cleanup_fd int fd = -1, tfd = -1;
+	struct ab_err ignored = { 0 };
+	const char *slash;
+	char what[300], name[256];
+	struct stat st;
+
+	if (src_fd >= 0) {
+		fd = fcntl(src_fd, F_DUPFD_CLOEXEC, 3);
+	} else {
+		fd = hostfs_open(path, 0, "/etc", &ignored);
+	}
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return 0; /* not on this host */
+	if (src_fd < 0) {
+		const char *why = NULL;
+		long budget = 4096;
+
+		name[0] = '\0';
+		if (S_ISREG(st.st_mode))
+			why = (st.st_mode & S_IROTH) ? NULL : "not readable by every user";
+		else if (!S_ISDIR(st.st_mode))
+			why = "not a file or directory";
+		else if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+			why = "not open to every user";
+		else
+			why = tree_public(hostfs_reopen(fd, O_RDONLY | O_DIRECTORY), 0, &budget,
+					  name, sizeof(name));
+		if (why) {
+			if (name[0])
+				snprintf(what, sizeof(what), "%s (%s)", why, name);
+			strv_pushf(skipped, "%s: %s", path, name[0] ? what : why);
+			return 0;
+		}
+	}
+	for (slash = strchr(base, '/'); slash; slash = strchr(slash + 1, '/')) {
+		/* the parents inside the generated /etc (ssl for ssl/certs) */
+		cleanup_free char *parent = xstrndup(base, (size_t) (slash - base));
+
+		if (mkdirat(efd, parent, 0755) < 0 && errno != EEXIST)
+			return ab_err_set(err, -errno, "create /etc/%s: %s", parent,
+					  strerror(errno));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdirat(efd, base, 0755) < 0)
+			return ab_err_set(err, -errno, "create mount point /etc/%s: %s", base,
+					  strerror(errno));
+	} else {
+		int r = write_file_at(efd, base, "", (uid_t) -1, (gid_t) -1);
+
+		if (r < 0)
+			return ab_err_set(err, r, "create mount point /etc/%s: %s", base,
+					  strerror(-r));
+	}
+	tfd = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+	if (tfd < 0 || move_mount(tfd, "", efd, base, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return ab_err_set(err, -errno, "bind %s into the sandbox /etc: %s", path,
+				  strerror(errno));
+	return 0;
+}
 
 int
-etcgen_fill(int efd, uid_t owner, gid_t group, bool net, struct ab_err *err)
+etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra,
+	    size_t n_extra, struct strv *skipped, struct ab_err *err)
 {
 	int r;
 
@@ -85,65 +258,33 @@ etcgen_fill(int efd, uid_t owner, gid_t group, bool net, struct ab_err *err)
 			return ab_err_set(err, r, "write the sandbox /etc/%s: %s",
 					  etc_files[i].name, strerror(-r));
 	}
-	/* UTC: deterministic, and no host timezone leak. */
-	if (symlinkat("/usr/share/zoneinfo/Etc/UTC", efd, "localtime") < 0)
-		return ab_err_set(err, -errno, "write the sandbox /etc/localtime: %s",
-				  strerror(errno));
+	for (size_t i = 0; i < ARRAY_SIZE(etc_links); i++)
+		if (symlinkat(etc_links[i].text, efd, etc_links[i].name) < 0)
+			return ab_err_set(err, -errno, "write the sandbox /etc/%s: %s",
+					  etc_links[i].name, strerror(errno));
 	if (!net) {
 		r = write_file_at(efd, "resolv.conf", "# no network in the sandbox\n", owner,
 				  group);
 		if (r < 0)
 			return ab_err_set(err, r, "write the sandbox /etc/resolv.conf");
 	}
-	for (int list = 0; list < 2; list++) {
-		const char *const *entries = list == 0 ? etcgen_host_entries : net_entries;
-
-		if (list == 1 && !net)
-			break;
-		r = add_host_entries(efd, entries, err);
+	for (const char *const *h = etcgen_host_entries; *h; h++) {
+		r = add_host_entry(efd, *h, -1, skipped, err);
 		if (r < 0)
 			return r;
 	}
-	return 0;
-}
+	for (const char *const *h = net_entries; net && *h; h++) {
+		r = add_host_entry(efd, *h, -1, skipped, err);
+		if (r < 0)
+			return r;
+	}
+	/* --ro-bind /etc/NAME: checked by binds_add_etc, bound from its fd */
+	for (size_t i = 0; i < n_extra; i++) {
+		cleanup_free char *path = xasprintf("/etc/%s", extra[i].dest);
 
-static int
-add_host_entries(int efd, const char *const *entries, struct ab_err *err)
-{
-	char target[64];
-	int r;
-
-	for (const char *const *h = entries; *h; h++) {
-		const char *base = *h + strlen("/etc/");
-		const char *slash = strchr(base, '/');
-		struct stat st;
-
-		if (stat(*h, &st) < 0)
-			continue;
-		if (slash) {
-			/* one level of nesting (ssl/certs): create the parent first */
-			cleanup_free char *parent = strndup(base, (size_t) (slash - base));
-
-			if (parent && mkdirat(efd, parent, 0755) < 0 && errno != EEXIST)
-				return ab_err_set(err, -errno, "create /etc/%s", parent);
-		}
-		if (S_ISDIR(st.st_mode)) {
-			if (mkdirat(efd, base, 0755) < 0)
-				return ab_err_set(err, -errno, "create mount point /etc/%s", base);
-		} else if (S_ISREG(st.st_mode)) {
-			r = write_file_at(efd, base, "", (uid_t) -1, (gid_t) -1);
-			if (r < 0)
-				return ab_err_set(err, r, "create mount point /etc/%s", base);
-		} else {
-			continue;
-		}
-		/* Bound here, in agentbox's own mount namespace, rather than by bwrap: bwrap's
-		 * one recursive --ro-bind of this /etc carries it and makes it read-only, which
-		 * costs less than a bwrap --ro-bind (mount, mountinfo parse, remount) each. */
-		snprintf(target, sizeof(target), "/proc/self/fd/%d/%s", efd, base);
-		if (mount(*h, target, NULL, MS_BIND | MS_REC, NULL) < 0)
-			return ab_err_set(err, -errno, "bind %s into the sandbox /etc: %s", *h,
-					  strerror(errno));
+		r = add_host_entry(efd, path, extra[i].fd, skipped, err);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

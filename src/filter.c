@@ -16,8 +16,12 @@
  *    personality other than PER_LINUX or the 0xffffffff query) and Docker's additions
  *    (module, kexec, swap, clock, reboot, bpf, userfaultfd, process_vm_*, kcmp, ...).
  *  - EPERM: clone() with any CLONE_NEW* flag, by masked compare on the flags argument.
- *  - EPERM: ioctl TIOCSTI, TIOCLINUX and TIOCSCTTY, compared on the low 32 bits only (the kernel
- * ignores the upper half of the command), so TIOCSTI | 1 << 32 is caught (CVE-2019-10063).
+ *  - EPERM: ioctl TIOCSTI and TIOCLINUX, compared on the low 32 bits only (the kernel ignores
+ *    the upper half of the command), so TIOCSTI | 1 << 32 is caught (CVE-2019-10063).
+ *    TIOCSCTTY is allowed (issue 15: forkpty, pty.spawn, pexpect need it): no terminal of the
+ *    host ever reaches the sandbox (--stdin takes regular files, agentbox-init refuses to
+ *    start with a terminal on fds 0-2 and closes the rest), so the only terminals a script
+ *    can adopt are the ptys of its own private /dev/pts.
  *  - ENOSYS: clone3, io_uring_* and the new mount API. ENOSYS, not EPERM, because it means
  *    "this kernel has no such call": glibc then falls back from clone3 to clone (pthreads,
  *    posix_spawn) and libuv (Node >= 20.3) from io_uring to its epoll/thread-pool paths,
@@ -43,6 +47,16 @@
  *    supervisor's business, Docker T31 note).
  *  - EMFILE for inotify_init/inotify_init1: instances are charged to the host uid (T24);
  *    EMFILE is what an exhausted quota returns, which watchers already handle (polling).
+ *
+ * With AB_FILTER_NO_HIDDEN_MEM (the memory limit is agentbox's watchdog, memwatch.h):
+ *  - ENOSYS for memfd_create, memfd_secret and shmget: their pages need not be mapped by any
+ *    process nor live in a tmpfs the watchdog can see. ENOSYS makes callers fall back to a
+ *    file in /dev/shm or /tmp (glibc's shm_open, CPython's multiprocessing), which is counted.
+ *
+ * With AB_FILTER_NO_INOTIFY (unprivileged where the run's user namespace cannot cap inotify,
+ * limitplan.h limits_cap_inotify: a read-only /proc/sys in a container):
+ *  - EMFILE for inotify_init/inotify_init1, as in the strict policy: the sandbox runs as the
+ *    caller's uid, and its instances would come out of the caller's own quota (T24).
  */
 #include "filter.h"
 
@@ -74,6 +88,7 @@
 #define AB_NR_MEMPOLICY_HOME 450 /* Linux 5.17 */
 #define AB_NR_FCHMODAT2      452 /* Linux 6.6 */
 #define AB_NR_OPEN_TREE_ATTR 467 /* Linux 6.15 */
+#define AB_NR_MEMFD_SECRET   447 /* Linux 5.14 */
 
 /* The bit the kernel tests for O_TMPFILE (O_TMPFILE itself also has O_DIRECTORY). */
 #ifdef __O_TMPFILE
@@ -188,7 +203,6 @@ static const struct ab_rule ab_rules[] = {
 	/* ioctl: the kernel uses the low 32 bits of the command, so compare only those. */
 	RIOCTL(TIOCSTI),   /* T10: keystroke injection (CVE-2017-5226, CVE-2019-10063) */
 	RIOCTL(TIOCLINUX), /* T10: console injection (CVE-2023-28100) */
-	RIOCTL(TIOCSCTTY), /* T10/T29: no taking a terminal as controlling tty */
 	/* clone() with a namespace flag. CLONE_NEWTIME (0x80) is absent on purpose: for clone()
 	 * that bit is part of the exit-signal byte (CSIGNAL), so the kernel only takes it from
 	 * clone3 (ENOSYS above) and unshare (EPERM above). */
@@ -352,8 +366,21 @@ add_personality_rules(scmp_filter_ctx ctx, struct ab_err *err)
 	return 0;
 }
 
+/* AB_FILTER_NO_HIDDEN_MEM: memory the watchdog could not count (see the top comment). */
+static const struct ab_rule ab_hidden_mem_rules[] = {
+	R(memfd_create, ENOSYS, POL_ALL),
+	RN(memfd_secret, AB_NR_MEMFD_SECRET, ENOSYS, POL_ALL),
+	R(shmget, ENOSYS, POL_ALL),
+};
+
+/* AB_FILTER_NO_INOTIFY (see the top comment); the strict policy has these already. */
+static const struct ab_rule ab_inotify_rules[] = {
+	R(inotify_init, EMFILE, POL_DEFAULT),
+	R(inotify_init1, EMFILE, POL_DEFAULT),
+};
+
 static int
-build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
+build_filter(enum ab_seccomp_policy p, unsigned flags, scmp_filter_ctx *ret, struct ab_err *err)
 {
 	cleanup_seccomp scmp_filter_ctx ctx = NULL;
 	const int *fam;
@@ -388,6 +415,15 @@ build_filter(enum ab_seccomp_policy p, scmp_filter_ctx *ret, struct ab_err *err)
 		if ((k = add_rule(ctx, &ab_rules[i], err)) < 0)
 			return k;
 	}
+	if (flags & AB_FILTER_NO_HIDDEN_MEM)
+		for (size_t i = 0; i < ARRAY_SIZE(ab_hidden_mem_rules); i++)
+			if ((k = add_rule(ctx, &ab_hidden_mem_rules[i], err)) < 0)
+				return k;
+	if (flags & AB_FILTER_NO_INOTIFY)
+		for (size_t i = 0; i < ARRAY_SIZE(ab_inotify_rules); i++)
+			if ((ab_inotify_rules[i].policies & (1u << p)) &&
+			    (k = add_rule(ctx, &ab_inotify_rules[i], err)) < 0)
+				return k;
 	if ((k = add_personality_rules(ctx, err)) < 0)
 		return k;
 	if ((k = add_mode_rules(ctx, err)) < 0)
@@ -419,16 +455,23 @@ program_size_ok(off_t size)
 }
 
 /* Bump whenever the rule table changes: it is part of the cache key. */
-#define AB_SECCOMP_RULES_REV 3
+#define AB_SECCOMP_RULES_REV 4
+
+char *
+filter_cache_name_flags(enum ab_seccomp_policy p, unsigned flags)
+{
+	const struct scmp_version *v = seccomp_version();
+
+	return xasprintf("seccomp-%s%s%s-r%d-%u.%u.%u-%s.bpf", filter_policy_name(p),
+			 flags & AB_FILTER_NO_HIDDEN_MEM ? "-memwatch" : "",
+			 flags & AB_FILTER_NO_INOTIFY ? "-noinotify" : "", AB_SECCOMP_RULES_REV,
+			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0, AB_VERSION);
+}
 
 char *
 filter_cache_name(enum ab_seccomp_policy p)
 {
-	const struct scmp_version *v = seccomp_version();
-
-	return xasprintf("seccomp-%s-r%d-%u.%u.%u-%s.bpf", filter_policy_name(p),
-			 AB_SECCOMP_RULES_REV, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
-			 AB_VERSION);
+	return filter_cache_name_flags(p, 0);
 }
 
 /* Returns an fd on a usable cache entry, or -errno when there is none (or it is not trusted:
@@ -516,6 +559,13 @@ export_memfd(scmp_filter_ctx ctx, void **ret_buf, size_t *ret_len, struct ab_err
 int
 filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
 {
+	return filter_program_fd_flags(p, 0, cache_dirfd, err);
+}
+
+int
+filter_program_fd_flags(enum ab_seccomp_policy p, unsigned flags, int cache_dirfd,
+			struct ab_err *err)
+{
 	cleanup_seccomp scmp_filter_ctx ctx = NULL;
 	cleanup_free char *path = NULL;
 	cleanup_free void *buf = NULL;
@@ -525,12 +575,12 @@ filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *err)
 	if ((unsigned) p >= AB_SECCOMP_COUNT)
 		return ab_err_set(err, -EINVAL, "seccomp: unknown policy %d", (int) p);
 	if (cache_dirfd >= 0) {
-		path = filter_cache_name(p);
+		path = filter_cache_name_flags(p, flags);
 		fd = cache_open(cache_dirfd, path);
 		if (fd >= 0)
 			return fd; /* offset 0, read-only, owned by us */
 	}
-	if ((k = build_filter(p, &ctx, err)) < 0)
+	if ((k = build_filter(p, flags, &ctx, err)) < 0)
 		return k;
 	fd = export_memfd(ctx, &buf, &len, err);
 	if (fd < 0)

@@ -27,3 +27,11 @@ int filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *
 /* The cache entry's name for policy p (malloc'd). It carries the policy, the rule table's
  * revision, libseccomp's version and agentbox's version. */
 char *filter_cache_name(enum ab_seccomp_policy p);
+
+/* Variants of the program (flags of filter_program_fd_flags; each has its cache entry). */
+#define AB_FILTER_NO_HIDDEN_MEM (1u << 0) /* memfd_create, memfd_secret, shmget: ENOSYS */
+#define AB_FILTER_NO_INOTIFY    (1u << 1) /* inotify_init, inotify_init1: EMFILE */
+
+int filter_program_fd_flags(enum ab_seccomp_policy p, unsigned flags, int cache_dirfd,
+			    struct ab_err *err);
+char *filter_cache_name_flags(enum ab_seccomp_policy p, unsigned flags);

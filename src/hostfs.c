@@ -307,8 +307,8 @@ is_a_home(const struct stat *st)
 	return found;
 }
 
-static bool
-is_allowed(const struct stat *st, const struct strv *allowed)
+bool
+hostfs_is_allowed(const struct stat *st, const struct strv *allowed)
 {
 	if (!allowed)
 		return false;
@@ -374,7 +374,7 @@ hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 			return "agentbox's runs directory, a directory inside it or one that "
 			       "holds it";
 	}
-	if (is_allowed(&st, allowed))
+	if (hostfs_is_allowed(&st, allowed))
 		return NULL;
 	if (!write && S_ISDIR(st.st_mode) && is_a_home(&st))
 		return "a home directory itself";

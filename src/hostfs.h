@@ -61,6 +61,10 @@ enum hostfs_use {
 	HOSTFS_USE_COLLECT,   /* agentbox writes new files into it */
 };
 
+/* True when st is the object one of the --allow-bind paths in allowed (may be NULL) leads to
+ * (compared by device and inode). */
+bool hostfs_is_allowed(const struct stat *st, const struct strv *allowed);
+
 /* Why the object behind fd must not be used as `use` (a phrase: "a mount point"), or NULL
  * when it may. real is hostfs_fd_path(fd) (may be NULL). runs_root_fd is the runs directory
  * (-1: none): anything inside it, or holding it, is refused. allowed are the --allow-bind paths:

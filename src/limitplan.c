@@ -1,10 +1,13 @@
 #include "limitplan.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "units.h"
+#include "util/fdutil.h"
 #include "util/xalloc.h"
 
 static void
@@ -49,6 +52,10 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	memset(lp, 0, sizeof(*lp));
 	lp->fsize = lp->nofile = lp->cpu_s = lp->nproc = RLIM_INFINITY;
 	lp->core = 0; /* no core dumps, ever */
+	/* per-uid objects (issue 18): the rlimit is also the cap of the sandbox's own user
+	 * namespace level, which bwrap creates with it */
+	lp->sigpending = 1024;
+	lp->msgqueue = 256 << 10;
 	lp->cpu_affinity = -1;
 	snprintf(fixbuf, sizeof(fixbuf), "%s",
 		 cg->why[0] ? cg->why
@@ -69,10 +76,26 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 					       : "cgroup v1 memory.limit_in_bytes (+memsw)",
 			  true, "tmpfs and memfd pages (the workspace included) count");
 	} else {
-		r = unenforceable(o, AB_LIM_MEMORY, "no writable memory cgroup", fixbuf, res, err);
-		if (r < 0)
-			return r;
-		set_limit(res, AB_LIM_MEMORY, 0, NULL, false, "not enforced");
+		/* No memory cgroup (unprivileged without delegation, or a container): the
+		 * supervisor's watchdog measures the sandbox and kills the whole run over the
+		 * limit (memwatch.h). Its blind spots (memfd, SysV shm) are closed by seccomp;
+		 * without seccomp they stay open, and the report says the limit is partial. */
+		bool whole = !o->without[AB_PROT_SECCOMP];
+
+		lp->memwatch = true;
+		lp->memwatch_bytes = o->limits[AB_LIM_MEMORY].value;
+		set_limit(
+			res, AB_LIM_MEMORY, lp->memwatch_bytes,
+			"agentbox watchdog: RSS and shared memory of every sandbox process plus "
+			"its tmpfs, polled every 1-50 ms, SIGKILL over the limit",
+			whole,
+			whole ? "no memory cgroup here: a polled limit; a fast allocator can pass "
+				"it by what it allocates between two polls (docs/design.md)"
+			      : "--without seccomp: memfd and SysV shared memory are not counted");
+		if (!whole)
+			result_warn(res,
+				    "--without seccomp: the memory watchdog cannot see memfd or "
+				    "SysV shared memory pages");
 	}
 
 	/* pids */
@@ -225,9 +248,10 @@ limits_apply_rlimits(const struct ab_limits_plan *lp)
 		int res;
 		rlim_t v;
 	} const table[] = {
-		{ RLIMIT_CORE, lp->core },     { RLIMIT_FSIZE, lp->fsize },
-		{ RLIMIT_NOFILE, lp->nofile }, { RLIMIT_CPU, lp->cpu_s },
-		{ RLIMIT_NPROC, lp->nproc },
+		{ RLIMIT_CORE, lp->core },         { RLIMIT_FSIZE, lp->fsize },
+		{ RLIMIT_NOFILE, lp->nofile },     { RLIMIT_CPU, lp->cpu_s },
+		{ RLIMIT_NPROC, lp->nproc },       { RLIMIT_SIGPENDING, lp->sigpending },
+		{ RLIMIT_MSGQUEUE, lp->msgqueue },
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
@@ -244,4 +268,20 @@ limits_apply_rlimits(const struct ab_limits_plan *lp)
 			return -errno;
 	}
 	return 0;
+}
+
+int
+limits_cap_inotify(const char *proc_root)
+{
+	char path[PATH_MAX], v[32];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/sys/user/max_inotify_instances", proc_root);
+	snprintf(v, sizeof(v), "%d", AB_INOTIFY_INSTANCES);
+	r = write_small_file_at(AT_FDCWD, path, v);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/sys/user/max_inotify_watches", proc_root);
+	snprintf(v, sizeof(v), "%d", AB_INOTIFY_WATCHES);
+	return write_small_file_at(AT_FDCWD, path, v);
 }

@@ -18,10 +18,16 @@ struct ab_limits_plan {
 	bool use_cgroup;
 	struct ab_cg_limits cg;
 	bool cg_cpu_time; /* the supervisor polls the cgroup's CPU time against cpu_time_ms */
+	/* no memory cgroup: the supervisor's watchdog (memwatch.h) holds the run to this */
+	bool memwatch;
+	uint64_t memwatch_bytes;
 	uint64_t cpu_time_ms;
 	/* rlimits set in the child before bwrap (inherited by everything in the sandbox);
 	 * RLIM_INFINITY = leave alone */
 	rlim_t fsize, nofile, cpu_s, nproc, core;
+	/* per-uid kernel objects the sandbox would otherwise take from its uid's quota (the
+	 * caller's own, unprivileged): pending signals, POSIX message queue bytes */
+	rlim_t sigpending, msgqueue;
 	/* the workspace tmpfs */
 	bool tmpfs_workspace;
 	uint64_t work_bytes, work_inodes;
@@ -52,3 +58,14 @@ char *limits_tmpfs_text(const struct ab_limits_plan *lp, const struct ab_run_opt
 /* Applies the rlimits to the calling process (a forked child before exec). Returns 0 or
  * -errno. Async-signal-safe. */
 int limits_apply_rlimits(const struct ab_limits_plan *lp);
+
+/* Unprivileged, the sandbox runs as the caller's uid and its inotify instances and watches
+ * count against that uid's quota (fs.inotify.max_user_instances, 128 by default): a run could
+ * leave the caller none. In the supervisor's own user namespace (ws_enter_mntns) these are
+ * per-namespace limits it may lower, and the kernel checks every namespace level: the run then
+ * holds at most AB_INOTIFY_INSTANCES / AB_INOTIFY_WATCHES of the caller's quota. Writes
+ * PROC_ROOT/sys/user/max_inotify_{instances,watches}. Returns 0 or -errno (a read-only
+ * /proc/sys, as in containers: the caller then refuses inotify with seccomp instead). */
+#define AB_INOTIFY_INSTANCES 8
+#define AB_INOTIFY_WATCHES   8192
+int limits_cap_inotify(const char *proc_root);

@@ -245,7 +245,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		else if (WIFSIGNALED(ws))
 			res->signal = WTERMSIG(ws);
 	} else if (oc->timed_out || oc->output_limited || oc->cpu_time_limited ||
-		   oc->interrupted_by) {
+		   oc->interrupted_by || oc->mem_limited) {
 		res->signal = SIGKILL;
 	}
 	if (u && u->valid) {
@@ -284,6 +284,13 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		strv_push(&res->limits_hit, "cpu-time");
 		res->message = xasprintf("CPU-time limit of %llu ms reached",
 					 (unsigned long long) c->lp.cpu_time_ms);
+	} else if (oc->mem_limited) {
+		res->status = AB_STATUS_OOM;
+		strv_push(&res->limits_hit, "memory");
+		res->message = xasprintf("memory limit reached: the watchdog measured %llu bytes "
+					 "against --memory %llu and killed the run",
+					 (unsigned long long) oc->mem_over_bytes,
+					 (unsigned long long) c->lp.memwatch_bytes);
 	} else if (u && u->valid && u->oom_kills > 0) {
 		res->status = AB_STATUS_OOM;
 		strv_push(&res->limits_hit, "memory");
@@ -395,13 +402,24 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 						      : "";
 
 	result_protect(r, "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
-	if (c->o->netproxy)
+	if (c->o->netproxy) {
 		result_protect(r, "network", c->o->netproxy->netns_ready, "%s",
 			       c->o->netproxy->detail ? c->o->netproxy->detail : "not set up");
-	else if (p->share_net)
+		r->net_mode = "proxy";
+	} else if (p->share_net) {
 		result_protect(r, "network", false, "host network kept (agentbox prepare)");
-	else
-		result_protect(r, "network", true, "own network namespace: loopback only");
+	} else if (p->landlock_net) {
+		result_protect(
+			r, "network", oc && oc->init_started,
+			"own network namespace, checked at start: lo only, no route out; "
+			"--net-strict: no TCP bind or connect, loopback included (Landlock)");
+		r->net_mode = "strict";
+	} else {
+		result_protect(r, "network", oc && oc->init_started,
+			       "own network namespace, checked at start: lo only, no route out; "
+			       "the script may use its own loopback (TCP and UDP)");
+		r->net_mode = "loopback";
+	}
 	result_protect(r, "readonly_base", true, "/usr and generated /etc read-only; / read-only");
 	result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
 		       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
@@ -430,6 +448,27 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 		       c->host.is_root ? "started as root: runs as uid %u" : "runs as uid %u",
 		       (unsigned) (c->drop ? c->sb_uid : geteuid()));
 	result_protect(r, "pid1_nondumpable", oc && oc->init_started, "agentbox-init is PID 1");
+	if (c->host.is_root)
+		result_protect(r, "caller_quotas", true,
+			       "the script runs as uid %u: no quota of the caller's is shared",
+			       (unsigned) c->sb_uid);
+	else if (!p->seccomp)
+		result_protect(
+			r, "caller_quotas", false,
+			"--without seccomp: the script can take keys%s out of your uid's quota",
+			c->inotify_guard > 0 ? "" : " and inotify instances");
+	else if (c->inotify_guard != 0)
+		result_protect(
+			r, "caller_quotas", true,
+			"the script shares your uid: inotify %s; pending signals %llu and "
+			"POSIX message queues %llu bytes (rlimits of the run's user "
+			"namespace); keys refused (seccomp)",
+			c->inotify_guard > 0 ? "capped at 8 instances and 8192 watches per "
+					       "run (user namespace limits)"
+					     : "refused (seccomp: this /proc/sys is read-only)",
+			(unsigned long long) c->lp.sigpending, (unsigned long long) c->lp.msgqueue);
+	else
+		result_protect(r, "caller_quotas", false, "not set up (the run stopped before)");
 	result_protect(r, "cgroup", c->cg_made, "%s",
 		       c->cg_made
 			       ? (c->host.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1")

@@ -15,7 +15,8 @@
 #define AB_FD_SECCOMP    4 /* bwrap --seccomp */
 #define AB_FD_STATUS     5 /* agentbox-init writes its status records here */
 #define AB_FD_INIT       6 /* agentbox-init, exec'd through /proc/self/fd: no mount, no path */
-#define AB_FD_FIRST_FREE 7
+#define AB_FD_MEMWATCH   7 /* agentbox-init hands the memory watchdog its fds here (memwatch.h) */
+#define AB_FD_FIRST_FREE 8
 
 /* Paths inside the sandbox. */
 #define AB_SANDBOX_WORK       "/work"
@@ -25,6 +26,7 @@
 #define AB_SANDBOX_GID        1000
 #define AB_SANDBOX_USER       "agent"
 #define AB_SANDBOX_HOSTNAME   "sandbox"
+#define AB_SANDBOX_CACHE      "/tmp/.cache" /* XDG_CACHE_HOME: caches stay out of /work */
 
 struct ab_bind {
 	char *src;   /* host path (the kernel's name for fd; after staging, the staged path) */
@@ -43,15 +45,19 @@ struct ab_plan {
 	char *etc_src;            /* generated /etc (host path) */
 	struct ab_bind *ro_binds; /* extra read-only binds (interpreter prefix, venv...) */
 	size_t n_ro_binds;
+	struct ab_bind *etc_binds; /* --ro-bind /etc/NAME: dest is NAME, bound into the /etc */
+	size_t n_etc_binds;
 	struct strv env;    /* NAME=VALUE, the sandbox's whole environment */
 	bool usr_links[4];  /* /bin /sbin /lib /lib64 are usr/ symlinks on this host */
 	bool lib32, libx32; /* /lib32, /libx32 exist as usr/ symlinks */
 	bool disable_userns;
+	bool no_hostname; /* sethostname is refused here (a container's seccomp): no --hostname */
 	bool seccomp;
 	bool landlock;       /* agentbox-init applies Landlock */
-	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4) */
+	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4): --net-strict */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
+	bool memwatch;       /* the memory limit is the supervisor's watchdog (memwatch.h) */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built (its path
 			      * in the sandbox, writable) */
@@ -60,6 +66,10 @@ struct ab_plan {
 	/* `agentbox prepare` only, with landlock_net: TCP connect() may still reach this port,
 	 * the registry proxy's in the install's own network namespace (netproxy.h). */
 	uint16_t landlock_connect_port;
+
+	/* The nsfs inode of the network namespace agentbox started in: agentbox-init refuses
+	 * to run the script in it (--net-check; 0: only the lo-only check). */
+	unsigned long long netns_not;
 };
 
 void plan_done(struct ab_plan *p);

@@ -425,6 +425,8 @@ report_build(const struct ab_result *r)
 
 		if (r->prot[i].detail)
 			json_object_set_new(e, "detail", json_string(r->prot[i].detail));
+		if (r->net_mode && strcmp(r->prot[i].name, "network") == 0)
+			json_object_set_new(e, "mode", json_string(r->net_mode));
 		json_object_set_new(prot, r->prot[i].name, e);
 	}
 	json_object_set_new(o, "sandbox", prot);

@@ -114,8 +114,12 @@ struct ab_result {
 	size_t n_prot;
 	uid_t sandbox_host_uid;     /* host uid the script ran as */
 	const char *workspace_mode; /* "tmpfs", "idmapped" or "bind" (static), NULL before */
-	json_t *environment;        /* prepare: what was copied into the cache (owned), or NULL */
-	bool env_copied;            /* prepare: the environment was copied out */
+	/* sandbox.network.mode (static): "loopback" (the script's own loopback, TCP and UDP),
+	 * "strict" (--net-strict: no TCP bind or connect), "proxy" (prepare: connect only to
+	 * the registry proxy); NULL before the plan */
+	const char *net_mode;
+	json_t *environment; /* prepare: what was copied into the cache (owned), or NULL */
+	bool env_copied;     /* prepare: the environment was copied out */
 	struct strv warnings;
 	struct strv limits_hit; /* every limit with evidence it was reached */
 	/* what the walk of the workspace skipped and why (owned) or NULL */

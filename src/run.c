@@ -29,8 +29,10 @@
 #include "etcgen.h"
 #include "filter.h"
 #include "host.h"
+#include "init/netcheck.h"
 #include "interp.h"
 #include "limitplan.h"
+#include "memwatch.h"
 #include "netproxy.h"
 #include "plan.h"
 #include "prepare.h"
@@ -125,6 +127,12 @@ build_env(struct run_ctx *c)
 	strv_push(e, "TMPDIR=/tmp");
 	strv_push(e, "LANG=C.UTF-8");
 	strv_push(e, "PYTHONDONTWRITEBYTECODE=1");
+	/* Caches go to the sandbox's /tmp, not into the workspace (HOME), so they are not
+	 * listed in the report's files or collected: fontconfig's and every XDG-aware library's
+	 * (XDG_CACHE_HOME), matplotlib's font list and config (MPLCONFIGDIR), npm's. */
+	strv_push(e, "XDG_CACHE_HOME=" AB_SANDBOX_CACHE);
+	strv_push(e, "MPLCONFIGDIR=" AB_SANDBOX_CACHE "/matplotlib");
+	strv_push(e, "npm_config_cache=" AB_SANDBOX_CACHE "/npm");
 	STRV_FOREACH (kv, &c->o->env)
 		strv_push(e, *kv);
 }
@@ -206,26 +214,33 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	if (!h->bwrap_runs) {
 		ab_err_set(err, -EPERM, "bubblewrap cannot create a sandbox here: %s",
 			   h->bwrap_error[0] ? h->bwrap_error : "unknown error");
-		if (h->apparmor_restrict_userns)
-			return ab_err_fix(err, "AppArmor restricts unprivileged user namespaces: "
-					       "install contrib/apparmor/agentbox (see README)");
-		return ab_err_fix(err, "enable unprivileged user namespaces (sysctl "
-				       "kernel.unprivileged_userns_clone=1, "
-				       "user.max_user_namespaces > 0); run `agentbox doctor`");
+		return ab_err_fix(err, "%s", host_userns_fix(h));
 	}
 	if (!h->proc_mountable) {
-		ab_err_set(err, -EPERM,
-			   "bubblewrap cannot mount a fresh /proc here (a container "
-			   "without a /proc it may remount?)");
-		return ab_err_fix(err, "run agentbox outside the container or give the container "
-				       "an unmasked /proc; run `agentbox doctor`");
+		ab_err_set(err, -EPERM, "bubblewrap cannot mount a fresh /proc here%s%s%s%s%s",
+			   h->container[0] ? " (in a " : "", h->container,
+			   h->container[0] ? " container)" : "", h->proc_error[0] ? ": " : "",
+			   h->proc_error);
+		return ab_err_fix(err, "%s", host_proc_fix(h));
 	}
 	if (!h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS]) {
 		ab_err_set(err, -ENOTSUP,
 			   "this bwrap cannot disable nested user namespaces "
-			   "(--disable-userns)");
+			   "(--disable-userns)%s%s",
+			   h->disable_error[0] ? ": " : "", h->disable_error);
 		return ab_err_fix(err, "install bubblewrap >= 0.8, or pass --without "
 				       "disable-userns");
+	}
+	/* The hostname hides the host's name (T35); the UTS namespace is private either way.
+	 * A container's seccomp profile may refuse sethostname: run without, and say so. */
+	if (!h->hostname_ok) {
+		c->plan.no_hostname = true;
+		result_warn(res,
+			    "the sandbox keeps this %s's hostname: bwrap cannot set one here (%s) "
+			    "(fix: %s)",
+			    h->container[0] ? "container" : "host",
+			    h->hostname_error[0] ? h->hostname_error : "sethostname refused",
+			    host_hostname_fix(h));
 	}
 	if (h->landlock_abi <= 0 && !c->o->without[AB_PROT_LANDLOCK]) {
 		ab_err_set(err, -ENOTSUP,
@@ -235,7 +250,19 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	}
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
 	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
-	c->plan.landlock_net = c->plan.landlock && h->landlock_abi >= 4 && !c->o->share_net;
+	/* The sandbox's own loopback is the script's by default: the network namespace keeps it
+	 * off the network (agentbox-init checks it, --net-check). --net-strict also denies TCP
+	 * bind and connect there. */
+	if (c->o->net_strict && !c->o->share_net && (!c->plan.landlock || h->landlock_abi < 4)) {
+		ab_err_set(err, -ENOTSUP,
+			   "--net-strict needs Landlock ABI 4 (Linux >= 6.7) for its TCP rules; "
+			   "this host has %s",
+			   c->plan.landlock ? "an older ABI" : "no Landlock in force");
+		return ab_err_fix(err, "drop --net-strict: the sandbox's network namespace "
+				       "already holds nothing but its own loopback");
+	}
+	c->plan.landlock_net =
+		c->plan.landlock && h->landlock_abi >= 4 && c->o->net_strict && !c->o->share_net;
 	if (c->o->netproxy && c->plan.landlock && h->landlock_abi >= 4) {
 		/* prepare: TCP connect only to the registry proxy, no bind (netproxy.h) */
 		c->plan.landlock_net = true;
@@ -266,6 +293,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	struct ab_outcome oc = { 0 };
 	struct ab_cg_usage usage = { 0 };
 	struct ab_cpu_claim cpus = { .nlocks = 0 };
+	struct ab_memwatch mw;
 	bool pin = false;
 	struct strv av = { 0 }, cmd = { 0 };
 	cleanup_free char *args = NULL;
@@ -277,6 +305,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	struct timespec ts;
 	int r;
 
+	memwatch_init(&mw, 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	res->started_unix_ms = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 	res->script = xstrdup(o->script);
@@ -285,6 +314,13 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.cg.dirfd[i] = c.cg.procs_fd[i] = -1;
 
 	timing_mark("start");
+	{
+		struct stat st;
+
+		/* the namespace the sandbox must not share (agentbox-init --net-check) */
+		if (stat("/proc/self/ns/net", &st) == 0)
+			c.plan.netns_not = (unsigned long long) st.st_ino;
+	}
 	r = host_probe_paths(&c.host, err);
 	if (r < 0)
 		goto out;
@@ -314,6 +350,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	r = ws_enter_mntns(&c, err);
 	if (r < 0)
 		goto out;
+	/* unprivileged, the script shares our uid and its quotas: cap what counts per uid */
+	if (!c.host.is_root)
+		c.inotify_guard = limits_cap_inotify("/proc") == 0 ? 1 : -1;
 	/* prepare: the install's own network namespace; the registry proxy is its way out */
 	if (o->netproxy) {
 		r = netproxy_enter_netns(o->netproxy, err);
@@ -432,13 +471,19 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		(void) cg_sweep_stale(&c.host.cg, "/proc");
 
 	timing_mark("sandbox probed");
-	r = limits_plan(o, &c.host, o->workspace == NULL, !c.host.is_root, &c.lp, res, err);
+	r = limits_plan(o, &c.host, o->workspace == NULL, !c.host.is_root || c.root_userns, &c.lp,
+			res, err);
 	if (r < 0)
 		goto out;
 	c.plan.tmp_size = c.lp.tmp_bytes;
+	c.plan.memwatch = c.lp.memwatch;
 
 	if (c.plan.seccomp) {
-		c.seccomp_fd = filter_program_fd(o->seccomp_policy, cache_fd, err);
+		c.seccomp_fd = filter_program_fd_flags(
+			o->seccomp_policy,
+			(c.lp.memwatch ? AB_FILTER_NO_HIDDEN_MEM : 0) |
+				(c.inotify_guard < 0 ? AB_FILTER_NO_INOTIFY : 0),
+			cache_fd, err);
 		if (c.seccomp_fd < 0) {
 			r = c.seccomp_fd;
 			ab_err_fix(err, "report a bug, or pass --without seccomp");
@@ -557,6 +602,25 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		}
 		pin = r > 0;
 	}
+	if (c.lp.memwatch) {
+		/* the workspace and prepare's environment are tmpfs of ours: they count too
+		 * (/tmp and /dev/shm come from agentbox-init) */
+		memwatch_init(&mw, c.lp.memwatch_bytes);
+		if (c.drop)
+			mw.read_uid = c.sb_uid;
+		r = c.tmpfs_mounted ? memwatch_add_tmpfs(&mw, c.work_fd) : 0;
+		if (r == 0 && o->env_path && c.rd.mnt_env) {
+			cleanup_fd int efd =
+				open(c.rd.mnt_env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			r = efd < 0 ? -errno : memwatch_add_tmpfs(&mw, efd);
+		}
+		if (r < 0) {
+			r = ab_err_set(err, r, "memory watchdog: cannot count the workspace: %s",
+				       strerror(-r));
+			goto out;
+		}
+	}
 	{
 		struct ab_spawn sp = {
 			.bwrap_path = c.host.bwrap_path,
@@ -581,6 +645,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.output_truncate = o->output_truncate,
 			.progress = o->progress,
 			.watch_fd = o->watch_fd,
+			.memwatch = c.lp.memwatch ? &mw : NULL,
 		};
 
 		clock_gettime(CLOCK_REALTIME, &c.started_rt);
@@ -596,6 +661,14 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (!oc.started) {
 		r = ab_err_set(err, -oc.exec_errno, "could not start bwrap: %s: %s", oc.exec_what,
 			       strerror(oc.exec_errno));
+		goto out;
+	}
+	if (oc.init_setup_failed &&
+	    strncmp(oc.init_text, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) {
+		r = ab_err_set(err, -oc.init_errno,
+			       "the sandbox is not isolated from the network: %s", oc.init_text);
+		ab_err_fix(err, "nothing ran; check that AGENTBOX_BWRAP is a real bwrap that "
+				"unshares the network (agentbox doctor), and report a bug");
 		goto out;
 	}
 	if (oc.init_setup_failed) {
@@ -620,8 +693,22 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		ab_err_fix(err, "run `agentbox doctor`");
 		goto out;
 	}
+	if (oc.memwatch_error[0] && !oc.timed_out && !oc.interrupted_by) {
+		/* never a run with a memory limit nobody watched */
+		r = ab_err_set(err, -EIO, "the memory watchdog could not watch the sandbox: %s",
+			       oc.memwatch_error);
+		ab_err_fix(err, "run `agentbox doctor`; run as root or with a delegated cgroup v2 "
+				"so the kernel enforces --memory");
+		goto out;
+	}
 	outcome_interpret(&c, &oc, c.cg_made ? &usage : NULL);
-	if (oc.timed_out || oc.output_limited || oc.cpu_time_limited || oc.interrupted_by)
+	if (c.lp.memwatch && mw.attached) {
+		res->usage.memory_peak_bytes = (int64_t) mw.peak;
+		if (!c.cg_made)
+			res->usage.tasks_peak = (int64_t) mw.tasks_peak;
+	}
+	if (oc.timed_out || oc.output_limited || oc.cpu_time_limited || oc.interrupted_by ||
+	    oc.mem_limited)
 		res->kill_to_reaped_ms = oc.kill_to_reaped_ms;
 	if (oc.init_exec_failed)
 		res->exit_code = oc.init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
@@ -642,6 +729,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	timing_mark("collected");
 out:
 	cpu_claim_release(&cpus);
+	memwatch_done(&mw);
 	if (r < 0 && res->n_prot == 0 && c.plan.interp)
 		outcome_record_protections(&c, NULL);
 	ws_cleanup(&c);

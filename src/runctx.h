@@ -27,7 +27,12 @@ struct run_ctx {
 	struct ab_limits_plan lp;
 	struct ab_cg cg;
 	bool cg_made;
-	bool drop; /* root caller: the sandbox runs as sb_uid */
+	bool drop;        /* root caller: the sandbox runs as sb_uid */
+	bool root_userns; /* root without CAP_SYS_ADMIN: the supervisor is in a user namespace of
+			   * its own that maps root and sb_uid (ws_enter_mntns) */
+	/* unprivileged: how the caller's inotify quota is kept (limitplan.h limits_cap_inotify):
+	 * 1 capped in the run's user namespace, -1 refused by seccomp, 0 not decided yet */
+	int inotify_guard;
 	uid_t sb_uid;
 	gid_t sb_gid;
 	uid_t owner_uid; /* owner for files we create for the sandbox, or -1 */

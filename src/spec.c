@@ -269,6 +269,8 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		return want_bool(key, v, &o->quiet, err);
 	if (strcmp(key, "progress") == 0)
 		return want_bool(key, v, &o->progress, err);
+	if (strcmp(key, "net_strict") == 0)
+		return want_bool(key, v, &o->net_strict, err);
 	if (strcmp(key, "dry_run") == 0)
 		return want_bool(key, v, &o->dry_run, err);
 	return ab_err_usage(err, "spec: unknown key \"%s\"", key);
@@ -425,6 +427,8 @@ spec_build(const struct ab_run_opts *o)
 		json_object_set_new(j, "quiet", json_true());
 	if (o->progress)
 		json_object_set_new(j, "progress", json_true());
+	if (o->net_strict)
+		json_object_set_new(j, "net_strict", json_true());
 	if (o->dry_run)
 		json_object_set_new(j, "dry_run", json_true());
 	json_decref(lim);

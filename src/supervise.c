@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -54,7 +55,7 @@ child_fail(int errpipe, const char *what)
 /* Everything between fork and exec. Only async-signal-safe calls. */
 static _Noreturn void
 child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int err_w, int args_fd,
-	   int status_w, int init_fd, int errpipe, pid_t parent)
+	   int status_w, int init_fd, int mw_fd, int errpipe, pid_t parent)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	char *argv[256];
@@ -101,6 +102,7 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	fds[AB_FD_SECCOMP] = sp->seccomp_fd;
 	fds[AB_FD_STATUS] = status_w;
 	fds[AB_FD_INIT] = init_fd;
+	fds[AB_FD_MEMWATCH] = mw_fd;
 	for (int i = 0; i < AB_FD_FIRST_FREE; i++) {
 		if (fds[i] < 0) {
 			/* an unused slot must not keep whatever the caller had there (T7) */
@@ -487,6 +489,59 @@ is_dev_null(int fd)
 	       minor(st.st_rdev) == 3;
 }
 
+/* The memory watchdog's fds from agentbox-init (the sandbox's /proc, /tmp, /dev/shm), once:
+ * attaches the watchdog. Returns 1 attached, 0 nothing there yet, -errno (with why set). */
+static int
+memwatch_receive(int *sock, struct ab_memwatch *mw, char *why, size_t whysize)
+{
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char tag = 0;
+	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+	int fds[3] = { -1, -1, -1 };
+	ssize_t n;
+	int r;
+
+	n = RETRY_EINTR(recvmsg(*sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
+	if (n < 0 && errno == EAGAIN)
+		return 0;
+	cm = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(fds)))
+		memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+	(void) close(*sock);
+	*sock = -1;
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || tag != 'M' || (mh.msg_flags & MSG_CTRUNC)) {
+		for (int i = 0; i < 3; i++)
+			if (fds[i] >= 0)
+				(void) close(fds[i]);
+		snprintf(why, whysize, "agentbox-init did not hand over the sandbox's /proc");
+		return -EPROTO;
+	}
+	r = memwatch_add_tmpfs(mw, fds[1]);
+	if (r == 0)
+		r = memwatch_add_tmpfs(mw, fds[2]);
+	(void) close(fds[1]);
+	(void) close(fds[2]);
+	if (r == 0)
+		r = memwatch_attach(mw, fds[0], now_ms()); /* owns fds[0] from here */
+	else
+		(void) close(fds[0]);
+	if (r < 0) {
+		snprintf(why, whysize, "cannot measure the sandbox: %s", strerror(-r));
+		return r;
+	}
+	timing_mark("sandbox: memory watchdog attached");
+	return 1;
+}
+
 static int
 dup_high(int fd)
 {
@@ -499,6 +554,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
+	int mw_p[2] = { -1, -1 };
 	struct stream_state so = { .fd = -1,
 				   .s = &res->out,
 				   .name = "stdout",
@@ -568,10 +624,14 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		r = ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
 		goto out_close;
 	}
+	if (sp->memwatch && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mw_p) < 0) {
+		r = ab_err_set(err, -errno, "socketpair: %s", strerror(errno));
+		goto out_close;
+	}
 	{
 		int *all[] = {
-			&out_p[0], &out_p[1], &err_p[0], &err_p[1],
-			&st_p[0],  &st_p[1],  &ep[0],    &ep[1],
+			&out_p[0], &out_p[1], &err_p[0], &err_p[1], &st_p[0],
+			&st_p[1],  &ep[0],    &ep[1],    &mw_p[0],  &mw_p[1],
 		};
 
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
@@ -628,13 +688,15 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	}
 	if (pid == 0)
 		child_exec(sp, in_cgroup, in_fd, out_p[1], err_p[1], args_fd, st_p[1], init_fd,
-			   ep[1], self);
+			   mw_p[1], ep[1], self);
 
 	(void) close(out_p[1]);
 	(void) close(err_p[1]);
 	(void) close(st_p[1]);
 	(void) close(ep[1]);
-	out_p[1] = err_p[1] = st_p[1] = ep[1] = -1;
+	if (mw_p[1] >= 0)
+		(void) close(mw_p[1]);
+	out_p[1] = err_p[1] = st_p[1] = ep[1] = mw_p[1] = -1;
 	so.fd = out_p[0];
 	se.fd = err_p[0];
 	out_p[0] = err_p[0] = -1;
@@ -688,8 +750,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	next_tick = t0 + 50;
 	progress_init(&prog, sp->progress, t0);
 	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[5 + ARRAY_SIZE(dst)];
-		int watch_at;
+		struct pollfd pfd[6 + ARRAY_SIZE(dst)];
+		int watch_at, mw_at;
 		int nfd = 0, timeout;
 		int64_t now = now_ms();
 
@@ -707,6 +769,23 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 				    u.cpu_usec / 1000 >= sp->lp->cpu_time_ms) {
 					oc->cpu_time_limited = true;
 					why = "cpu-time";
+				}
+			}
+			if (!why && sp->memwatch && sp->memwatch->attached &&
+			    now >= sp->memwatch->next_ms) {
+				int k = memwatch_poll(sp->memwatch, now);
+
+				if (k > 0) {
+					oc->mem_limited = true;
+					oc->mem_over_bytes = sp->memwatch->over_bytes;
+					why = "memory";
+					/* PID 1 first: the kernel ends the namespace at once */
+					(void) memwatch_kill(sp->memwatch);
+				} else if (k < 0) {
+					snprintf(oc->memwatch_error, sizeof(oc->memwatch_error),
+						 "the sandbox's /proc cannot be read: %s",
+						 strerror(-k));
+					why = "memwatch";
 				}
 			}
 			if (why)
@@ -738,6 +817,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		watch_at = nfd;
 		pfd[nfd++] = (struct pollfd){ .fd = killed || sp->watch_fd <= 2 ? -1 : sp->watch_fd,
 					      .events = POLLIN };
+		mw_at = nfd;
+		pfd[nfd++] = (struct pollfd){ .fd = mw_p[0], .events = POLLIN };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -747,6 +828,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 				until = next_tick;
 			if (progress_next(&prog) < until)
 				until = progress_next(&prog);
+			if (sp->memwatch && sp->memwatch->attached && sp->memwatch->next_ms < until)
+				until = sp->memwatch->next_ms;
 			timeout = until - now > 60000 ? 60000 : (int) (until - now);
 			if (timeout < 0)
 				timeout = 0;
@@ -764,8 +847,28 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		if (se.fd >= 0 && !se.capped && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    pump(&se, sp->lp->output_bytes, sp->output_truncate))
 			over_cap(&se, oc, pid, sp, &killed, &kill_at);
-		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
+		/* The watchdog's fds are sent before agentbox-init's first status record: take them
+		 * first, and a run whose PID 1 started without handing them over is stopped. */
+		if (mw_p[0] >= 0 && (pfd[mw_at].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    memwatch_receive(&mw_p[0], sp->memwatch, oc->memwatch_error,
+				     sizeof(oc->memwatch_error)) < 0)
+			kill_run(pid, sp, &killed, &kill_at);
+		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
 			read_status(&st_p[0], oc);
+			if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
+			    !oc->memwatch_error[0]) {
+				if (mw_p[0] < 0 ||
+				    memwatch_receive(&mw_p[0], sp->memwatch, oc->memwatch_error,
+						     sizeof(oc->memwatch_error)) <= 0) {
+					if (!oc->memwatch_error[0])
+						snprintf(oc->memwatch_error,
+							 sizeof(oc->memwatch_error),
+							 "agentbox-init started without handing "
+							 "over the sandbox's /proc");
+					kill_run(pid, sp, &killed, &kill_at);
+				}
+			}
+		}
 		for (size_t i = 0; i < ndst; i++)
 			if (pfd[4 + i].revents)
 				relay_write(dst[i]);
@@ -832,5 +935,8 @@ out_close:
 	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
 	stream_close(&so);
 	stream_close(&se);
+	for (int i = 0; i < 2; i++)
+		if (mw_p[i] >= 0)
+			(void) close(mw_p[i]);
 	return r;
 }

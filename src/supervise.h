@@ -19,6 +19,7 @@
 #include "cgroup.h"
 #include "init/proto.h"
 #include "limitplan.h"
+#include "memwatch.h"
 #include "result.h"
 #include "util/err.h"
 
@@ -47,6 +48,7 @@ struct ab_spawn {
 	bool progress;        /* a live status line on stderr if it is a terminal (progress.h) */
 	int watch_fd; /* EOF or POLLHUP here: whoever started us is gone; stop the run (0..2, as
 		       * in a zero-initialised struct, or -1: none) */
+	struct ab_memwatch *memwatch; /* the memory watchdog (memwatch.h), or NULL */
 };
 
 struct ab_outcome {
@@ -66,7 +68,10 @@ struct ab_outcome {
 	bool timed_out;
 	bool output_limited;
 	bool cpu_time_limited;
-	int interrupted_by; /* signal that interrupted agentbox, 0 none */
+	bool mem_limited;         /* the memory watchdog found the run over --memory */
+	uint64_t mem_over_bytes;  /* ... measuring this much */
+	char memwatch_error[120]; /* the watchdog could not watch: the run was stopped */
+	int interrupted_by;       /* signal that interrupted agentbox, 0 none */
 	int64_t wall_ms;
 	int64_t kill_to_reaped_ms; /* when we killed: time until every process was reaped */
 	int exec_errno;            /* the child could not exec bwrap */

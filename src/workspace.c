@@ -31,9 +31,82 @@ write_proc_self(const char *file, const char *text)
 	return write_small_file_at(AT_FDCWD, file, text);
 }
 
-/* Root: a private mount namespace. Unprivileged: a user namespace mapping only ourselves,
- * plus a mount namespace. Either way our mounts (the workspace tmpfs) die with this process,
- * also when it is SIGKILLed: nothing to unmount, nothing to leak. */
+/* Root without CAP_SYS_ADMIN (a container's root: podman and Docker drop it): no mount
+ * namespace without a user namespace. Ours maps root and the sandbox user to themselves, so
+ * the run goes on as a root run (the script still runs as the sandbox user, never as uid 0;
+ * cgroups are out of reach anyway). The maps are written by a helper left in the parent
+ * namespace, where it still has CAP_SETUID and CAP_SETGID; after unshare we have them only
+ * in the new namespace, which is not enough to map more than ourselves. */
+static int
+enter_root_userns(uid_t sb_uid, gid_t sb_gid, struct ab_err *err)
+{
+	int go[2], res[2], e = EIO, ws;
+	pid_t self = getpid(), pid;
+	char c = 'g';
+
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
+	if (pipe2(res, O_CLOEXEC) < 0) {
+		e = errno;
+		(void) close(go[0]);
+		(void) close(go[1]);
+		return ab_err_set(err, -e, "pipe2: %s", strerror(e));
+	}
+	pid = fork();
+	if (pid == 0) {
+		char path[64], map[96];
+		int r = 0;
+
+		(void) close(go[1]);
+		(void) close(res[0]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		snprintf(map, sizeof(map), "0 0 1\n%u %u 1\n", (unsigned) sb_uid,
+			 (unsigned) sb_uid);
+		snprintf(path, sizeof(path), "/proc/%d/uid_map", (int) self);
+		r = write_small_file_at(AT_FDCWD, path, map);
+		if (r == 0) {
+			snprintf(map, sizeof(map), "0 0 1\n%u %u 1\n", (unsigned) sb_gid,
+				 (unsigned) sb_gid);
+			snprintf(path, sizeof(path), "/proc/%d/gid_map", (int) self);
+			r = write_small_file_at(AT_FDCWD, path, map);
+		}
+		r = -r;
+		(void) !write(res[1], &r, sizeof(r));
+		_exit(0);
+	}
+	(void) close(go[0]);
+	(void) close(res[1]);
+	if (pid < 0) {
+		e = errno;
+	} else if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+		e = errno;
+	} else if (write(go[1], &c, 1) != 1 || read(res[0], &e, sizeof(e)) != sizeof(e)) {
+		e = EIO;
+	}
+	(void) close(go[1]);
+	(void) close(res[0]);
+	if (pid > 0)
+		(void) RETRY_EINTR(waitpid(pid, &ws, 0));
+	if (e != 0) {
+		ab_err_set(
+			err, -e,
+			"root without CAP_SYS_ADMIN (a container?): cannot make a user namespace "
+			"for the run's mounts: %s",
+			strerror(e));
+		return ab_err_fix(err,
+				  "give the container CAP_SETUID and CAP_SETGID (the engines' "
+				  "default) and a seccomp profile that allows user namespaces "
+				  "(contrib/container/run-flags), or run agentbox as a non-root "
+				  "user in it");
+	}
+	return 0;
+}
+
+/* Root: a private mount namespace (in a container, with a user namespace: see above).
+ * Unprivileged: a user namespace mapping only ourselves, plus a mount namespace. Either way
+ * our mounts (the workspace tmpfs) die with this process, also when it is SIGKILLed: nothing
+ * to unmount, nothing to leak. */
 int
 ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 {
@@ -41,8 +114,15 @@ ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 	int r;
 
 	if (c->host.is_root) {
-		if (unshare(CLONE_NEWNS) < 0)
-			return ab_err_set(err, -errno, "unshare(CLONE_NEWNS): %s", strerror(errno));
+		if (unshare(CLONE_NEWNS) < 0) {
+			if (errno != EPERM)
+				return ab_err_set(err, -errno, "unshare(CLONE_NEWNS): %s",
+						  strerror(errno));
+			r = enter_root_userns(c->sb_uid, c->sb_gid, err);
+			if (r < 0)
+				return r;
+			c->root_userns = true;
+		}
 	} else {
 		uid_t uid = geteuid();
 		gid_t gid = getegid();
@@ -51,12 +131,7 @@ ws_enter_mntns(struct run_ctx *c, struct ab_err *err)
 			ab_err_set(err, -errno,
 				   "cannot create a user namespace for the workspace: %s",
 				   strerror(errno));
-			return ab_err_fix(err, "%s",
-					  c->host.apparmor_restrict_userns
-						  ? "AppArmor restricts user namespaces: install "
-						    "contrib/apparmor/agentbox (see README)"
-						  : "enable unprivileged user namespaces "
-						    "(sysctl user.max_user_namespaces > 0)");
+			return ab_err_fix(err, "%s", host_userns_fix(&c->host));
 		}
 		r = write_proc_self("/proc/self/setgroups", "deny");
 		if (r == 0) {
@@ -245,6 +320,20 @@ ws_mount_dir(struct run_ctx *c, struct ab_err *err)
 		if (!c->drop)
 			return ab_err_set(err, -e, "make --workspace nosuid,nodev: %s",
 					  strerror(e));
+		if (c->root_userns) {
+			/* an idmapped mount needs CAP_SYS_ADMIN where DIR's filesystem was
+			 * mounted: a container's root does not have it there */
+			ab_err_set(err, -e,
+				   "--workspace '%s': root without CAP_SYS_ADMIN (a container's "
+				   "root) cannot make the idmapped mount that gives DIR to the "
+				   "sandbox user (%s)",
+				   dir, strerror(e));
+			return ab_err_fix(
+				err,
+				"copy in and out with --input '%s' --collect OUT, or run "
+				"agentbox in the container as DIR's owner (a non-root user)",
+				dir);
+		}
 		ab_err_set(err, -e,
 			   "--workspace '%s': this kernel or filesystem cannot make an idmapped "
 			   "mount (%s; needs Linux >= 5.12 and a filesystem that supports them: "
@@ -349,9 +438,11 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	char opts[128];
 	uid_t uid = c->drop ? c->sb_uid : geteuid();
 	gid_t gid = c->drop ? c->sb_gid : getegid();
+	struct strv skipped = { 0 };
+	int r;
 
-	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=64,mode=0755,uid=%u,gid=%u", (unsigned) uid,
-		 (unsigned) gid);
+	snprintf(opts, sizeof(opts), "size=2m,nr_inodes=256,mode=0755,uid=%u,gid=%u",
+		 (unsigned) uid, (unsigned) gid);
 	if (mount("agentbox-etc", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return ab_err_set(err, -errno, "mount the sandbox /etc: %s", strerror(errno));
 	c->etc_mounted = true;
@@ -359,7 +450,12 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 	if (efd < 0)
 		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
 	c->plan.etc_src = xstrdup(dir);
-	return etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, err);
+	r = etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, c->plan.etc_binds,
+			c->plan.n_etc_binds, &skipped, err);
+	STRV_FOREACH (s, &skipped)
+		result_warn(c->res, "host %s left out of the sandbox's /etc", *s);
+	strv_done(&skipped);
+	return r;
 }
 
 /* Every read-only bind (--ro-bind, an interpreter outside /usr, --venv, --node-modules) is

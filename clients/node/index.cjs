@@ -31,7 +31,7 @@ const LIMIT_NAMES = Object.freeze([
 const PROTECTION_NAMES = Object.freeze([
   'namespaces', 'network', 'readonly_base', 'writable', 'new_session', 'die_with_parent',
   'cap_drop_all', 'clearenv', 'disable_userns', 'seccomp', 'landlock', 'fresh_keyring',
-  'no_host_root', 'pid1_nondumpable', 'cgroup',
+  'no_host_root', 'pid1_nondumpable', 'cgroup', 'caller_quotas',
 ]);
 
 // Errors. Those about agentbox itself carry `fix`: what to do about it.

@@ -201,6 +201,7 @@ export interface Sandbox {
   no_host_root?: Protection;
   pid1_nondumpable?: Protection;
   cgroup?: Protection;
+  caller_quotas?: Protection;
 }
 
 /** The report of one run, as agentbox wrote it. */

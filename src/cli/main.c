@@ -631,9 +631,11 @@ cmd_doctor(int argc, char **argv)
 			printf("       %-16s fix: %s\n", "", fix);
 	}
 	ok = json_is_true(json_object_get(j, "ok"));
-	printf("%s\n", ok ? "agentbox can run sandboxes here."
-			  : "agentbox cannot run sandboxes here until the failures above are "
-			    "fixed.");
+	/* one line: the host's class (README "Where it runs") and what it means */
+	printf("%s\n", json_string_value(json_object_get(j, "summary"))
+			       ?: (ok ? "agentbox can run sandboxes here."
+				      : "agentbox cannot run sandboxes here until the failures "
+					"above are fixed."));
 	json_decref(j);
 	return ok ? 0 : 1;
 }

@@ -1,10 +1,21 @@
 /* agentbox-init: PID 1 of every agentbox sandbox (bwrap --as-pid-1 execs it).
  *
- *   agentbox-init --status-fd N [--landlock [--landlock-net] [--landlock-scope]
- *                 [--landlock-connect PORT] [--writable DIR]] -- CMD ARGS...
+ *   agentbox-init --status-fd N [--memwatch-fd N] [--net-check INO] [--landlock
+ *                 [--landlock-net] [--landlock-scope] [--landlock-connect PORT]
+ *                 [--writable DIR]] -- CMD ARGS...
+ *
+ * --net-check INO: before anything else, the network namespace must not be the one whose
+ * nsfs inode is INO (agentbox's own at start), and must hold lo and no other interface or
+ * route (netcheck.h); otherwise the run is refused. It is what keeps the script off the
+ * network while it uses its own loopback freely: --landlock-net (TCP bind and connect
+ * denied) is the opt-in strict mode, --net-strict.
  *
  * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
  * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
+ *
+ * --memwatch-fd N (a unix socket): before anything else, send agentbox's memory watchdog
+ * (src/memwatch.h) fds on the sandbox's /proc, /tmp and /dev/shm, then close it. Nothing the
+ * script runs ever holds that socket.
  *
  * It makes itself non-dumpable (the script, same uid, cannot read its memory, environ or fds),
  * applies Landlock, starts CMD as PID 2, reaps every process that is re-parented to it, and
@@ -25,11 +36,13 @@
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "landlock.h"
+#include "netcheck.h"
 #include "proto.h"
 #include "util/fdclose.h"
 
@@ -167,6 +180,44 @@ fsize_scan(const struct timespec *since)
 	return hit;
 }
 
+/* --memwatch-fd: the sandbox's /proc, /tmp and /dev/shm to agentbox, in one message. */
+static void
+memwatch_send(int sock)
+{
+	static const char *const paths[] = { "/proc", "/tmp", "/dev/shm" };
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	int fds[3];
+	char tag = 'M';
+	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+
+	for (int i = 0; i < 3; i++) {
+		fds[i] = open(paths[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fds[i] < 0)
+			setup_failed(errno,
+				     "agentbox-init: open the sandbox's /proc, /tmp, /dev/shm "
+				     "for the memory watchdog");
+	}
+	memset(u.buf, 0, sizeof(u.buf));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != 1)
+		setup_failed(errno, "agentbox-init: hand the memory watchdog its fds");
+	for (int i = 0; i < 3; i++)
+		(void) close(fds[i]);
+	(void) close(sock);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -174,10 +225,12 @@ main(int argc, char **argv)
 	int n_writable = 3;
 	bool landlock = false, ll_net = false, ll_scope = false;
 	unsigned connect_ports[4] = { 0 };
+	unsigned long long netns_not = 0;
+	bool net_check = false;
 	int n_ports = 0;
 	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
 	struct timespec since = { 0, 0 };
-	int i, abi = 0;
+	int i, abi = 0, memwatch_fd = -1;
 	pid_t child;
 	sigset_t none;
 
@@ -192,11 +245,26 @@ main(int argc, char **argv)
 			if (*end != '\0' || fd < 3 || fd > 1024)
 				setup_failed(EINVAL, "agentbox-init: bad --status-fd");
 			status_fd = (int) fd;
+		} else if (strcmp(argv[i], "--memwatch-fd") == 0 && i + 1 < argc) {
+			char *end;
+			long fd = strtol(argv[++i], &end, 10);
+
+			if (*end != '\0' || fd < 3 || fd > 1024)
+				setup_failed(EINVAL, "agentbox-init: bad --memwatch-fd");
+			memwatch_fd = (int) fd;
 		} else if (strcmp(argv[i], "--writable") == 0 && i + 1 < argc) {
 			if (n_writable >= 7 || argv[i + 1][0] != '/')
 				setup_failed(EINVAL, "agentbox-init: bad --writable");
 			writable[n_writable++] = argv[++i];
 			writable[n_writable] = NULL;
+		} else if (strcmp(argv[i], "--net-check") == 0 && i + 1 < argc) {
+			char *end;
+
+			errno = 0;
+			netns_not = strtoull(argv[++i], &end, 10);
+			if (*end != '\0' || errno)
+				setup_failed(EINVAL, "agentbox-init: bad --net-check");
+			net_check = true;
 		} else if (strcmp(argv[i], "--landlock") == 0) {
 			landlock = true;
 		} else if (strcmp(argv[i], "--landlock-net") == 0) {
@@ -219,17 +287,34 @@ main(int argc, char **argv)
 		setup_failed(EINVAL, "agentbox-init: no command");
 	if (status_fd >= 0 && fcntl(status_fd, F_SETFD, FD_CLOEXEC) < 0)
 		setup_failed(errno, "agentbox-init: status fd");
+	if (memwatch_fd >= 0 && memwatch_fd != status_fd)
+		memwatch_send(memwatch_fd);
 	/* Our own binary arrived as an fd (bwrap exec'd /proc/self/fd/N); nothing but 0-2 and
 	 * the status fd may reach the script. */
 	(void) fds_close_from_except(3, status_fd);
 
+	/* T10/T29: no terminal of the host reaches the script (agentbox gives it /dev/null or a
+	 * sealed copy of --stdin and pipes): the terminals it may adopt (TIOCSCTTY) are only the
+	 * ptys of its own private /dev/pts. */
+	for (int fd = 0; fd <= 2; fd++)
+		if (isatty(fd))
+			setup_failed(EPERM, "agentbox-init: a terminal on fd 0-2");
 	/* T6/T12: not dumpable, so /proc/1/{environ,mem,fd} are closed to the script. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
 		setup_failed(errno, "prctl(PR_SET_DUMPABLE)");
+	if (net_check) {
+		char why[sizeof(m.text)];
+		size_t pl = sizeof(AB_NETCHECK_PREFIX) - 1;
+
+		memcpy(why, AB_NETCHECK_PREFIX, pl);
+		if (ab_netcheck(netns_not, why + pl, sizeof(why) - pl) < 0)
+			setup_failed(EPERM, why);
+	}
 	if (landlock) {
 		const char *what = NULL;
 
-		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, &what);
+		/* ptys: /dev/pts here is the sandbox's own devpts instance */
+		abi = ab_landlock_apply(writable, ll_net, connect_ports, ll_scope, true, &what);
 		if (abi < 0)
 			setup_failed(-abi, what ? what : "landlock");
 	}

@@ -95,10 +95,15 @@ add_path(int ruleset, const char *path, uint64_t rights)
 
 int
 ab_landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_ports, bool scope,
-		  const char **ret_what)
+		  bool ptys, const char **ret_what)
 {
 	static const char *const devices[] = { "/dev/null",   "/dev/zero",    "/dev/full",
 					       "/dev/random", "/dev/urandom", NULL };
+	/* In the sandbox /dev/pts is bwrap's private devpts instance (--dev: newinstance,
+	 * /dev/ptmx links to its ptmx): the ptys the script opens itself, never a host
+	 * terminal; /dev/tty is the caller's controlling terminal, which after --new-session can
+	 * only be one of those. Never for a caller in the host's /dev (agentbox-netproxy). */
+	static const char *const pty_devices[] = { "/dev/tty", "/dev/pts", NULL };
 	struct ab_ruleset_attr attr = { 0 };
 	size_t attr_size = sizeof(uint64_t);
 	int abi = ab_landlock_abi();
@@ -135,6 +140,14 @@ ab_landlock_apply(const char **writable_dirs, bool net, const unsigned *connect_
 		r = add_path(fd, *d, LANDLOCK_ACCESS_FS_WRITE_FILE);
 		if (r < 0) {
 			*ret_what = "landlock_add_rule (device)";
+			(void) close(fd);
+			return r;
+		}
+	}
+	for (const char *const *d = pty_devices; ptys && *d; d++) {
+		r = add_path(fd, *d, LANDLOCK_ACCESS_FS_WRITE_FILE);
+		if (r < 0) {
+			*ret_what = "landlock_add_rule (pty)";
 			(void) close(fd);
 			return r;
 		}

@@ -589,7 +589,7 @@ apply_landlock(void)
 			ports[n++] = policy.allow[i].port;
 	}
 	ports[n] = 0;
-	abi = ab_landlock_apply(none, true, ports, true, &what);
+	abi = ab_landlock_apply(none, true, ports, true, false, &what);
 	if (abi < 0)
 		die("Landlock: %s: %s", what ? what : "?", strerror(-abi));
 	return abi;

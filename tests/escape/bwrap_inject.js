@@ -14,11 +14,13 @@ for (const p of ['/x', '/y', '/z', '/work/x', '/host', '/oldroot', '/newroot']) 
   try { fs.lstatSync(p); } catch (e) { there = false; }
   out(there ? 'ESCAPED' : 'CONTAINED', 'no-path-' + p, 'absent');
 }
-const EXPECTED = new Set(['/', '/usr', '/etc', '/etc/alternatives', '/etc/ld.so.cache', '/proc',
-                          '/proc/sys', '/dev', '/dev/shm', '/dev/pts', '/dev/mqueue', '/tmp',
-                          '/work', '/.agentbox/init',
-                          // read-only library configuration (src/etcgen.c), where the host has it
-                          '/etc/matplotlibrc', '/etc/fonts', '/etc/mime.types']);
+const EXPECTED = new Set(['/', '/usr', '/etc', '/proc', '/proc/sys', '/dev', '/dev/shm',
+                          '/dev/pts', '/dev/mqueue', '/tmp', '/work', '/.agentbox/init']);
+// the curated host /etc entries (src/etcgen.c etcgen_host_entries), each bound on its own
+for (const e of ['alternatives', 'ld.so.cache', 'matplotlibrc', 'fonts', 'mime.types', 'ssl/certs',
+                 'ssl/openssl.cnf', 'services', 'protocols', 'mailcap', 'magic', 'magic.mime',
+                 'inputrc', 'debian_version'])
+  EXPECTED.add('/etc/' + e);
 for (const l of fs.readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n')) {
   const f = l.split(' ');
   const mp = f[4];
@@ -27,7 +29,8 @@ for (const l of fs.readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n
   out(EXPECTED.has(mp) ? 'CONTAINED' : 'ESCAPED', 'mount-' + mp,
       EXPECTED.has(mp) ? 'expected' : 'unexpected mount: ' + f[3]);
 }
-const ok = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'PYTHONDONTWRITEBYTECODE', 'PWD', 'INJ', 'INJ2']);
+const ok = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'PYTHONDONTWRITEBYTECODE', 'PWD', 'INJ', 'INJ2',
+  'XDG_CACHE_HOME', 'MPLCONFIGDIR', 'npm_config_cache']);
 const extra = Object.keys(process.env).filter((k) => !ok.has(k)).sort();
 out(extra.length ? 'ESCAPED' : 'CONTAINED', 'no-extra-env', extra.join(',') || 'none');
 console.log('DONE bwrap_inject');

@@ -19,10 +19,13 @@ print("ENV_INJ2 " + json.dumps(os.environ.get("INJ2")), flush=True)
 for p in ("/x", "/y", "/z", "/work/x", "/host", "/oldroot", "/newroot", "/x/etc/shadow"):
     out("ESCAPED" if os.path.lexists(p) else "CONTAINED", "no-path-" + p, "absent")
 
-EXPECTED = {"/", "/usr", "/etc", "/etc/alternatives", "/etc/ld.so.cache", "/proc", "/proc/sys",
-            "/dev", "/dev/shm", "/dev/pts", "/dev/mqueue", "/tmp", "/work", "/.agentbox/init",
-            # read-only library configuration (src/etcgen.c), where the host has it
-            "/etc/matplotlibrc", "/etc/fonts", "/etc/mime.types"}
+EXPECTED = {"/", "/usr", "/etc", "/proc", "/proc/sys",
+            "/dev", "/dev/shm", "/dev/pts", "/dev/mqueue", "/tmp", "/work", "/.agentbox/init"}
+# the curated host /etc entries (src/etcgen.c etcgen_host_entries), each bound on its own
+EXPECTED |= {"/etc/" + e for e in (
+    "alternatives", "ld.so.cache", "matplotlibrc", "fonts", "mime.types", "ssl/certs",
+    "ssl/openssl.cnf", "services", "protocols", "mailcap", "magic", "magic.mime", "inputrc",
+    "debian_version")}
 for l in open("/proc/self/mountinfo"):
     mp = l.split()[4]
     if mp.startswith("/dev/") and mp.count("/") == 2 and mp not in ("/dev/shm", "/dev/pts"):
@@ -33,6 +36,7 @@ for l in open("/proc/self/mountinfo"):
         "expected" if mp in EXPECTED else "unexpected mount: " + l.split()[3])
 extra = sorted(k for k in os.environ if k not in {"PATH", "HOME", "TMPDIR", "LANG",
                                                   "PYTHONDONTWRITEBYTECODE", "PWD", "INJ",
-                                                  "INJ2"})
+                                                  "INJ2", "XDG_CACHE_HOME", "MPLCONFIGDIR",
+                                                  "npm_config_cache"})
 out("ESCAPED" if extra else "CONTAINED", "no-extra-env", ",".join(extra) or "none")
 print("DONE bwrap_inject", flush=True)

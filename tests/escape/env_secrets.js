@@ -5,7 +5,8 @@ const fs = require('fs');
 const [NAME, PREFIX, ...MARKS] = fs.readFileSync('/work/markers.txt', 'utf8').split('\n')
   .filter(Boolean);
 const ALLOWED_ENV = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'PYTHONDONTWRITEBYTECODE', 'PWD',
-                             'SHLVL', '_', 'OLDPWD']);
+                             'SHLVL', '_', 'OLDPWD', 'XDG_CACHE_HOME', 'MPLCONFIGDIR',
+                             'npm_config_cache']);
 
 function out(tag, what, detail) {
   console.log(`${tag} ${what}${detail ? ' ' + detail : ''}`);

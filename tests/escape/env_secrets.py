@@ -10,7 +10,7 @@ import os
 _lines = [l for l in open("/work/markers.txt").read().split("\n") if l]
 NAME, PREFIX, MARKS = _lines[0], _lines[1], _lines[2:]
 ALLOWED_ENV = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PWD", "SHLVL",
-               "_", "OLDPWD"}
+               "_", "OLDPWD", "XDG_CACHE_HOME", "MPLCONFIGDIR", "npm_config_cache"}
 
 
 def en(e):

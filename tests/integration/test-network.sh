@@ -2,6 +2,10 @@
 # test-network.sh -- no network (T9, T11): TCP and UDP to a listener on the host's 127.0.0.1
 # fail from Python and Node and the listener sees nothing; DNS fails; the only interface inside
 # is lo and the host's listening socket is not in the sandbox's network namespace.
+# The sandbox's own loopback is the script's (issue 15): bind, listen, connect and UDP on
+# 127.0.0.1, 0.0.0.0 and ::1 work, even on the host listener's port number, and the host
+# listener still sees nothing; --net-strict denies TCP there. agentbox-init refuses to start
+# a script in a namespace with more than lo, or in agentbox's own.
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$AB_TESTDIR/integration/lib.sh"
@@ -154,6 +158,147 @@ check "js: DNS (dns.resolve4 example.com) fails" hasre "^RESOLVE FAIL "
 is "$(val IFACES)" lo "js: the only network interface is lo"
 sleep 0.3
 is "$(cat "$L.log")" "" "js: the host listener saw nothing"
+
+# ---- the sandbox's own loopback (issue 15) ------------------------------------------------
+cat >"$WORK/loop.py" <<'EOF'
+import errno, socket, sys
+hostport = int(sys.argv[1])
+def en(e):
+    return errno.errorcode.get(e.errno, str(e.errno)) if isinstance(e, OSError) and e.errno else type(e).__name__
+def tcp(name, fam, bind_addr, conn_addr, port=0):
+    try:
+        srv = socket.socket(fam, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((bind_addr, port)); srv.listen(4)
+        c = socket.create_connection((conn_addr, srv.getsockname()[1]), timeout=3)
+        a, _ = srv.accept(); c.sendall(b"ping"); a.sendall(a.recv(4).upper())
+        got = c.recv(4); c.close(); a.close(); srv.close()
+        print("%s %s" % (name, "OK" if got == b"PING" else "BAD " + repr(got)))
+    except Exception as e:
+        print("%s FAIL %s" % (name, en(e)))
+tcp("TCP4", socket.AF_INET, "127.0.0.1", "127.0.0.1")
+tcp("TCPANY", socket.AF_INET, "0.0.0.0", "127.0.0.1")
+tcp("TCP6", socket.AF_INET6, "::1", "::1")
+# the port the host's listener holds is free here: another namespace
+tcp("SAMEPORT", socket.AF_INET, "127.0.0.1", "127.0.0.1", hostport)
+try:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+    v = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); v.settimeout(3)
+    v.sendto(b"dgram", u.getsockname()); d, a = u.recvfrom(16); u.sendto(d.upper(), a)
+    print("UDP4 " + ("OK" if v.recvfrom(16)[0] == b"DGRAM" else "BAD"))
+except Exception as e:
+    print("UDP4 FAIL " + en(e))
+print("DONE")
+EOF
+cat >"$WORK/loop.js" <<'EOF'
+const http = require('http');
+const srv = http.createServer((req, res) => res.end('hello ' + req.url));
+srv.on('error', (e) => { console.log('HTTP FAIL ' + e.code); console.log('DONE'); });
+srv.listen(0, '127.0.0.1', () => {
+  http.get({ host: '127.0.0.1', port: srv.address().port, path: '/x' }, (res) => {
+    let b = '';
+    res.on('data', (d) => { b += d; });
+    res.on('end', () => { console.log(b === 'hello /x' ? 'HTTP OK' : 'HTTP BAD ' + b); srv.close(); console.log('DONE'); });
+  }).on('error', (e) => { console.log('HTTP FAIL ' + e.code); srv.close(); console.log('DONE'); });
+});
+EOF
+abb 60 "$WORK/loop.py" "$TPORT"
+is "$rc" 0 "loopback py: exit 0"
+check "loopback py: the script ran to the end" has DONE
+for w in TCP4 TCPANY TCP6 SAMEPORT UDP4; do
+    is "$(sed -n "s/^$w //p" "$WORK/out")" OK "loopback py: $w round trip inside the sandbox"
+done
+is "$(jr .sandbox.network.mode)" loopback "loopback py: the report says sandbox.network.mode loopback"
+check "loopback py: the report says the namespace was checked" \
+    jqe '.sandbox.network.enforced and (.sandbox.network.detail | test("lo only"))'
+check "loopback py: Landlock has no TCP rule by default" jqe '.sandbox.landlock.detail | test("TCP") | not'
+abb 60 "$WORK/loop.js"
+is "$rc" 0 "loopback js: exit 0"
+is "$(sed -n 's/^HTTP //p' "$WORK/out")" OK "loopback js: an http server on 127.0.0.1 and a client of it"
+sleep 0.3
+is "$(cat "$L.log")" "" "loopback: the host listener on the same port saw nothing"
+
+# --net-strict: Landlock denies TCP bind and connect, loopback included (ABI >= 4)
+abb 60 --net-strict "$WORK/loop.py" "$TPORT"
+if [ "$rc" -eq 125 ] && grep -q "Landlock ABI 4" "$WORK/err"; then
+    skip "--net-strict denies loopback TCP" "this kernel's Landlock has no TCP rules (ABI < 4): refused, as documented"
+else
+    is "$rc" 0 "strict py: exit 0"
+    for w in TCP4 TCPANY TCP6 SAMEPORT; do
+        is "$(sed -n "s/^$w //p" "$WORK/out")" "FAIL EACCES" "strict py: $w on loopback is denied (EACCES)"
+    done
+    is "$(jr .sandbox.network.mode)" strict "strict py: the report says sandbox.network.mode strict"
+    check "strict py: Landlock's detail names the TCP rule" \
+        jqe '.sandbox.landlock.detail | test("TCP bind/connect denied")'
+    abb 60 --net-strict "$WORK/loop.js"
+    is "$(sed -n 's/^HTTP //p' "$WORK/out")" "FAIL EACCES" "strict js: listen on 127.0.0.1 is denied"
+fi
+
+# End to end: a bwrap that forgets to unshare the network (a regression, or a wrapper) gets
+# the run refused before the script starts, with the reason in the report.
+cat >"$WORK/bwrap-sharenet" <<'EOF'
+#!/usr/bin/python3
+# bwrap with the network namespace shared (everything else unshared as asked)
+import os, sys
+args = sys.argv[1:]
+if "--args" in args:
+    fd = int(args[args.index("--args") + 1])
+    data = b""
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        data += b
+    data = data.replace(b"--unshare-all\0", b"--unshare-user\0--unshare-ipc\0--unshare-pid\0"
+                        b"--unshare-uts\0--unshare-cgroup-try\0")
+    m = os.memfd_create("args", 0)
+    os.write(m, data)
+    os.lseek(m, 0, 0)
+    os.dup2(m, fd, inheritable=True)
+os.execv("/usr/bin/bwrap", ["bwrap"] + args)
+EOF
+chmod 755 "$WORK/bwrap-sharenet"
+AGENTBOX_BWRAP=$WORK/bwrap-sharenet abb 60 "$WORK/loop.py" "$TPORT"
+is "$rc" 125 "a bwrap that shares the network: the run is refused (exit 125)"
+is "$(jr .status)" setup_error "a bwrap that shares the network: status setup_error"
+check "a bwrap that shares the network: the message says why" \
+    jqe '.message | test("not isolated from the network.*shares agentbox.s own network namespace")'
+refute "a bwrap that shares the network: the script never ran" has DONE
+
+# agentbox-init's own check, run directly: it refuses agentbox's namespace (by inode) and a
+# namespace with another interface; a fresh one with only lo passes.
+INIT_OK=$WORK/init-ok
+printf '#!/bin/sh\necho started\n' >"$INIT_OK"
+chmod 755 "$INIT_OK"
+HOSTNS=$(stat -L -c %i /proc/self/ns/net)
+init_rc=0
+"$AGENTBOX_INIT" --status-fd 3 --net-check "$HOSTNS" -- "$INIT_OK" 3>"$WORK/st" >"$WORK/init.out" 2>&1 ||
+    init_rc=$?
+is "$init_rc" 125 "agentbox-init --net-check: its own namespace (by inode) is refused (exit 125)"
+check "agentbox-init --net-check: the status record says why" \
+    grep -aq "shares agentbox's own network namespace" "$WORK/st"
+refute "agentbox-init --net-check: the command did not start" grep -q started "$WORK/init.out"
+if unshare -rn true 2>/dev/null; then
+    init_rc=0
+    unshare -rn "$AGENTBOX_INIT" --status-fd 3 --net-check "$HOSTNS" -- "$INIT_OK" \
+        3>"$WORK/st" >"$WORK/init.out" 2>&1 || init_rc=$?
+    is "$init_rc" 0 "agentbox-init --net-check: a fresh namespace with lo only passes"
+    check "agentbox-init --net-check: ... and the command ran" grep -q started "$WORK/init.out"
+    if command -v ip >/dev/null && unshare -rn ip link add v0 type veth peer name v1 2>/dev/null; then
+        init_rc=0
+        # shellcheck disable=SC2016 # expanded by the inner shell
+        unshare -rn sh -c 'ip link add v0 type veth peer name v1 && exec "$0" --status-fd 3 --net-check 0 -- "$1"' \
+            "$AGENTBOX_INIT" "$INIT_OK" 3>"$WORK/st" >"$WORK/init.out" 2>&1 || init_rc=$?
+        is "$init_rc" 125 "agentbox-init --net-check: a namespace with a veth besides lo is refused"
+        check "agentbox-init --net-check: the record names the interface" \
+            grep -aq "interface 'v[01]' besides lo" "$WORK/st"
+        refute "agentbox-init --net-check: the command did not start there" grep -q started "$WORK/init.out"
+    else
+        skip "agentbox-init --net-check: an extra interface is refused" "cannot create a veth in a user namespace here (no ip or no veth)"
+    fi
+else
+    skip "agentbox-init --net-check: a fresh namespace passes" "unshare -rn is not allowed here"
+fi
 
 # The listener is still up (so an empty log means something): the host can still reach it.
 python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()' "$TPORT"

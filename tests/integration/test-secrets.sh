@@ -62,7 +62,7 @@ check "env: the search read /proc files (it is not vacuous)" hasre '^READ=[1-9]'
 check "env: --env NAME=VALUE reaches the script" has VISIBLE=visible-value
 check "env: --env NAME=VALUE is in /proc/self/environ (the search can see env vars)" \
     has SELF_ENVIRON_HAS_VISIBLE=1
-is "$(val ENVKEYS)" "AB_VISIBLE,HOME,LANG,PATH,PWD,PYTHONDONTWRITEBYTECODE,TMPDIR" \
+is "$(val ENVKEYS)" "AB_VISIBLE,HOME,LANG,MPLCONFIGDIR,PATH,PWD,PYTHONDONTWRITEBYTECODE,TMPDIR,XDG_CACHE_HOME,npm_config_cache" \
     "env: the script's environment is exactly the allow-list (and bwrap's PWD) plus --env"
 refute "env: the report does not contain the canaries" grep -q -e "$C1" -e "$C2" "$WORK/r.json"
 refute "env: nothing in the run dir contains the canaries" grep -rqs -e "$C1" -e "$C2" "$(jr .run_dir)"

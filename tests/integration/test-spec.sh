@@ -42,6 +42,9 @@ same "limits and env" "--timeout 5s --pids 40 --tmp-size 8M --nofile 512 --env A
     "{\"script\":\"$WORK/s.py\",\"limits\":{\"timeout\":5,\"pids\":40,\"tmp-size\":8388608,\"nofile\":\"512\"},\"env\":{\"A\":\"1\",\"B\":\"x=y\"},\"dry_run\":true,\"runs_dir\":\"$RUNS\"}"
 same "without, policy, ro_binds" "--without landlock --seccomp-policy strict --ro-bind $WORK/in:/data --lang python $WORK/s.py" \
     "{\"script\":\"$WORK/s.py\",\"language\":\"python\",\"without\":[\"landlock\"],\"seccomp_policy\":\"strict\",\"ro_binds\":[\"$WORK/in:/data\"],\"dry_run\":true,\"runs_dir\":\"$RUNS\"}"
+same "net_strict and an /etc file" "--net-strict --ro-bind /etc/adduser.conf $WORK/s.py" \
+    "{\"script\":\"$WORK/s.py\",\"net_strict\":true,\"ro_binds\":[\"/etc/adduser.conf\"],\"dry_run\":true,\"runs_dir\":\"$RUNS\"}"
+check "net_strict: the dry run's command line has the Landlock TCP rule" grep -qx -- --landlock-net "$WORK/b"
 
 # the same outcome: a real run both ways
 abb 60 --input "$WORK/in" "$WORK/s.py" x

@@ -755,6 +755,89 @@ test_add_user(void)
 	plan_done(&plan);
 }
 
+/* issue 15: the name rule for host files under /etc, and --ro-bind /etc/NAME end to end on
+ * this host's own /etc (files every Debian system has) */
+static void
+test_etc(void)
+{
+	static const struct {
+		const char *path, *want;
+	} names[] = {
+		{ "/etc/matplotlibrc", NULL },
+		{ "/etc/adduser.conf", NULL },
+		{ "/etc/ImageMagick-6/policy.xml", NULL },
+		{ "/etc/ssl/certs/ca-certificates.crt", NULL },
+		{ "/etc/shadow", "shadow" },
+		{ "/etc/gshadow-", "gshadow-" },
+		{ "/etc/sudoers.d/90-cloud", "sudoers.d" },
+		{ "/etc/ssh/ssh_config", "ssh" },
+		{ "/etc/ssl/private/x.pem", "private" },
+		{ "/etc/machine-id", "machine-id" },
+		{ "/etc/NetworkManager/system-connections/home.nmconnection", "networkmanager" },
+		{ "/etc/wireguard/wg0.conf", "wireguard" },
+		{ "/etc/apt/auth.conf.d/x.conf", "auth" },
+		{ "/etc/krb5.keytab", "key" },
+		{ "/etc/ipsec.secrets", "secret" },
+		{ "/etc/pip.conf", "pip.conf" },
+		{ "/etc/myapp/API_TOKEN", "token" },
+		{ "/etc/postfix/sasl_passwd", "passw" },
+		{ "ssh/ssh_host_ed25519_key", "ssh" },
+	};
+	struct ab_plan plan = { 0 };
+	struct strv allowed = { 0 };
+	struct ab_err err = { 0 };
+	int r;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *got = binds_etc_denied(names[i].path);
+
+		if (names[i].want)
+			TAP_STREQ(got, names[i].want, "binds_etc_denied('%s')", names[i].path);
+		else
+			TAP_OK(got == NULL, "binds_etc_denied('%s') allows", names[i].path);
+	}
+
+	r = binds_add_user(&plan, "/etc/adduser.conf", NULL, &err);
+	TAP_OK(r == 0 && plan.n_etc_binds == 1 && plan.n_ro_binds == 0 &&
+		       strcmp(plan.etc_binds[0].dest, "adduser.conf") == 0 &&
+		       plan.etc_binds[0].fd >= 0,
+	       "--ro-bind /etc/adduser.conf: one bind into the generated /etc, by fd");
+	r = binds_add_user(&plan, "/etc/adduser.conf:/etc/adduser.conf", NULL, &err);
+	TAP_OK(r == 0 && plan.n_etc_binds == 1, "... given twice: one bind");
+	r = binds_add_user(&plan, "/etc/matplotlibrc", NULL, &err);
+	TAP_OK((r == 0 && plan.n_etc_binds == 1) || r == -ENOENT,
+	       "--ro-bind of a curated file: nothing more to bind");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/adduser.conf:/opt/a", NULL, &err);
+	TAP_OK(r == -EINVAL && err.exit == AB_EXIT_USAGE, "/etc/NAME:/elsewhere: a usage error");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/../etc/adduser.conf", NULL, &err);
+	TAP_OK(r == -EINVAL && err.exit == AB_EXIT_USAGE, "/etc/../etc/NAME: a usage error");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/passwd", NULL, &err);
+	TAP_OK(r == -EPERM && strstr(err.msg, "agentbox generates"),
+	       "/etc/passwd: refused, agentbox generates it");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/shadow", NULL, &err);
+	TAP_OK(r == -EPERM && strstr(err.msg, "'shadow'"), "/etc/shadow: refused by its name");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/ssh", NULL, &err);
+	TAP_OK(r == -EPERM || r == -ENOENT, "/etc/ssh: refused (or absent)");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/apt", NULL, &err);
+	TAP_OK(r == -EPERM && strstr(err.msg, "not a regular file"),
+	       "/etc/apt: a directory is refused");
+	/* the readability rule, on a file whose name passes: /etc/gshadow is 0640 on Debian */
+	strv_push(&allowed, "/etc/gshadow");
+	memset(&err, 0, sizeof(err));
+	r = binds_add_user(&plan, "/etc/gshadow", &allowed, &err);
+	TAP_OK(r == -EPERM && strstr(err.msg, "not readable by every user"),
+	       "/etc/gshadow with --allow-bind: still refused, not world-readable");
+	TAP_OK(plan.n_etc_binds == 1, "no refused file reached the plan");
+	strv_done(&allowed);
+	plan_done(&plan);
+}
+
 int
 main(void)
 {
@@ -771,6 +854,7 @@ main(void)
 	test_open_parent();
 	test_refusal();
 	test_add_user();
+	test_etc();
 	cleanup();
 	return tap_done();
 }

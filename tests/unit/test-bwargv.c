@@ -46,8 +46,9 @@ base_plan(struct ab_plan *p)
 	p->usr_links[0] = p->usr_links[1] = p->usr_links[2] = p->usr_links[3] = true;
 	p->disable_userns = true;
 	p->seccomp = true;
-	p->landlock = p->landlock_net = p->landlock_scope = true;
+	p->landlock = p->landlock_scope = true;
 	p->tmp_size = 128ULL << 20;
+	p->netns_not = 4026531840ULL;
 }
 
 static void
@@ -153,12 +154,25 @@ main(void)
 	golden("default", &p);
 	plan_done(&p);
 
+	/* --net-strict: Landlock also denies TCP bind and connect on the sandbox's loopback */
+	base_plan(&p);
+	p.landlock_net = true;
+	golden("net-strict", &p);
+	plan_done(&p);
+
 	base_plan(&p);
 	p.disable_userns = false;
 	p.seccomp = false;
 	p.landlock = p.landlock_net = p.landlock_scope = false;
 	p.usr_links[1] = false;
 	golden("weak-host", &p);
+	plan_done(&p);
+
+	/* inside a container (issue 18): sethostname refused, memory by the watchdog */
+	base_plan(&p);
+	p.no_hostname = true;
+	p.memwatch = true;
+	golden("container", &p);
 	plan_done(&p);
 
 	base_plan(&p);
@@ -177,6 +191,7 @@ main(void)
 	base_plan(&p);
 	p.share_net = true;
 	p.rw_bind = xstrdup("/var/tmp/agentbox-1000/envs/0123456789abcdef");
+	p.landlock_net = true;
 	p.landlock_connect_port = 3128;
 	strv_push(&p.env, "HTTPS_PROXY=http://127.0.0.1:3128");
 	golden("prepare", &p);

@@ -401,6 +401,248 @@ contains(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
+/* ---- a faithful fake cgroup2 (issue 18): the kernel's rules, as far as the module meets
+ * them. cgroup.subtree_control is a set that only grows, "+x" is refused unless x is in the
+ * cgroup's cgroup.controllers (ENOENT) or while a non-root cgroup holds processes (EBUSY, the
+ * no-internal-process rule); a new cgroup's cgroup.controllers is its parent's
+ * subtree_control, and it gets the interface files of exactly those controllers (memory.*,
+ * pids.*, cpu.max; cpu.stat, cgroup.kill, cgroup.freeze, cgroup.events always); moving into a
+ * new agentbox-supervisor leaf empties the parent's cgroup.procs. ---- */
+
+static const char *faithful_refuse; /* "+x" refused with EBUSY (a busy controller), or NULL */
+static const char *faithful_root;   /* the fake's root directory (no rule for it) */
+
+static bool
+word_listed(const char *list, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *p = list; p && (p = strstr(p, w)); p += n)
+		if ((p == list || p[-1] == ' ' || p[-1] == '\n') &&
+		    (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+			return true;
+	return false;
+}
+
+static int
+faithful_subtree_write(int dfd, const char *value)
+{
+	static const char *const order[] = { "cpuset", "cpu", "io", "memory", "hugetlb", "pids" };
+	char offered[256] = "", cur[256] = "", procs[256] = "", out[256] = "";
+	const char *c = value + 1;
+	struct stat st, rst;
+
+	if (value[0] != '+')
+		return -EINVAL;
+	(void) read_small_file_at(dfd, "cgroup.controllers", offered, sizeof(offered));
+	(void) read_small_file_at(dfd, "cgroup.subtree_control", cur, sizeof(cur));
+	(void) read_small_file_at(dfd, "cgroup.procs", procs, sizeof(procs));
+	if (!word_listed(offered, c))
+		return -ENOENT;
+	if (faithful_refuse && strcmp(faithful_refuse, value) == 0)
+		return -EBUSY;
+	if (fstat(dfd, &st) == 0 && stat(faithful_root, &rst) == 0 && st.st_ino != rst.st_ino &&
+	    procs[0])
+		return -EBUSY; /* no internal processes */
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++)
+		if (strcmp(order[i], c) == 0 || word_listed(cur, order[i]))
+			snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s",
+				 out[0] ? " " : "", order[i]);
+	{
+		int fd = openat(dfd, "cgroup.subtree_control", O_WRONLY | O_TRUNC | O_CLOEXEC);
+
+		if (fd < 0)
+			return -errno;
+		(void) !write(fd, out, strlen(out));
+		(void) close(fd);
+	}
+	return 0;
+}
+
+static void
+faithful_files(const char *dir, const char *controllers)
+{
+	put(P("%s/cgroup.controllers", dir), controllers);
+	put(P("%s/cgroup.subtree_control", dir), "");
+	put(P("%s/cgroup.procs", dir), "");
+	put(P("%s/cgroup.events", dir), "populated 0\nfrozen 0\n");
+	put(P("%s/cgroup.kill", dir), "");
+	put(P("%s/cgroup.freeze", dir), "");
+	put(P("%s/cpu.stat", dir), "usage_usec 0\n");
+	/* written files start empty: the module writes without O_TRUNC, as the kernel wants,
+	 * and a plain file would keep the tail of a longer old value */
+	if (word_listed(controllers, "memory")) {
+		put(P("%s/memory.max", dir), "");
+		put(P("%s/memory.swap.max", dir), "");
+		put(P("%s/memory.oom.group", dir), "");
+		put(P("%s/memory.peak", dir), "0\n");
+		put(P("%s/memory.events", dir), "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+	}
+	if (word_listed(controllers, "pids")) {
+		put(P("%s/pids.max", dir), "");
+		put(P("%s/pids.peak", dir), "0\n");
+		put(P("%s/pids.events", dir), "max 0\n");
+	}
+	if (word_listed(controllers, "cpu"))
+		put(P("%s/cpu.max", dir), "");
+}
+
+static void
+faithful_after_mkdir(int parent, const char *name)
+{
+	char sub[256] = "", path[PATH_MAX], self[PATH_MAX];
+	ssize_t n;
+
+	if (is_real_cgroupfs(parent))
+		return;
+	(void) read_small_file_at(parent, "cgroup.subtree_control", sub, sizeof(sub));
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", parent);
+	n = readlink(self, path, sizeof(path) - 1);
+	if (n <= 0)
+		return;
+	path[n] = '\0';
+	STRP(dir, "%s/%s", path, name);
+	faithful_files(dir, sub);
+	if (strcmp(name, "agentbox-supervisor") == 0)
+		put(P("%s/cgroup.procs", path), ""); /* we move there next */
+}
+
+/* A systemd-like tree: root offers everything, every level down to rel enables
+ * subtree (systemd's Delegate= enables the delegated ones), rel itself is the leaf. */
+static void
+faithful_tree(const char *root, const char *rel, const char *subtree)
+{
+	char buf[1024], dir[1200];
+
+	mkdir_p(root);
+	faithful_files(root, "cpuset cpu io memory hugetlb pids");
+	put(P("%s/cgroup.subtree_control", root), subtree);
+	snprintf(buf, sizeof(buf), "%s", rel);
+	for (char *p = buf;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+
+			*p = '\0';
+			fmt_into(dir, sizeof(dir), "%s/%s", root, buf);
+			mkdir_p(dir);
+			faithful_files(dir, subtree);
+			if (c != '\0')
+				put(P("%s/cgroup.subtree_control", dir), subtree);
+			else
+				break;
+			*p = c;
+		}
+	}
+}
+
+/* `systemd-run --user --scope -p Delegate=yes agentbox ...` on a cgroup v2 host: the scope
+ * holds only agentbox, its controllers are delegated; and the ways a host falls short. */
+static void
+test_v2_faithful(void)
+{
+	STRP(root, "%s/v2f", tmp);
+	STRP(psc, "%s/psc-faithful", tmp);
+	const char *scope = "user.slice/user-1000.slice/user@1000.service/app.slice/run-u7.scope";
+	char sd[1300], self[32];
+	struct ab_cg_limits l = {
+		.memory_bytes = 64 * MiB, .pids = 16, .cpu_quota_us = 50000, .cpu_period_us = 100000
+	};
+	struct ab_cg_host h;
+	struct ab_cg cg;
+	struct ab_cg_usage u;
+	struct ab_err err = { 0 };
+	int r;
+
+	snprintf(self, sizeof(self), "%d\n", (int) getpid());
+	cg_test_after_mkdir = faithful_after_mkdir;
+	cg_test_subtree_write = faithful_subtree_write;
+	faithful_root = root;
+	set_cgroup_cfg(NULL);
+
+	faithful_tree(root, scope, "cpu memory pids");
+	fmt_into(sd, sizeof(sd), "%s/%s", root, scope);
+	put(P("%s/cgroup.procs", sd), self);
+	put(psc, P("0::/%s\n", scope));
+	r = cg_probe(root, psc, &h);
+	TAP_OK(r == 0 && h.kind == AB_CG_V2 && h.memory && h.pids && h.cpu && h.swap && h.kill_file,
+	       "faithful v2: a delegated scope holding only us gives every controller ('%s')",
+	       h.why);
+	TAP_STREQ(get(P("%s/agentbox-supervisor/cgroup.procs", sd)), "0",
+		  "faithful v2: we stepped aside into agentbox-supervisor first");
+	TAP_STREQ(get(P("%s/cgroup.subtree_control", sd)), "cpu memory pids",
+		  "faithful v2: then the scope's subtree_control got all three (a set, in order)");
+	TAP_STREQ(get(P("%s/agentbox/cgroup.controllers", sd)), "cpu memory pids",
+		  "faithful v2: the agentbox parent is offered what the scope enabled");
+	TAP_STREQ(get(P("%s/agentbox/cgroup.subtree_control", sd)), "cpu memory pids",
+		  "faithful v2: and enables it for the runs");
+	cg_init(&cg);
+	r = cg_create(&h, "run-1-2-faithful", &l, &cg, &err);
+	TAP_OK(r == 0, "faithful v2: cg_create (%s)", err.msg);
+	STRP(run, "%s/agentbox/run-1-2-faithful", sd);
+	TAP_OK(strcmp(get(P("%s/memory.max", run)), "67108864") == 0 &&
+		       strcmp(get(P("%s/memory.swap.max", run)), "0") == 0 &&
+		       strcmp(get(P("%s/pids.max", run)), "16") == 0 &&
+		       strcmp(get(P("%s/cpu.max", run)), "50000 100000") == 0,
+	       "faithful v2: the run's memory.max, memory.swap.max, pids.max, cpu.max");
+	/* what the kernel reports after a run that hit both limits */
+	put(P("%s/memory.events", run), "low 0\nhigh 0\nmax 9\noom 3\noom_kill 2\n");
+	put(P("%s/pids.events", run), "max 41\n");
+	put(P("%s/memory.peak", run), "67100000\n");
+	r = cg_read_usage(&cg, &u);
+	TAP_OK(r == 0 && u.valid && u.oom_kills == 2 && u.memory_max_events == 9 &&
+		       u.pids_max_events == 41 && u.memory_peak_bytes == 67100000,
+	       "faithful v2: memory.events oom_kill, pids.events max, memory.peak read");
+	TAP_OK(cg_kill(&cg) == 0 && strcmp(get(P("%s/cgroup.kill", run)), "1") == 0,
+	       "faithful v2: cg_kill writes cgroup.kill");
+	put(P("%s/cgroup.kill", run), "");
+	TAP_OK(cg_destroy(&cg) == 0 && !exists(run), "faithful v2: the run cgroup is removed");
+
+	/* the kernel refuses one controller (cpu: a realtime task in the subtree): the others
+	 * still come through, and the run is made without it */
+	faithful_tree(root, "user.slice/rt.scope", "cpu memory pids");
+	fmt_into(sd, sizeof(sd), "%s/user.slice/rt.scope", root);
+	put(P("%s/cgroup.procs", sd), self);
+	put(psc, "0::/user.slice/rt.scope\n");
+	faithful_refuse = "+cpu";
+	r = cg_probe(root, psc, &h);
+	faithful_refuse = NULL;
+	TAP_OK(r == 0 && h.kind == AB_CG_V2 && h.memory && h.pids && !h.cpu &&
+		       contains(h.why, "cpu"),
+	       "faithful v2: one refused controller does not cost the others ('%s')", h.why);
+	TAP_STREQ(get(P("%s/cgroup.subtree_control", sd)), "memory pids",
+		  "faithful v2: ... memory and pids enabled");
+	r = cg_create(&h, "run-1-2-nocpu", &(struct ab_cg_limits){ .memory_bytes = MiB, .pids = 4 },
+		      &cg, &err);
+	TAP_OK(r == 0 && !exists(P("%s/agentbox/run-1-2-nocpu/cpu.max", sd)),
+	       "faithful v2: the run cgroup has no cpu interface without the controller");
+	(void) cg_destroy(&cg);
+
+	/* only memory delegated: pids is not offered to the scope */
+	faithful_tree(root, "user.slice/mem.scope", "memory");
+	fmt_into(sd, sizeof(sd), "%s/user.slice/mem.scope", root);
+	put(P("%s/cgroup.procs", sd), self);
+	put(psc, "0::/user.slice/mem.scope\n");
+	r = cg_probe(root, psc, &h);
+	TAP_OK(r == 0 && h.kind == AB_CG_V2 && h.memory && !h.pids &&
+		       contains(h.why, "no usable pids controller"),
+	       "faithful v2: memory only delegated: memory yes, pids no, and why ('%s')", h.why);
+
+	/* the scope shares its cgroup with another process: the no-internal-process rule
+	 * refuses every controller and nothing is moved */
+	faithful_tree(root, "user.slice/busy.scope", "cpu memory pids");
+	fmt_into(sd, sizeof(sd), "%s/user.slice/busy.scope", root);
+	put(P("%s/cgroup.procs", sd), P("1\n%s", self));
+	put(psc, "0::/user.slice/busy.scope\n");
+	r = cg_probe(root, psc, &h);
+	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "holds processes") &&
+		       !exists(P("%s/agentbox-supervisor", sd)),
+	       "faithful v2: a shared scope: EBUSY from the kernel, NONE with the fix");
+
+	faithful_root = NULL;
+	cg_test_subtree_write = NULL;
+	hooks_on(); /* the plain fake of the other cases */
+}
+
 /* ---- part 1: fake trees ---- */
 
 static void
@@ -1370,6 +1612,7 @@ main(void)
 	hooks_on();
 	test_v2_probe_env();
 	test_v2_probe_own();
+	test_v2_faithful();
 	test_probe_none();
 	test_v2_create();
 	test_v1_fake();

@@ -128,6 +128,12 @@ main(void)
 
 	r = parse(ARGV("--seccomp-policy", "strict", "s.py"), &o, &err);
 	TAP_OK(r == 0 && o.seccomp_policy == AB_SECCOMP_STRICT, "--seccomp-policy strict");
+	TAP_OK(!o.net_strict, "the loopback is the script's by default");
+	run_opts_done(&o);
+
+	r = parse(ARGV("--net-strict", "s.py"), &o, &err);
+	TAP_OK(r == 0 && o.net_strict, "--net-strict");
+	TAP_OK(strstr(cli_run_help(), "--net-strict") != NULL, "help lists --net-strict");
 	run_opts_done(&o);
 
 	r = parse(ARGV("s.py"), &o, &err);

@@ -15,7 +15,11 @@
 	"--scope -p Delegate=yes, or AGENTBOX_CGROUP)"
 #define NO_CG_WHY "no delegated cgroup v2: use systemd-run --user --scope -p Delegate=yes"
 #define WS_WHY    "--workspace DIR is bound as it is, with no quota"
-#define WS_FIX    "drop --workspace and use --input (the workspace is then a capped tmpfs)"
+/* no memory cgroup: the supervisor's watchdog (memwatch.h, issue 18) */
+#define MW_MECH                                                                              \
+	"agentbox watchdog: RSS and shared memory of every sandbox process plus its tmpfs, " \
+	"polled every 1-50 ms, SIGKILL over the limit"
+#define WS_FIX "drop --workspace and use --input (the workspace is then a capped tmpfs)"
 
 enum host_kind {
 	ROOT_V1,     /* root on a cgroup v1 host: every controller */
@@ -230,13 +234,13 @@ test_user_v2(void)
 	fx_run(&f);
 	TAP_OK(f.r == 0 && f.lp.use_cgroup, "user, v2 pids only: planned, a cgroup for pids");
 	lim_is(&f, "user, v2 pids only", AB_LIM_PIDS, "cgroup v2 pids.max", 256, true);
-	lim_is(&f, "user, v2 pids only", AB_LIM_MEMORY, NULL, 0, false);
+	lim_is(&f, "user, v2 pids only", AB_LIM_MEMORY, MW_MECH, 1 << 30, true);
+	TAP_OK(f.lp.memwatch && f.lp.memwatch_bytes == 1 << 30 && f.lp.cg.memory_bytes == 0,
+	       "user, v2 pids only: the watchdog holds memory, the cgroup does not");
 	lim_is(&f, "user, v2 pids only", AB_LIM_CPUS_MILLI, "cpu affinity (whole cores)", 1000,
 	       false);
 	{
 		static const char *const w[] = {
-			"default memory limit not enforced: no writable memory cgroup (fix: "
-			"memory, cpu not delegated)",
 			"default cpus limit not enforced: no writable cpu cgroup (fix: memory, cpu "
 			"not delegated)",
 			NULL,
@@ -249,11 +253,8 @@ test_user_v2(void)
 	fx_init(&f, USER_V2_PID);
 	set(&f, AB_LIM_MEMORY, 1 << 30);
 	fx_run(&f);
-	TAP_OK(f.r == -ENOTSUP, "user, v2 pids only, explicit --memory: refused");
-	TAP_STREQ(f.err.msg, "cannot enforce --memory on this host: no writable memory cgroup",
-		  "user, v2 pids only, explicit --memory: the message");
-	TAP_STREQ(f.err.fix, "memory, cpu not delegated",
-		  "user, v2 pids only, explicit --memory: the fix is the probe's");
+	TAP_OK(f.r == 0 && f.lp.memwatch && f.lp.memwatch_bytes == 1 << 30,
+	       "user, v2 pids only, explicit --memory: held by the watchdog, not refused");
 	fx_done(&f);
 
 	/* --without cgroup on a host that has one: as if there were none */
@@ -262,17 +263,26 @@ test_user_v2(void)
 	fx_run(&f);
 	TAP_OK(f.r == 0 && !f.lp.use_cgroup && f.lp.nproc == 258 && f.lp.cpu_affinity == 1,
 	       "user, v2, --without cgroup: no cgroup; RLIMIT_NPROC and affinity");
-	lim_is(&f, "user, v2, --without cgroup", AB_LIM_MEMORY, NULL, 0, false);
-	TAP_OK(f.res.warnings.n == 2 && strstr(f.res.warnings.v[0], DEFAULT_FIX),
-	       "user, v2, --without cgroup: warnings for memory and cpus, the generic fix");
+	lim_is(&f, "user, v2, --without cgroup", AB_LIM_MEMORY, MW_MECH, 1 << 30, true);
+	TAP_OK(f.res.warnings.n == 1 && strstr(f.res.warnings.v[0], DEFAULT_FIX),
+	       "user, v2, --without cgroup: a warning for cpus, the generic fix");
 	fx_done(&f);
 
 	fx_init(&f, USER_V2);
 	f.o.without[AB_PROT_CGROUP] = true;
-	set(&f, AB_LIM_MEMORY, 1 << 30);
+	set(&f, AB_LIM_MEMORY, 256 << 20);
 	fx_run(&f);
-	TAP_OK(f.r == -ENOTSUP && f.err.exit == AB_EXIT_SETUP,
-	       "user, v2, --without cgroup, explicit --memory: refused, exit 125");
+	TAP_OK(f.r == 0 && f.lp.memwatch && f.lp.memwatch_bytes == 256 << 20,
+	       "user, v2, --without cgroup, explicit --memory: held by the watchdog");
+	fx_done(&f);
+
+	/* the watchdog's blind spots are closed by seccomp: without it the limit is partial */
+	fx_init(&f, USER_NONE);
+	f.o.without[AB_PROT_SECCOMP] = true;
+	fx_run(&f);
+	lim_is(&f, "user, none, --without seccomp", AB_LIM_MEMORY, MW_MECH, 1 << 30, false);
+	TAP_OK(f.res.warnings.n == 2 && strstr(f.res.warnings.v[0], "memfd"),
+	       "user, none, --without seccomp: the warning names what is not counted");
 	fx_done(&f);
 }
 
@@ -281,12 +291,10 @@ test_none(void)
 {
 	struct fx f;
 	static const char *const user_w[] = {
-		"default memory limit not enforced: no writable memory cgroup (fix: " NO_CG_WHY ")",
 		"default cpus limit not enforced: no writable cpu cgroup (fix: " NO_CG_WHY ")",
 		NULL,
 	};
 	static const char *const root_w[] = {
-		"default memory limit not enforced: no writable memory cgroup (fix: " NO_CG_WHY ")",
 		"default pids limit not enforced: no writable pids cgroup (fix: " NO_CG_WHY ")",
 		"default cpus limit not enforced: no writable cpu cgroup (fix: " NO_CG_WHY ")",
 		NULL,
@@ -297,7 +305,7 @@ test_none(void)
 	fx_run(&f);
 	TAP_OK(f.r == 0 && !f.lp.use_cgroup, "user, none: planned, no cgroup");
 	common(&f, "user, none");
-	lim_is(&f, "user, none", AB_LIM_MEMORY, NULL, 0, false);
+	lim_is(&f, "user, none", AB_LIM_MEMORY, MW_MECH, 1 << 30, true);
 	lim_is(&f, "user, none", AB_LIM_PIDS, "rlimit RLIMIT_NPROC in a per-run user namespace",
 	       256, true);
 	TAP_STREQ(f.res.limits[AB_LIM_PIDS].note,
@@ -317,15 +325,13 @@ test_none(void)
 	TAP_OK(f.r == 0 && f.lp.nproc == 7, "user, none, explicit --pids 5: RLIMIT_NPROC 7");
 	fx_done(&f);
 
-	/* explicit --memory, --cpus: refused, with the probe's fix */
+	/* explicit --memory: the watchdog; --cpus: refused, with the probe's fix */
 	fx_init(&f, USER_NONE);
-	set(&f, AB_LIM_MEMORY, 1 << 30);
+	set(&f, AB_LIM_MEMORY, 64 << 20);
 	fx_run(&f);
-	TAP_OK(f.r == -ENOTSUP && f.err.exit == AB_EXIT_SETUP,
-	       "user, none, explicit --memory: refused, exit 125");
-	TAP_STREQ(f.err.msg, "cannot enforce --memory on this host: no writable memory cgroup",
-		  "user, none, explicit --memory: the message");
-	TAP_STREQ(f.err.fix, NO_CG_WHY, "user, none, explicit --memory: the fix");
+	TAP_OK(f.r == 0 && f.lp.memwatch && f.lp.memwatch_bytes == 64 << 20,
+	       "user, none, explicit --memory: held by the watchdog");
+	lim_is(&f, "user, none, explicit --memory", AB_LIM_MEMORY, MW_MECH, 64 << 20, true);
 	fx_done(&f);
 
 	fx_init(&f, USER_NONE);
@@ -335,13 +341,14 @@ test_none(void)
 	       "user, none, explicit --cpus: refused, exit 125");
 	TAP_STREQ(f.err.msg, "cannot enforce --cpus on this host: no writable cpu cgroup",
 		  "user, none, explicit --cpus: the message");
-	TAP_OK(f.res.warnings.n == 1, "user, none, explicit --cpus: memory's warning came first");
+	TAP_STREQ(f.err.fix, NO_CG_WHY, "user, none, explicit --cpus: the fix");
+	TAP_OK(f.res.warnings.n == 0, "user, none, explicit --cpus: no warning before it");
 	fx_done(&f);
 
 	/* no why from the probe: the generic fix */
 	fx_init(&f, USER_NONE);
 	f.h.cg.why[0] = '\0';
-	set(&f, AB_LIM_MEMORY, 1 << 30);
+	set(&f, AB_LIM_CPUS_MILLI, 2000);
 	fx_run(&f);
 	TAP_STREQ(f.err.fix, DEFAULT_FIX, "user, none, no probe reason: the generic fix");
 	fx_done(&f);
@@ -437,14 +444,14 @@ test_workspace(void)
 	       "tmpfs workspace, explicit --disk and --inodes: its size= and nr_inodes=");
 	fx_done(&f);
 
-	/* the first refusal wins: --memory before --disk */
+	/* the first refusal wins: --cpus before --disk */
 	fx_init(&f, USER_NONE);
 	f.workspace = true;
-	set(&f, AB_LIM_MEMORY, 1 << 30);
+	set(&f, AB_LIM_CPUS_MILLI, 2000);
 	set(&f, AB_LIM_DISK, 1 << 20);
 	fx_run(&f);
-	TAP_OK(f.r == -ENOTSUP && strstr(f.err.msg, "--memory"),
-	       "explicit --memory and --disk, both unenforceable: --memory is reported");
+	TAP_OK(f.r == -ENOTSUP && strstr(f.err.msg, "--cpus"),
+	       "explicit --cpus and --disk, both unenforceable: --cpus is reported");
 	fx_done(&f);
 }
 

@@ -886,7 +886,7 @@ test_protections(void)
 		"namespaces",     "network",          "readonly_base", "writable",
 		"new_session",    "die_with_parent",  "cap_drop_all",  "clearenv",
 		"disable_userns", "seccomp",          "landlock",      "fresh_keyring",
-		"no_host_root",   "pid1_nondumpable", "cgroup",
+		"no_host_root",   "pid1_nondumpable", "caller_quotas", "cgroup",
 	};
 	struct ab_netproxy np;
 	struct fx f;
@@ -904,13 +904,16 @@ test_protections(void)
 	in_order = f.res.n_prot == sizeof(order) / sizeof(order[0]);
 	for (size_t i = 0; in_order && i < f.res.n_prot; i++)
 		in_order = strcmp(f.res.prot[i].name, order[i]) == 0;
-	TAP_OK(in_order, "protections: the 15 of docs/report-schema.md, in its order");
+	TAP_OK(in_order, "protections: the 16 of docs/report-schema.md, in its order");
 	in_order = true;
 	for (size_t i = 0; i < f.res.n_prot; i++)
 		in_order = in_order && f.res.prot[i].enforced;
 	TAP_OK(in_order, "all on: every protection enforced");
 	prot_is(&f.res, "all on", "namespaces", true, "user, mount, pid, net, ipc, uts, cgroup");
-	prot_is(&f.res, "all on", "network", true, "own network namespace: loopback only");
+	prot_is(&f.res, "all on", "network", true,
+		"own network namespace, checked at start: lo only, no route out; --net-strict: no "
+		"TCP bind or connect, loopback included (Landlock)");
+	TAP_STREQ(f.res.net_mode, "strict", "all on: sandbox.network.mode strict");
 	prot_is(&f.res, "all on", "writable", true, "only /work (capped tmpfs), /tmp and /dev/shm");
 	prot_is(&f.res, "all on", "die_with_parent", true, NULL);
 	prot_is(&f.res, "all on", "clearenv", true, "2 variables");
@@ -921,6 +924,35 @@ test_protections(void)
 	prot_is(&f.res, "all on", "no_host_root", true, "started as root: runs as uid 64000");
 	prot_is(&f.res, "all on", "pid1_nondumpable", true, "agentbox-init is PID 1");
 	prot_is(&f.res, "all on", "cgroup", true, "cgroup v2");
+	prot_is(&f.res, "all on", "caller_quotas", true,
+		"the script runs as uid 64000: no quota of the caller's is shared");
+	prot_fx_done(&f);
+
+	/* unprivileged: the script shares the caller's uid (issue 18) */
+	prot_fx(&f);
+	f.c.inotify_guard = 1;
+	f.c.lp.sigpending = 1024;
+	f.c.lp.msgqueue = 262144;
+	outcome_record_protections(&f.c, &f.oc);
+	prot_is(&f.res, "user, capped", "caller_quotas", true,
+		"the script shares your uid: inotify capped at 8 instances and 8192 watches per "
+		"run (user namespace limits); pending signals 1024 and POSIX message queues "
+		"262144 bytes (rlimits of the run's user namespace); keys refused (seccomp)");
+	prot_fx_done(&f);
+	prot_fx(&f);
+	f.c.inotify_guard = -1;
+	outcome_record_protections(&f.c, &f.oc);
+	TAP_OK(prot(&f.res, "caller_quotas")->enforced &&
+		       strstr(prot(&f.res, "caller_quotas")->detail,
+			      "inotify refused (seccomp: this /proc/sys is read-only)"),
+	       "user, read-only /proc/sys: inotify refused by seccomp instead");
+	prot_fx_done(&f);
+	prot_fx(&f);
+	f.c.inotify_guard = 1;
+	f.c.plan.seccomp = false;
+	outcome_record_protections(&f.c, &f.oc);
+	prot_is(&f.res, "user, --without seccomp", "caller_quotas", false,
+		"--without seccomp: the script can take keys out of your uid's quota");
 	prot_fx_done(&f);
 
 	/* unprivileged, opted out of everything it can, --workspace, a refused run (oc NULL) */
@@ -955,6 +987,17 @@ test_protections(void)
 	prot_is(&f.res, "weak host", "disable_userns", false, "bwrap lacks --disable-userns");
 	prot_is(&f.res, "weak host", "landlock", false, "kernel has no Landlock");
 	prot_is(&f.res, "weak host", "cgroup", false, "no delegated cgroup (fix: ...)");
+	prot_fx_done(&f);
+
+	/* the default: the sandbox's own loopback is the script's (issue 15) */
+	prot_fx(&f);
+	f.c.plan.landlock_net = false;
+	outcome_record_protections(&f.c, &f.oc);
+	prot_is(&f.res, "loopback", "network", true,
+		"own network namespace, checked at start: lo only, no route out; the script may "
+		"use its own loopback (TCP and UDP)");
+	TAP_STREQ(f.res.net_mode, "loopback", "loopback: sandbox.network.mode loopback");
+	prot_is(&f.res, "loopback", "landlock", true, "ABI 6, abstract sockets and signals scoped");
 	prot_fx_done(&f);
 
 	/* Landlock planned but not in force: PID 1 reported ABI 0, or never started */
@@ -1003,6 +1046,7 @@ test_protections(void)
 	outcome_record_protections(&f.c, &f.oc);
 	prot_is(&f.res, "prepare, proxy", "network", true,
 		"own network namespace; only the registry proxy is reachable");
+	TAP_STREQ(f.res.net_mode, "proxy", "prepare, proxy: sandbox.network.mode proxy");
 	prot_fx_done(&f);
 	free(np.detail);
 	np.detail = NULL;

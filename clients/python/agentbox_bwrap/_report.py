@@ -30,7 +30,7 @@ LIMIT_NAMES: Tuple[str, ...] = (
 PROTECTION_NAMES: Tuple[str, ...] = (
     "namespaces", "network", "readonly_base", "writable", "new_session", "die_with_parent",
     "cap_drop_all", "clearenv", "disable_userns", "seccomp", "landlock", "fresh_keyring",
-    "no_host_root", "pid1_nondumpable", "cgroup",
+    "no_host_root", "pid1_nondumpable", "cgroup", "caller_quotas",
 )
 
 
