@@ -10,6 +10,7 @@
 // Zero dependencies; index.mjs re-exports this file for `import`.
 
 const { spawn, execFile } = require('node:child_process');
+const crypto = require('node:crypto');
 const { StringDecoder } = require('node:string_decoder');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -33,6 +34,8 @@ const PROTECTION_NAMES = Object.freeze([
   'cap_drop_all', 'clearenv', 'disable_userns', 'seccomp', 'landlock', 'fresh_keyring',
   'no_host_root', 'pid1_nondumpable', 'cgroup', 'caller_quotas',
 ]);
+const FILE_ORIGINS = Object.freeze(['script', 'created', 'modified', 'unchanged', 'unknown']);
+const NETWORK_MODES = Object.freeze(['loopback', 'strict', 'proxy']);
 
 // Errors. Those about agentbox itself carry `fix`: what to do about it.
 
@@ -139,6 +142,51 @@ class Result {
 
   async readText(file, encoding = 'utf8') {
     return (await this.read(file)).toString(encoding);
+  }
+
+  /** Every captured byte of stdout or stderr: from its `file` when the report holds an
+   * excerpt (size and sha256 checked), else `text` as UTF-8 (with the U+FFFD agentbox put in
+   * where text_lossy). */
+  async readStream(name) {
+    if (name !== 'stdout' && name !== 'stderr') throw new RangeError(`readStream: 'stdout' or 'stderr', not ${JSON.stringify(name)}`);
+    const s = this[name];
+    if (!s.file) {
+      if (s.elided_bytes) {
+        throw Object.assign(new Error(`${s.elided_bytes} bytes of ${name} were elided from the report and not kept ` +
+          "(no run directory: run with spec: { rm: false }, or raise spec: { inline_output: ... })"), { code: 'ENOENT' });
+      }
+      return Buffer.from(s.text, 'utf8');
+    }
+    const fh = await fs.promises.open(s.file.path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    let data;
+    try {
+      data = await fh.readFile();
+    } finally {
+      await fh.close();
+    }
+    if (data.length !== s.file.bytes || crypto.createHash('sha256').update(data).digest('hex') !== s.file.sha256) {
+      throw new Error(`${s.file.path}: not the ${s.file.bytes} bytes the report lists (sha256 ${s.file.sha256})`);
+    }
+    return data;
+  }
+
+  async readStreamText(name, encoding = 'utf8') {
+    const s = this[name];
+    if (s && !s.file && !s.elided_bytes) return s.text;
+    return (await this.readStream(name)).toString(encoding);
+  }
+
+  /** The entries of `files` whose origin is one of `origins` (FILE_ORIGINS). */
+  filesWithOrigin(...origins) {
+    const bad = origins.filter((o) => !FILE_ORIGINS.includes(o));
+    if (bad.length) throw new RangeError(`no such origin: ${bad.join(', ')} (one of ${FILE_ORIGINS.join(', ')})`);
+    return (this.files || []).filter((f) => origins.includes(f.origin));
+  }
+
+  /** What the run wrote: the entries of `files` it created or modified (not those of
+   * `unknown` origin, which a capped pre-run listing left undecided). */
+  get changedFiles() {
+    return this.filesWithOrigin('created', 'modified');
   }
 
   /** Removes the temporary directory the client collected the files into (a `collect` or
@@ -545,5 +593,7 @@ module.exports = {
   STATUSES,
   LIMIT_NAMES,
   PROTECTION_NAMES,
+  FILE_ORIGINS,
+  NETWORK_MODES,
   _StderrFilter: StderrFilter, // for the tests
 };

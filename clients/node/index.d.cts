@@ -44,6 +44,12 @@ export type FileFlag =
   | 'over_cap'
   | 'stripped';
 
+/** Where a workspace entry came from, against the listing taken before the run. */
+export type FileOrigin = 'script' | 'created' | 'modified' | 'unchanged' | 'unknown';
+
+/** How the sandbox's network namespace may be used. */
+export type NetworkMode = 'loopback' | 'strict' | 'proxy';
+
 export type WalkCap =
   | 'entries'
   | 'depth'
@@ -53,7 +59,17 @@ export type WalkCap =
   | 'time'
   | 'hash_budget';
 
-/** The script's stdout or stderr as agentbox captured it. `text` is untrusted. */
+/** RUN_DIR/stdout or RUN_DIR/stderr: every captured byte of a stream longer than the report
+ * holds inline (kept only with the run directory: `spec: { rm: false }`). */
+export interface StreamFile {
+  path: string;
+  bytes: number;
+  sha256: string;
+}
+
+/** The script's stdout or stderr as agentbox captured it. `text` is untrusted: all of it, or
+ * (elided_bytes > 0) its first head_bytes, a marker line of agentbox's, its last tail_bytes;
+ * then `file` has every byte, when the run directory was kept (result.readStream()). */
 export interface Stream {
   bytes: number;
   captured_bytes: number;
@@ -61,6 +77,10 @@ export interface Stream {
   text: string;
   text_lossy: boolean;
   relay_dropped_bytes: number | null;
+  head_bytes: number;
+  tail_bytes: number;
+  elided_bytes: number;
+  file: StreamFile | null;
 }
 
 /** One entry the workspace held after the run; `path` escapes hostile bytes as \xNN. */
@@ -74,6 +94,10 @@ export interface FileEntry {
   link_target?: string;
   flags?: FileFlag[];
   collected: boolean;
+  /** Absent from an agentbox before issue 15. */
+  origin?: FileOrigin;
+  /** Present when origin was decided by inode, size, mtime and ctime, not by content. */
+  origin_by?: 'metadata';
   reason?: string;
 }
 
@@ -91,6 +115,8 @@ export interface WalkSummary {
   stripped: number;
   strip_failed: number;
   walk_ms: number;
+  /** files_summary only: the listing taken before the run, which origin is decided against. */
+  pre_run?: WalkSummary;
 }
 
 export interface SkippedEntry {
@@ -181,7 +207,9 @@ export interface Protection {
 export interface NetworkProtection {
   enforced: boolean;
   detail?: string;
+  /** agentbox prepare only: the registry proxy's refusals. */
   refused_connections?: number;
+  mode?: NetworkMode;
 }
 
 /** Every protection (all of them, or none when the run stopped before its plan). */
@@ -261,6 +289,16 @@ export declare class Result {
   /** A regular file the script left, by its path in the workspace; never through a link. */
   read(path: string): Promise<Buffer>;
   readText(path: string, encoding?: BufferEncoding): Promise<string>;
+  /** Every captured byte of stdout or stderr: from its `file` when the report holds an
+   * excerpt (size and sha256 checked), else `text` as UTF-8. Rejects (ENOENT) when the middle
+   * was elided and not kept: the client's runs keep no run directory unless
+   * `spec: { rm: false }`. */
+  readStream(name: 'stdout' | 'stderr'): Promise<Buffer>;
+  readStreamText(name: 'stdout' | 'stderr', encoding?: BufferEncoding): Promise<string>;
+  /** The entries of `files` whose origin is one of `origins`. */
+  filesWithOrigin(...origins: FileOrigin[]): FileEntry[];
+  /** What the run wrote: the entries of `files` it created or modified. */
+  get changedFiles(): FileEntry[];
   /** Removes the temporary directory the client collected the files into. */
   close(): void;
 }
@@ -362,3 +400,5 @@ export declare const BINARY_ENV: 'AGENTBOX';
 export declare const STATUSES: readonly Status[];
 export declare const LIMIT_NAMES: readonly (keyof Limits)[];
 export declare const PROTECTION_NAMES: readonly (keyof Sandbox)[];
+export declare const FILE_ORIGINS: readonly FileOrigin[];
+export declare const NETWORK_MODES: readonly NetworkMode[];

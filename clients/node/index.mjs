@@ -5,5 +5,6 @@ export const {
   run, binaryInfo, findBinary, Result, AgentboxError, AgentboxNotFoundError,
   IncompatibleAgentboxError, SetupError, UsageError, AbortError, RunFailedError, VERSION,
   SCHEMA_VERSIONS, SPEC_VERSIONS, BINARY_ENV, STATUSES, LIMIT_NAMES, PROTECTION_NAMES,
+  FILE_ORIGINS, NETWORK_MODES,
 } = cjs;
 export default cjs;

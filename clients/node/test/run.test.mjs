@@ -1,6 +1,7 @@
 // Real runs through the real agentbox binary (AGENTBOX): what an agent platform does.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,7 +9,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import {
-  run, binaryInfo, Result, SetupError, UsageError, AbortError, RunFailedError,
+  run, binaryInfo, findBinary, Result, SetupError, UsageError, AbortError, RunFailedError,
   AgentboxNotFoundError, IncompatibleAgentboxError, VERSION,
 } from '../index.mjs';
 import { procsWith, sleep, isRoot } from './helpers.mjs';
@@ -118,20 +119,70 @@ async function pngOk(r) {
   r.close();
 }
 
-test('a matplotlib PNG', { skip: !hasMatplotlib && 'python3-matplotlib is not installed on the host' }, async (t) => {
+test('a matplotlib PNG', { skip: !hasMatplotlib && 'python3-matplotlib is not installed on the host' }, async () => {
   const r = await run({ code: MPL, timeout: 60 });
-  if (r.stderr.text.includes('Could not find matplotlibrc')) {
-    t.skip("the sandbox's generated /etc has no /etc/matplotlibrc, where Debian's python3-matplotlib " +
-      'keeps its defaults (src/etcgen.c); the next test passes it in as a file');
-    r.close();
-    return;
-  }
+  // the sandbox's curated /etc carries the host's /etc/matplotlibrc, where Debian's
+  // python3-matplotlib keeps its defaults (src/etcgen.c)
+  assert.ok(!r.stderr.text.includes('Could not find matplotlibrc'), r.stderr.text.slice(-500));
   await pngOk(r);
 });
 
 test('a matplotlib PNG, matplotlibrc passed in', { skip: !fs.existsSync('/etc/matplotlibrc') && 'no /etc/matplotlibrc on the host' }, async () => {
   const r = await run({ code: MPL, timeout: 60, files: { matplotlibrc: fs.readFileSync('/etc/matplotlibrc') } });
   await pngOk(r);
+});
+
+test('file origins', async () => {
+  const r = await run({
+    code: "open('new.txt', 'w').write('n')\nopen('edit.txt', 'a').write('!')",
+    files: { 'keep.txt': 'k', 'edit.txt': 'e' },
+  });
+  assert.ok(r.ok, r.stderr.text);
+  assert.deepEqual(Object.fromEntries(r.files.map((f) => [f.path, f.origin])),
+    { 'script.py': 'script', 'new.txt': 'created', 'edit.txt': 'modified', 'keep.txt': 'unchanged' });
+  assert.deepEqual(r.changedFiles.map((f) => f.path).sort(), ['edit.txt', 'new.txt']);
+  assert.deepEqual(r.filesWithOrigin('unchanged', 'script').map((f) => f.path).sort(), ['keep.txt', 'script.py']);
+  assert.throws(() => r.filesWithOrigin('input'), RangeError);
+  assert.equal(r.files_summary.pre_run.listed, 3);
+  assert.equal(r.sandbox.network.mode, 'loopback');
+  assert.ok(!('changedFiles' in r.raw) && !Object.keys(r).includes('changedFiles'));
+  r.close();
+});
+
+test('long output: elided, and kept with the run directory', async () => {
+  const code = "import sys\nfor i in range(2000): print('line %d' % i)\nsys.stdout.flush()";
+  const want = Array.from({ length: 2000 }, (_, i) => `line ${i}\n`).join('');
+  // the client's runs are rm runs: the middle of a long stream is not kept
+  let r = await run({ code, spec: { inline_output: 1000 } });
+  assert.ok(r.ok && r.stdout.elided_bytes > 0 && r.stdout.file === null);
+  assert.equal(r.stdout.head_bytes + r.stdout.tail_bytes + r.stdout.elided_bytes, want.length);
+  assert.ok(r.stdout.text.startsWith('line 0\n') && r.stdout.text.endsWith('line 1999\n'));
+  assert.ok(r.warnings.some((w) => w.includes('inline-output')), r.warnings.join('\n'));
+  await assert.rejects(r.readStream('stdout'), { code: 'ENOENT' });
+  assert.equal((await r.readStream('stderr')).length, 0);
+  assert.equal(await r.readStreamText('stderr'), '');
+  await assert.rejects(r.readStream('stdin'), RangeError);
+  r.close();
+  // with the run directory kept, `file` has every captured byte
+  r = await run({ code, spec: { inline_output: 1000, rm: false } });
+  try {
+    const f = r.stdout.file;
+    assert.ok(r.ok && f && r.run_dir);
+    assert.equal(f.path, path.join(r.run_dir, 'stdout'));
+    assert.equal(f.bytes, want.length);
+    assert.equal(f.sha256, crypto.createHash('sha256').update(want).digest('hex'));
+    assert.equal((await r.readStream('stdout')).toString(), want);
+    assert.equal(await r.readStreamText('stdout'), want);
+  } finally {
+    r.close();
+    if (r.run_dir) execFileSync(findBinary(), ['rm', r.run_dir]);
+  }
+  // short output: everything inline
+  r = await run({ code: "print('short')" });
+  assert.equal(r.stdout.file, null);
+  assert.deepEqual([r.stdout.head_bytes, r.stdout.tail_bytes, r.stdout.elided_bytes], [6, 0, 0]);
+  assert.equal((await r.readStream('stdout')).toString(), 'short\n');
+  r.close();
 });
 
 test('timeout', async () => {

@@ -7,9 +7,12 @@
 //  2. Real reports from the real binary fit the declarations.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { run, SetupError, STATUSES, LIMIT_NAMES, PROTECTION_NAMES } from '../index.mjs';
+import {
+  run, findBinary, SetupError, STATUSES, LIMIT_NAMES, PROTECTION_NAMES, FILE_ORIGINS, NETWORK_MODES,
+} from '../index.mjs';
 import { PKG, SRCDIR } from './helpers.mjs';
 
 // A parser for the subset of TypeScript index.d.cts is written in.
@@ -78,6 +81,7 @@ export class Checker {
     this.decl = decl;
     this.errors = [];
     this.seen = new Set();
+    this.active = new Set(); // the interfaces being checked (WalkSummary.pre_run recurses)
   }
 
   resolve(node) {
@@ -113,7 +117,12 @@ export class Checker {
   // alts: the non-null alternatives of the declared type
   value(where, node, alts) {
     node = this.resolve(node);
-    if (node.oneOf) return this.oneOf(where, node, alts);
+    if (node.oneOf) {
+      // null or an object (Stream.file): the null is the member's (nullable() above)
+      const shapes = node.oneOf.filter((v) => this.resolve(v).type !== 'null');
+      if (shapes.length === 1) return this.value(where, shapes[0], alts);
+      return this.oneOf(where, { ...node, oneOf: shapes }, alts);
+    }
     if (node.enum || 'const' in node) {
       const vals = (node.enum || [node.const]).filter((v) => v !== null);
       const kinds = new Set(vals.map((v) => typeof v));
@@ -149,6 +158,16 @@ export class Checker {
   }
 
   object(where, node, name) {
+    if (this.active.has(name)) return; // a schema object holding its own kind: checked once
+    this.active.add(name);
+    try {
+      this.objectMembers(where, node, name);
+    } finally {
+      this.active.delete(name);
+    }
+  }
+
+  objectMembers(where, node, name) {
     const iface = this.decl.interfaces[name];
     this.seen.add(name);
     const props = node.properties || {};
@@ -212,6 +231,8 @@ test('the declarations parse, and index.d.mts re-exports them', () => {
   assert.deepEqual([...STATUSES].sort(), alternatives(decl.aliases.Status, decl).map((a) => a.value).sort());
   assert.deepEqual([...LIMIT_NAMES].sort(), Object.keys(decl.interfaces.Limits.members).sort());
   assert.deepEqual([...PROTECTION_NAMES].sort(), Object.keys(decl.interfaces.Sandbox.members).sort());
+  assert.deepEqual([...FILE_ORIGINS], alternatives(decl.aliases.FileOrigin, decl).map((a) => a.value));
+  assert.deepEqual([...NETWORK_MODES], alternatives(decl.aliases.NetworkMode, decl).map((a) => a.value));
 });
 
 const schemaPath = process.env.AB_REPORT_SCHEMA || path.join(SRCDIR, 'schemas', 'report.schema.json');
@@ -227,6 +248,11 @@ test('the Report type matches schemas/report.schema.json field by field', (t) =>
   const unused = Object.keys(decl.interfaces).filter((n) => !c.seen.has(n) && !['Result', 'RunOptions', 'RunLimits', 'BinaryInfo'].includes(n));
   assert.deepEqual(c.errors, []);
   assert.deepEqual(unused, [], 'interfaces no schema object maps to');
+  // the runtime lists say what the schema says
+  assert.deepEqual([...FILE_ORIGINS], schema.$defs.file_entry.properties.origin.enum);
+  assert.deepEqual([...NETWORK_MODES], schema.$defs.network_protection.properties.mode.enum);
+  assert.deepEqual([...PROTECTION_NAMES].sort(), Object.keys(schema.$defs.sandbox.properties).sort());
+  assert.deepEqual([...LIMIT_NAMES].sort(), Object.keys(schema.$defs.limits.properties).sort());
 });
 
 test('the checker sees drift', () => {
@@ -301,6 +327,12 @@ test('real reports fit the declarations', async () => {
   reports.push(r.raw);
   r.close();
   r = await run({ code: 'process.exit(2)', language: 'node', onStdout: () => {} });
+  reports.push(r.raw);
+  r.close();
+  // an elided stream, its file kept in the run directory (removed right away)
+  r = await run({ code: "print('x' * 5000)", spec: { inline_output: 100, rm: false } });
+  execFileSync(findBinary(), ['rm', r.run_dir]);
+  assert.ok(r.raw.stdout.file);
   reports.push(r.raw);
   r.close();
   for (const bad of [{ files: ['/nonexistent/agentbox-test'] }, { limits: { pids: 'many' } }]) {

@@ -16,7 +16,9 @@ import os
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from ._report import (
+    FILE_ORIGINS,
     LIMIT_NAMES,
+    NETWORK_MODES,
     PROTECTION_NAMES,
     SCHEMA_VERSIONS,
     Collected,
@@ -30,6 +32,7 @@ from ._report import (
     SkippedEntry,
     Status,
     Stream,
+    StreamFile,
     Usage,
     WalkSummary,
     parse_report,
@@ -58,10 +61,11 @@ from .errors import (
 
 __all__ = [
     "run", "run_async", "binary_info", "find_binary", "parse_report", "BinaryInfo", "Result",
-    "Status", "Stream", "FileEntry", "WalkSummary", "SkippedEntry", "InputEntry", "Collected",
-    "Environment", "NetworkProxy", "Limit", "Usage", "Protection", "AgentboxError",
+    "Status", "Stream", "StreamFile", "FileEntry", "WalkSummary", "SkippedEntry", "InputEntry",
+    "Collected", "Environment", "NetworkProxy", "Limit", "Usage", "Protection", "AgentboxError",
     "AgentboxNotFound", "IncompatibleAgentbox", "SetupError", "UsageError", "RunFailed",
-    "BINARY_ENV", "LIMIT_NAMES", "PROTECTION_NAMES", "SCHEMA_VERSIONS", "__version__",
+    "BINARY_ENV", "FILE_ORIGINS", "LIMIT_NAMES", "NETWORK_MODES", "PROTECTION_NAMES",
+    "SCHEMA_VERSIONS", "__version__",
 ]
 
 Files = Union[Mapping[str, FileContent], Iterable[PathLike], None]

@@ -8,6 +8,7 @@ tests/test_types.py checks every class here against schemas/report.schema.json.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import enum
 import os
@@ -33,6 +34,13 @@ PROTECTION_NAMES: Tuple[str, ...] = (
     "no_host_root", "pid1_nondumpable", "cgroup", "caller_quotas",
 )
 
+#: The values of `FileEntry.origin`: where an entry of the workspace came from, against the
+#: listing taken before the run (docs/report-schema.md, "Where each entry came from").
+FILE_ORIGINS: Tuple[str, ...] = ("script", "created", "modified", "unchanged", "unknown")
+
+#: The values of `Result.sandbox["network"].mode`.
+NETWORK_MODES: Tuple[str, ...] = ("loopback", "strict", "proxy")
+
 
 class Status(str, enum.Enum):
     """How the run ended (the report's `status`)."""
@@ -56,8 +64,25 @@ class Status(str, enum.Enum):
 
 
 @dataclass
+class StreamFile:
+    """RUN_DIR/stdout or RUN_DIR/stderr: every captured byte of a stream longer than the
+    report holds inline (kept only with the run directory: not with `rm`)."""
+
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclass
 class Stream:
-    """The script's stdout or stderr as agentbox captured it (up to the output limit)."""
+    """The script's stdout or stderr as agentbox captured it (up to the output limit).
+
+    `text` holds all of it, or (`elided_bytes` > 0, a stream longer than `inline_output`)
+    its first `head_bytes`, one marker line of agentbox's and its last `tail_bytes`; then
+    `file` names the file with every captured byte, when the run directory was kept. The
+    client's runs are `rm` runs (no run directory): pass `options={"rm": False}` to keep it
+    (`agentbox rm` / `agentbox gc` remove it), or raise `options={"inline_output": ...}`.
+    """
 
     bytes: int
     captured_bytes: int
@@ -65,9 +90,45 @@ class Stream:
     text: str
     text_lossy: bool
     relay_dropped_bytes: Optional[int]
+    head_bytes: int
+    tail_bytes: int
+    elided_bytes: int
+    file: Optional[StreamFile]
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def elided(self) -> bool:
+        """`text` is an excerpt: the middle of the stream is not in the report."""
+        return bool(self.elided_bytes)
+
+    def read(self) -> builtins.bytes:
+        """Every captured byte: from `file` when the report holds an excerpt (its size and
+        sha256 checked), else `text` as UTF-8 (where `text_lossy`, with the U+FFFD agentbox
+        put in). FileNotFoundError when the middle was elided and not kept (see `warnings`)."""
+        if self.file is None:
+            if self.elided:
+                raise FileNotFoundError(
+                    "%d bytes of this stream were elided from the report and not kept (no run "
+                    "directory: run with options={'rm': False}, or raise "
+                    "options={'inline_output': ...})" % self.elided_bytes)
+            return self.text.encode("utf-8")
+        import hashlib
+
+        fd = os.open(self.file.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        if len(data) != self.file.bytes or hashlib.sha256(data).hexdigest() != self.file.sha256:
+            raise ValueError("%s: not the %d bytes the report lists (sha256 %s)"
+                             % (self.file.path, self.file.bytes, self.file.sha256))
+        return data
+
+    def read_text(self, encoding: str = "utf-8", errors: str = "replace") -> str:
+        """read(), decoded (invalid bytes replaced, as in `text`)."""
+        if self.file is None and not self.elided:
+            return self.text
+        return self.read().decode(encoding, errors)
 
 
 @dataclass
@@ -84,6 +145,10 @@ class FileEntry:
     link_target: Optional[str] = None
     flags: List[str] = field(default_factory=list)
     reason: Optional[str] = None
+    #: one of FILE_ORIGINS (None from an agentbox before issue 15)
+    origin: Optional[str] = None
+    #: "metadata" when origin was decided by inode, size, mtime and ctime, not by content
+    origin_by: Optional[str] = None
 
 
 @dataclass
@@ -102,6 +167,9 @@ class WalkSummary:
     stripped: int
     strip_failed: int
     walk_ms: int
+    #: `files_summary` only: the listing of the workspace taken before the run, which
+    #: `FileEntry.origin` is decided against
+    pre_run: Optional["WalkSummary"] = None
 
 
 @dataclass
@@ -189,7 +257,10 @@ class Protection:
 
     enforced: bool
     detail: Optional[str] = None
+    #: `sandbox["network"]` of `agentbox prepare` only: the registry proxy's refusals
     refused_connections: Optional[int] = None
+    #: `sandbox["network"]` only: one of NETWORK_MODES
+    mode: Optional[str] = None
 
 
 def _client(default: Any = None) -> Any:
@@ -248,6 +319,21 @@ class Result:
     def ok(self) -> bool:
         """The script exited on its own with status 0."""
         return self.status is Status.EXITED and self.exit_code == 0
+
+    def files_with_origin(self, *origins: str) -> List[FileEntry]:
+        """The entries of `files` whose `origin` is one of `origins` (FILE_ORIGINS)."""
+        bad = set(origins) - set(FILE_ORIGINS)
+        if bad:
+            raise ValueError("no such origin: %s (one of %s)"
+                             % (", ".join(sorted(bad)), ", ".join(FILE_ORIGINS)))
+        return [f for f in self.files if f.origin in origins]
+
+    @property
+    def changed_files(self) -> List[FileEntry]:
+        """What the run wrote: the entries of `files` it created or modified (not those of
+        `unknown` origin, which a capped pre-run listing left undecided: see
+        `files_with_origin`)."""
+        return self.files_with_origin("created", "modified")
 
     def raise_for_status(self) -> "Result":
         """Raise RunFailed unless `ok`; returns the result so calls chain."""

@@ -80,7 +80,7 @@ def test_readme_agent_tool_handler(agentbox_bin):
     out = json.loads(ns["run_code"]("python", "print(6 * 7)"))
     assert out["status"] == "exited" and out["stdout"] == "42\n" and out["exit_code"] == 0
     out = json.loads(ns["run_code"]("node", "require('fs').writeFileSync('a.txt', 'x')"))
-    assert "a.txt" in out["files"]
+    assert out["files"] == ["a.txt"]  # what the run wrote, not the script
 
 
 def test_versions_agree(srcdir):

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import json
 import os
+import subprocess
 import typing
 from typing import Any, Dict, List, Union
 
@@ -47,6 +48,7 @@ class Checker:
         self.schema = schema
         self.errors: List[str] = []
         self.seen: set = set()
+        self.active: set = set()  # the dataclasses being checked (WalkSummary.pre_run recurses)
 
     def resolve(self, node):
         while "$ref" in node:
@@ -84,7 +86,11 @@ class Checker:
     def value(self, where, node, hint):
         node = self.resolve(node)
         if "oneOf" in node:
-            return self.one_of(where, node, hint)
+            # null or an object (Stream.file): the null is the field's (nullable() above)
+            shapes = [v for v in node["oneOf"] if self.resolve(v).get("type") != "null"]
+            if len(shapes) == 1:
+                return self.value(where, shapes[0], hint)
+            return self.one_of(where, dict(node, oneOf=shapes), hint)
         if "enum" in node or "const" in node:
             vals = [v for v in node.get("enum", [node.get("const")]) if v is not None]
             kinds = {type(v) for v in vals}
@@ -139,6 +145,15 @@ class Checker:
         self.dataclass(where, hint, props, set(node.get("required", [])))
 
     def dataclass(self, where, cls, props, required):
+        if cls in self.active:
+            return  # a schema object holding its own kind: checked once, where it started
+        self.active.add(cls)
+        try:
+            self._dataclass(where, cls, props, required)
+        finally:
+            self.active.discard(cls)
+
+    def _dataclass(self, where, cls, props, required):
         fields = report_fields(cls)
         hints = typing.get_type_hints(cls)
         for name in sorted(set(props) - set(fields)):
@@ -202,7 +217,7 @@ class Checker:
 def check_against_schema(schema) -> List[str]:
     c = Checker(schema)
     c.obj("Result", schema, agentbox.Result)
-    for cls in (agentbox.Stream, agentbox.FileEntry, agentbox.WalkSummary, agentbox.SkippedEntry,
+    for cls in (agentbox.Stream, agentbox.StreamFile, agentbox.FileEntry, agentbox.WalkSummary, agentbox.SkippedEntry,
                 agentbox.InputEntry, agentbox.Collected, agentbox.Environment,
                 agentbox.NetworkProxy, agentbox.Limit, agentbox.Usage, agentbox.Protection,
                 agentbox.Result):
@@ -220,6 +235,12 @@ def test_result_matches_the_schema_field_by_field():
     errors = check_against_schema(schema)
     assert errors == [], "\n".join(errors)
     assert schema["properties"]["schema_version"].get("const") in agentbox.SCHEMA_VERSIONS
+    # the client's lists of values say what the schema says
+    defs = schema["$defs"]
+    assert agentbox.FILE_ORIGINS == tuple(defs["file_entry"]["properties"]["origin"]["enum"])
+    assert agentbox.NETWORK_MODES == tuple(defs["network_protection"]["properties"]["mode"]["enum"])
+    assert set(agentbox.PROTECTION_NAMES) == set(defs["sandbox"]["properties"])
+    assert set(agentbox.LIMIT_NAMES) == set(defs["limits"]["properties"])
 
 
 def test_the_checker_sees_drift():
@@ -301,14 +322,18 @@ def check_value(where, value, hint, errors, meta=None):
         errors.append("%s: %r is not a %s" % (where, value, inner.__name__))
 
 
-@pytest.mark.usefixtures("agentbox_bin")
-def test_real_reports_fit_the_types(tmp_path):
+def test_real_reports_fit_the_types(tmp_path, agentbox_bin):
     reports = []
     r = agentbox.run("import os; os.symlink('x', 'l'); open('f', 'w').write('1')",
                      files={"d/in.txt": "1"}, collect=tmp_path / "c")
     reports.append(r.raw)
     reports.append(agentbox.run("import time; time.sleep(5)", timeout=0.5).raw)
     reports.append(agentbox.run("process.exit(2)", language="node").raw)
+    # an elided stream, its file kept in the run directory (removed right away)
+    r = agentbox.run("print('x' * 5000)", options={"inline_output": 100, "rm": False})
+    subprocess.run([agentbox_bin, "rm", r.run_dir], check=True)
+    assert r.raw["stdout"]["file"] is not None
+    reports.append(r.raw)
     for bad in ({"files": [str(tmp_path / "missing")]}, {"limits": {"pids": "many"}}):
         with pytest.raises(agentbox.SetupError) as e:
             agentbox.run("1", **bad)
