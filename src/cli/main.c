@@ -17,6 +17,7 @@
 
 #include "../cli.h"
 #include "../lib/api-private.h"
+#include "../mcp/mcp.h"
 #include "../prepare.h"
 #include "../report.h"
 #include "../result.h"
@@ -39,6 +40,7 @@ static const char main_help[] =
 	"  collect RUN_DIR DIR              copy what a kept run left into DIR\n"
 	"  rm RUN_DIR...                    remove kept runs\n"
 	"  gc [--older-than DUR]            remove kept runs (all, or older than DUR)\n"
+	"  mcp [OPTIONS]                    an MCP server on stdin/stdout (agentbox mcp --help)\n"
 	"  version [--json]                 print the version (--json: and the formats)\n"
 	"  help [COMMAND]                   this text, or COMMAND's (as COMMAND --help)\n"
 	"\n"
@@ -775,6 +777,8 @@ command(int argc, char **argv)
 		return cmd_rm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "gc") == 0)
 		return cmd_gc(argc - 1, argv + 1);
+	if (strcmp(argv[1], "mcp") == 0)
+		return mcp_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		if (argc > 2 && strcmp(argv[2], "--help") == 0) {
 			fputs(version_help, stdout);

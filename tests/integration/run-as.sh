@@ -51,6 +51,12 @@ cp -r "$AB_SRCDIR/bench" "$stage/bench"
 cp -r "$AB_SRCDIR/schemas" "$stage/schemas"
 mkdir "$stage/docs"
 cp "$AB_SRCDIR/docs/spec.md" "$stage/docs/"
+# the MCP SDK (node_modules), for test-mcp.sh alone
+sdk=""
+if [ "$name" = test-mcp.sh ] && [ -d "${AB_MCP_SDK:-/nonexistent}" ]; then
+    cp -r "$AB_MCP_SDK" "$stage/mcp-sdk"
+    sdk="$stage/mcp-sdk"
+fi
 chown -R "$user" "$stage/home"
 chmod -R a+rX "$stage"
 rc=0
@@ -61,6 +67,7 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/home
     ${AGENTBOX_SUPERVISOR:+AGENTBOX_SUPERVISOR="$stage/bin/$(basename "$AGENTBOX_SUPERVISOR")"} \
     AB_PROBE="$stage/bin/$(basename "$AB_PROBE")" \
     AB_SRCDIR="$stage" AB_TESTDIR="$stage/tests" AB_AS_USER=1 \
+    ${sdk:+AB_MCP_SDK="$sdk"} \
     ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \
     ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
     sh "$stage/tests/integration/$name" || rc=$?

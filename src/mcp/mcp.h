@@ -1,0 +1,164 @@
+/* mcp.h: `agentbox mcp`, a Model Context Protocol server over stdio (docs/mcp.md).
+ *
+ * proto.c   the message handler: one JSON-RPC line in, replies out through a callback.
+ *           Pure apart from what the tools it dispatches to do; a libFuzzer target drives it
+ *           (tests/fuzz/fuzz-mcp.c).
+ * tools.c   the tools: their schemas, their arguments checked, run specs built, reports
+ *           turned into tool results.
+ * files.c   a kept run's files served safely (openat2 beneath the run's workspace, no
+ *           links, size-capped), base64, MIME types, agentbox:// URIs.
+ * server.c  the poll loop: stdin, signals, runs (ab_run_start / ab_run_fd / ab_run_wait /
+ *           ab_run_cancel), the queue, progress, soft waits, workspaces, retention. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sys/stat.h>
+
+#include "../cli.h"
+#include "agentbox/agentbox.h"
+
+#define MCP_ID_LEN 12 /* run and workspace ids: [a-z0-9]{12} */
+
+/* JSON-RPC and MCP error codes */
+enum {
+	MCP_PARSE_ERROR = -32700,
+	MCP_INVALID_REQUEST = -32600,
+	MCP_METHOD_NOT_FOUND = -32601,
+	MCP_INVALID_PARAMS = -32602,
+	MCP_INTERNAL_ERROR = -32603,
+	MCP_RESOURCE_NOT_FOUND_LEGACY = -32002, /* 2025-11-25 and earlier */
+	MCP_UNSUPPORTED_VERSION = -32022,       /* 2026-07-28 */
+};
+
+/* What the operator allows (command line or --config FILE). */
+struct mcp_policy {
+	char *state_dir; /* runs/, jobs/, workspaces/, staging/ */
+	int max_running; /* runs at once (default: cores) */
+	int max_queued;  /* calls waiting for a slot */
+	bool allow_python, allow_node;
+	bool cap_set[AB_LIM_COUNT];
+	uint64_t cap[AB_LIM_COUNT]; /* in the limit's base unit (ms, bytes, milli-cores...) */
+	char *env_dir;              /* a dependency environment mounted into every run */
+	int keep_runs;              /* retention: at most this many kept runs */
+	uint64_t keep_ms;           /* retention: none older than this */
+	uint64_t ws_ttl_ms;         /* workspace TTL (default and maximum) */
+	uint64_t ws_bytes;          /* workspace size cap */
+	int max_workspaces;
+	uint64_t file_bytes;  /* one inline file of run_code / create_workspace */
+	uint64_t files_bytes; /* all inline files of one call */
+	uint64_t image_bytes; /* an image returned as an image block */
+	int max_images;       /* image blocks per result */
+	uint64_t read_bytes;  /* read_file / resources/read */
+	uint64_t text_bytes;  /* stdout/stderr text in a result, per stream */
+	uint64_t wait_ms;     /* default soft wait of run_code / wait_run */
+	uint64_t max_wait_ms; /* longest soft wait a call may ask for */
+	size_t max_message;   /* longest JSON-RPC line */
+};
+
+struct mcp_job;
+struct mcp_pending;
+
+/* One request being answered (its id, progress token, era). */
+struct mcp_req {
+	json_t *id;    /* NULL for a notification */
+	json_t *token; /* progressToken, or NULL */
+	bool modern;   /* 2026-07-28: resultType and serverInfo in every result */
+};
+
+struct mcp {
+	struct mcp_policy pol;
+	/* where replies and notifications go (one JSON object each; the callee dumps it) */
+	void (*send)(struct mcp *m, json_t *msg);
+	void *send_data;
+	bool fuzzing;                /* no runs, no probes: the fuzzer drives the handler alone */
+	bool initialized;            /* a legacy initialize was answered */
+	char *version;               /* the legacy protocol version negotiated */
+	int state_fd;                /* the state directory */
+	int runs_fd;                 /* state/runs: the library's runs directory */
+	int jobs_fd;                 /* state/jobs: one record per run (its run directory) */
+	int ws_fd;                   /* state/workspaces */
+	int staging_fd;              /* state/staging */
+	struct mcp_job *jobs;        /* queued and running */
+	struct mcp_pending *pending; /* requests that wait for a run */
+	int n_running, n_queued;
+	json_t *info_cache;          /* sandbox_info, computed once */
+	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
+	json_t *info_langs;          /* what they answered so far */
+	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */
+	bool quit;
+};
+
+/* proto.c */
+void mcp_init(struct mcp *m);
+void mcp_done(struct mcp *m);
+/* One line from the client (without its newline). Every reply goes through m->send. */
+void mcp_handle_line(struct mcp *m, const char *line, size_t len);
+void mcp_reply(struct mcp *m, const struct mcp_req *req, json_t *result);
+void mcp_reply_error(struct mcp *m, json_t *id, int code, const char *msg, json_t *data);
+void mcp_notify(struct mcp *m, const char *method, json_t *params);
+const char *mcp_server_version(void);
+
+/* tools.c: tools/call. Either answers at once through mcp_reply / mcp_reply_error or leaves
+ * a pending request (a run) behind. */
+json_t *mcp_tools_list(const struct mcp *m);
+void mcp_tools_call(struct mcp *m, const struct mcp_req *req, const char *name, json_t *args);
+/* A finished run's tool result: from its report (or the error that kept it from running). */
+json_t *mcp_result_from_report(struct mcp *m, const char *job_id, json_t *report, int64_t queue_ms);
+json_t *mcp_result_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+json_t *mcp_result_running(const char *job_id, const char *state, int64_t elapsed_ms);
+/* A tool result from a finished job's record on disk; NULL when there is no such run. */
+json_t *mcp_result_from_record(struct mcp *m, const char *job_id);
+
+/* files.c */
+bool mcp_id_valid(const char *id);
+void mcp_id_new(char id[MCP_ID_LEN + 1]);
+/* The kept workspace of a run (fd), or a negative errno: -ENOENT for an unknown run. */
+int mcp_run_workspace(struct mcp *m, const char *job_id);
+/* Opens a regular file beneath the run's workspace: no link on the way, nothing outside, one
+ * link count. Returns an fd (st filled) or a negative errno. */
+int mcp_open_beneath(int dirfd, const char *path, struct stat *st);
+/* A relative path as a client may give it: no "..", no absolute path, no NUL, not empty. */
+bool mcp_path_ok(const char *path);
+/* agentbox://runs/{id}/files/{path}: parses (percent-decoding the path) or builds. */
+int mcp_uri_parse(const char *uri, char id[MCP_ID_LEN + 1], char **ret_path);
+char *mcp_uri_build(const char *job_id, const char *path);
+const char *mcp_mime_type(const char *path);
+char *mcp_base64(const unsigned char *buf, size_t len);
+/* Decodes; NULL on invalid input or when the decoded size would be over cap. */
+unsigned char *mcp_unbase64(const char *s, size_t len, size_t cap, size_t *ret_len);
+/* Reads up to cap bytes at offset of a file beneath the run; *eof when it ends there. */
+json_t *mcp_read_run_file(struct mcp *m, const char *job_id, const char *path, uint64_t offset,
+			  uint64_t length, bool as_resource, int *ret_code, char **ret_msg);
+bool mcp_utf8_valid(const char *s, size_t len);
+
+/* server.c */
+void mcp_policy_defaults(struct mcp_policy *p);
+/* Opens (creating) the state directory and its parts. 0 or a negative errno, msg set. */
+int mcp_state_open(struct mcp *m, char *msg, size_t msg_size);
+/* Queues run job_id for req (spec: the run spec, taken over; staged: state/staging/job_id is
+ * to be removed afterwards; workspace: a workspace id to write back to, or NULL). Answers
+ * req itself when the queue is full. */
+void mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *job_id,
+		bool staged, const char *workspace, uint64_t wait_ms);
+void mcp_staging_remove(struct mcp *m, const char *job_id);
+/* Waits for a run (wait_run). Answers at once when it has finished. */
+void mcp_wait_job(struct mcp *m, const struct mcp_req *req, const char *job_id, uint64_t wait_ms);
+/* cancel_run; notifications/cancelled (by request id: no reply for it). */
+int mcp_cancel_job(struct mcp *m, const char *job_id);
+void mcp_cancel_request(struct mcp *m, json_t *req_id);
+bool mcp_request_in_flight(const struct mcp *m, json_t *req_id);
+/* sandbox_info: answered at once from the cache, else once its probes (runs in the loop) end */
+void mcp_sandbox_info(struct mcp *m, const struct mcp_req *req);
+/* Workspaces: server-owned directories under state/workspaces. */
+int mcp_ws_create(struct mcp *m, json_t *files, uint64_t ttl_ms, char *id_out, char *msg,
+		  size_t msg_size);
+int mcp_ws_delete(struct mcp *m, const char *id);
+/* The top-level entries of a workspace's files as spec inputs (paths); -ENOENT if none. */
+int mcp_ws_inputs(struct mcp *m, const char *id, json_t *inputs);
+/* Writes decoded files (array of {path, content|base64}) beneath dirfd. */
+int mcp_write_files(struct mcp *m, int dirfd, json_t *files, char *msg, size_t msg_size);
+int mcp_main(int argc, char **argv);

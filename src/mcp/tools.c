@@ -1,0 +1,1131 @@
+/* tools.c: the server's tools (docs/mcp.md "Tools"): their schemas, their arguments checked
+ * (a mistake in them is a tool error the model can read and fix, never a crash), run specs
+ * built under the operator's policy, and reports turned into results: a short text summary
+ * first, images the run made as image blocks, every other file as a resource_link, and the
+ * trimmed report as structuredContent (which validates against the tool's outputSchema). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include "../util/fdutil.h"
+#include "../util/macro.h"
+#include "../util/strv.h"
+#include "../util/xalloc.h"
+#include "mcp.h"
+
+#define MAX_LINKS 50 /* resource links per result; list_files has the rest */
+
+/* ---- schemas ---------------------------------------------------------------------------- */
+
+static json_t *
+str_schema(const char *desc)
+{
+	return json_pack("{s:s, s:s}", "type", "string", "description", desc);
+}
+
+static json_t *
+files_schema(void)
+{
+	return json_pack(
+		"{s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:[s, s], s:s}}, "
+		"s:[s, s], s:b}}",
+		"type", "array", "description",
+		"Files to place in the workspace (/work) before the run.", "items", "type",
+		"object", "properties", "path", "type", "string", "description",
+		"relative path, e.g. data/in.csv (no '..')", "content", "type", "string",
+		"description", "the file's content", "encoding", "type", "string", "enum", "utf-8",
+		"base64", "description", "how content is encoded (default utf-8)", "required",
+		"path", "content", "additionalProperties", 0);
+}
+
+static json_t *
+limits_schema(void)
+{
+	static const char *const names[] = { "timeout",   "memory", "pids",        "cpus",
+					     "cpu-time",  "disk",   "inodes",      "tmp-size",
+					     "file-size", "nofile", "output-limit" };
+	json_t *props = json_object();
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		json_object_set_new(props, names[i],
+				    json_pack("{s:[s, s]}", "type", "string", "number"));
+	return json_pack("{s:s, s:s, s:o, s:b}", "type", "object", "description",
+			 "Limits for this run, in agentbox's units (\"30s\", \"256M\", \"1.5\") or "
+			 "numbers in the base unit (seconds, bytes, tasks, cores). They can only "
+			 "lower the server's caps (sandbox_info lists them).",
+			 "properties", props, "additionalProperties", 0);
+}
+
+static json_t *
+langs(const struct mcp *m)
+{
+	json_t *a = json_array();
+
+	if (m->pol.allow_python)
+		json_array_append_new(a, json_string("python"));
+	if (m->pol.allow_node)
+		json_array_append_new(a, json_string("node"));
+	return a;
+}
+
+static json_t *
+stream_schema(void)
+{
+	return json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object",
+			 "properties", "text", "type", "string", "bytes", "type", "integer",
+			 "captured_bytes", "type", "integer", "truncated", "type", "boolean",
+			 "text_truncated", "type", "boolean");
+}
+
+static json_t *
+nullable(const char *type)
+{
+	return json_pack("{s:[s, s]}", "type", type, "null");
+}
+
+/* run_code and wait_run: the trimmed report, or status "running" with the run id */
+static json_t *
+run_output_schema(void)
+{
+	json_t *props = json_pack(
+		"{s:{s:s}, s:{s:s, s:s}, s:{s:s}, s:{s:s}, s:o, s:o, s:o, s:o, s:o, s:{s:s, "
+		"s:{s:s}}, "
+		"s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"run_id", "type", "string", "status", "type", "string", "description",
+		"exited, signaled, timeout, oom, pids_limit, cpu_time_limit, disk_limit, "
+		"file_size_limit, output_limit, exec_failed, interrupted, setup_error, "
+		"usage_error; running or queued while the run goes on (wait_run)",
+		"ok", "type", "boolean", "agentbox_run_id", "type", "string", "exit_code",
+		nullable("integer"), "signal", nullable("string"), "message", nullable("string"),
+		"fix", nullable("string"), "wall_ms", nullable("integer"), "limits_hit", "type",
+		"array", "items", "type", "string", "cpu_ms", nullable("integer"), "queue_ms",
+		nullable("integer"), "memory_peak_bytes", nullable("integer"), "stdout",
+		stream_schema(), "stderr", stream_schema(), "files",
+		json_pack("{s:s, s:{s:s}}", "type", "array", "items", "type", "object"),
+		"protections", json_pack("{s:s}", "type", "object"), "warnings",
+		json_pack("{s:s, s:{s:s}}", "type", "array", "items", "type", "string"));
+
+	json_object_set_new(props, "elapsed_ms", json_pack("{s:s}", "type", "integer"));
+	json_object_set_new(props, "limits", json_pack("{s:s}", "type", "object"));
+	json_object_set_new(props, "files_truncated", json_pack("{s:s}", "type", "boolean"));
+	return json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props, "required",
+			 "run_id", "status");
+}
+
+static json_t *
+tool(const char *name, const char *title, const char *desc, json_t *in, json_t *out, bool read_only,
+     bool destructive, bool idempotent)
+{
+	json_t *t = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", name,
+			      "title", title, "description", desc, "inputSchema", in, "annotations",
+			      "title", title, "readOnlyHint", read_only, "destructiveHint",
+			      destructive, "idempotentHint", idempotent, "openWorldHint", 0);
+
+	if (out)
+		json_object_set_new(t, "outputSchema", out);
+	return t;
+}
+
+static json_t *
+obj_schema(json_t *props, const char *req1, const char *req2)
+{
+	json_t *s = json_pack("{s:s, s:o, s:b}", "type", "object", "properties", props,
+			      "additionalProperties", 0);
+
+	if (req1)
+		json_object_set_new(s, "required",
+				    req2 ? json_pack("[s, s]", req1, req2)
+					 : json_pack("[s]", req1));
+	return s;
+}
+
+json_t *
+mcp_tools_list(const struct mcp *m)
+{
+	json_t *tools = json_array();
+	json_t *run_in = json_pack(
+		"{s:{s:s, s:o, s:s}, s:o, s:o, s:{s:s, s:{s:s}, s:s}, s:o, s:{s:s, "
+		"s:{s:s}, s:s}, s:o, s:o, s:{s:s, s:i, s:s}}",
+		"language", "type", "string", "enum", langs(m), "description",
+		"the interpreter: python (python3) or node", "code",
+		str_schema("the program, run as /work/script.py or /work/script.js"), "files",
+		files_schema(), "args", "type", "array", "items", "type", "string", "description",
+		"the program's arguments", "stdin", str_schema("the program's standard input"),
+		"env", "type", "object", "additionalProperties", "type", "string", "description",
+		"environment variables added to the sandbox's clean environment", "limits",
+		limits_schema(), "workspace_id",
+		str_schema("a workspace from create_workspace: its files are copied into this "
+			   "run's /work, and what the run leaves there is kept in it"),
+		"wait_s", "type", "number", "minimum", 0, "description",
+		"how long to wait before answering status \"running\" with the run id (then "
+		"call wait_run); default: the server's");
+
+	json_array_append_new(
+		tools,
+		tool("run_code", "Run code in a sandbox",
+		     "Run a Python or Node program in an isolated sandbox (no network; only /work, "
+		     "/tmp and /dev/shm writable; limits on time, memory, processes, output). "
+		     "Returns the outcome (status tells exited from timeout, oom, "
+		     "output_limit...), "
+		     "exit code, output, measured CPU and memory, and the files the program left "
+		     "in /work: images (PNG, JPEG, SVG) inline, every other file as an "
+		     "agentbox://runs/{run_id}/files/{path} resource (read_file reads it). "
+		     "isError is true when the program failed or hit a limit.",
+		     obj_schema(run_in, "language", "code"), run_output_schema(), false, false,
+		     false));
+	json_array_append_new(
+		tools,
+		tool("wait_run", "Wait for a run",
+		     "Wait for a run that run_code answered with status \"running\"; returns its "
+		     "result like run_code, or \"running\" again after wait_s.",
+		     obj_schema(json_pack("{s:o, s:{s:s, s:i}}", "run_id", str_schema("the run id"),
+					  "wait_s", "type", "number", "minimum", 0),
+				"run_id", NULL),
+		     run_output_schema(), true, false, true));
+	json_array_append_new(
+		tools, tool("cancel_run", "Cancel a run",
+			    "Stop a queued or running run (its whole sandbox is killed); the "
+			    "call waiting for it answers with status interrupted.",
+			    obj_schema(json_pack("{s:o}", "run_id", str_schema("the run id")),
+				       "run_id", NULL),
+			    json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:[s, s]}", "type", "object",
+				      "properties", "run_id", "type", "string", "state", "type",
+				      "string", "required", "run_id", "state"),
+			    false, true, true));
+	json_array_append_new(
+		tools,
+		tool("list_files", "List a run's files",
+		     "The files a finished run left in its workspace: path, size, sha256, MIME "
+		     "type, agentbox:// URI.",
+		     obj_schema(json_pack("{s:o, s:o}", "run_id", str_schema("the run id"),
+					  "prefix", str_schema("only paths starting with this")),
+				"run_id", NULL),
+		     json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s]}", "type", "object",
+			       "properties", "run_id", "type", "string", "files", "type", "array",
+			       "truncated", "type", "boolean", "required", "run_id", "files"),
+		     true, false, true));
+	json_array_append_new(
+		tools,
+		tool("read_file", "Read a run's file",
+		     "Read part of a file a finished run left (offset and length in bytes; at most "
+		     "the server's cap per call). Text comes back as utf-8, anything else base64.",
+		     obj_schema(json_pack("{s:o, s:o, s:{s:s, s:i}, s:{s:s, s:i}}", "run_id",
+					  str_schema("the run id"), "path",
+					  str_schema("relative path in the run's workspace"),
+					  "offset", "type", "integer", "minimum", 0, "length",
+					  "type", "integer", "minimum", 1),
+				"run_id", "path"),
+		     json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
+			       "s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s, s]}",
+			       "type", "object", "properties", "run_id", "type", "string", "path",
+			       "type", "string", "mime_type", "type", "string", "offset", "type",
+			       "integer", "length", "type", "integer", "size", "type", "integer",
+			       "eof", "type", "boolean", "encoding", "type", "string", "content",
+			       "type", "string", "required", "run_id", "path", "content"),
+		     true, false, true));
+	json_array_append_new(
+		tools,
+		tool("create_workspace", "Create a workspace",
+		     "A directory this server owns, for files that persist between runs: each run "
+		     "given its workspace_id gets a copy of it in /work, and what the run leaves "
+		     "there becomes the workspace's new content. Expires after ttl_s.",
+		     obj_schema(json_pack("{s:o, s:{s:s, s:i}}", "files", files_schema(), "ttl_s",
+					  "type", "number", "minimum", 1),
+				NULL, NULL),
+		     json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:[s]}", "type", "object", "properties",
+			       "workspace_id", "type", "string", "expires_unix_ms", "type",
+			       "integer", "required", "workspace_id"),
+		     false, false, false));
+	json_array_append_new(
+		tools,
+		tool("delete_workspace", "Delete a workspace", "Remove a workspace and its files.",
+		     obj_schema(json_pack("{s:o}", "workspace_id",
+					  str_schema("from create_workspace")),
+				"workspace_id", NULL),
+		     json_pack("{s:s, s:{s:{s:s}, s:{s:s}}}", "type", "object", "properties",
+			       "workspace_id", "type", "string", "deleted", "type", "boolean"),
+		     false, true, true));
+	json_array_append_new(
+		tools,
+		tool("sandbox_info", "What the sandbox offers",
+		     "Interpreters and their versions, the Python and Node packages a program can "
+		     "import, the protections this host enforces (agentbox doctor), \"no "
+		     "network\", "
+		     "and the server's limit caps. Call it before writing code.",
+		     obj_schema(json_object(), NULL, NULL), json_pack("{s:s}", "type", "object"),
+		     true, false, true));
+	return tools;
+}
+
+/* ---- results ---------------------------------------------------------------------------- */
+
+json_t *
+mcp_result_error(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", buf, "isError",
+			 1);
+}
+
+static json_t *
+text_block(const char *s)
+{
+	return json_pack("{s:s, s:s}", "type", "text", "text", s);
+}
+
+json_t *
+mcp_result_running(const char *job_id, const char *state, int64_t elapsed_ms)
+{
+	char buf[512];
+
+	snprintf(buf, sizeof(buf),
+		 "run %s is still %s after %.1f s: call wait_run with run_id \"%s\" to get its "
+		 "result (or cancel_run to stop it).",
+		 job_id, state, (double) elapsed_ms / 1000.0, job_id);
+	return json_pack("{s:[o], s:{s:s, s:s, s:b, s:I}, s:b}", "content", text_block(buf),
+			 "structuredContent", "run_id", job_id, "status", state, "ok", 0,
+			 "elapsed_ms", (json_int_t) elapsed_ms, "isError", 0);
+}
+
+/* A stream of the report, its text capped (the head: the model gets the start, the counts
+ * say how much more there was). */
+static json_t *
+trim_stream(const json_t *s, uint64_t cap)
+{
+	const char *text = json_string_value(json_object_get(s, "text"));
+	size_t len = text ? strlen(text) : 0, keep = len;
+
+	if (keep > cap) {
+		keep = (size_t) cap;
+		while (keep > 0 && ((unsigned char) text[keep] & 0xC0) == 0x80)
+			keep--; /* never split a UTF-8 sequence */
+	}
+	return json_pack("{s:s%, s:I, s:I, s:b, s:b}", "text", text ? text : "", keep, "bytes",
+			 json_integer_value(json_object_get(s, "bytes")), "captured_bytes",
+			 json_integer_value(json_object_get(s, "captured_bytes")), "truncated",
+			 json_is_true(json_object_get(s, "truncated")), "text_truncated",
+			 keep < len);
+}
+
+/* a manifest path as the report writes it ("\xNN" escapes) back to bytes; NULL if odd */
+static char *
+unescape_path(const char *p)
+{
+	char *out = xmalloc(strlen(p) + 1), *o = out;
+
+	for (; *p; p++) {
+		if (*p == '\\' && p[1] == 'x' && p[2] && p[3]) {
+			char hex[3] = { p[2], p[3], 0 };
+			char *end;
+			long v = strtol(hex, &end, 16);
+
+			if (*end || v == 0) {
+				free(out);
+				return NULL;
+			}
+			*o++ = (char) v;
+			p += 3;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static bool
+image_magic(const char *mime, const unsigned char *b, size_t n)
+{
+	if (strcmp(mime, "image/png") == 0)
+		return n > 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0;
+	if (strcmp(mime, "image/jpeg") == 0)
+		return n > 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
+	if (strcmp(mime, "image/svg+xml") == 0)
+		return mcp_utf8_valid((const char *) b, n) && memmem(b, n, "<svg", 4);
+	return false;
+}
+
+/* An image block from a file beneath the workspace, or NULL (too big, not what it says). */
+static json_t *
+image_block(int ws, const char *path, const char *mime, uint64_t cap)
+{
+	struct stat st;
+	cleanup_fd int fd = ws >= 0 ? mcp_open_beneath(ws, path, &st) : -1;
+	cleanup_free unsigned char *buf = NULL;
+	cleanup_free char *b64 = NULL;
+	size_t got = 0;
+
+	if (fd < 0 || (uint64_t) st.st_size > cap || st.st_size == 0)
+		return NULL;
+	buf = xmalloc((size_t) st.st_size);
+	while (got < (size_t) st.st_size) {
+		ssize_t n = pread(fd, buf + got, (size_t) st.st_size - got, (off_t) got);
+
+		if (n <= 0)
+			break;
+		got += (size_t) n;
+	}
+	if (got != (size_t) st.st_size || !image_magic(mime, buf, got))
+		return NULL;
+	b64 = mcp_base64(buf, got);
+	return json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", mime);
+}
+
+static void
+fmt_bytes(char *buf, size_t size, double b)
+{
+	if (b >= 1 << 30)
+		snprintf(buf, size, "%.1f GiB", b / (1 << 30));
+	else if (b >= 1 << 20)
+		snprintf(buf, size, "%.1f MiB", b / (1 << 20));
+	else if (b >= 1 << 10)
+		snprintf(buf, size, "%.1f KiB", b / (1 << 10));
+	else
+		snprintf(buf, size, "%.0f B", b);
+}
+
+/* the last n bytes of s, starting on a UTF-8 boundary */
+static const char *
+tail_of(const char *s, size_t n)
+{
+	size_t len = strlen(s);
+	const char *t = len > n ? s + len - n : s;
+
+	while (*t && ((unsigned char) *t & 0xC0) == 0x80)
+		t++;
+	return t;
+}
+
+json_t *
+mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t queue_ms)
+{
+	const char *status = json_string_value(json_object_get(rep, "status")) ?: "?";
+	const char *lang = json_string_value(json_object_get(rep, "lang"));
+	json_t *exit_code = json_object_get(rep, "exit_code");
+	json_t *usage = json_object_get(rep, "usage");
+	json_t *sc, *content = json_array(), *files = json_array(), *prot = json_object(),
+		    *lim = json_object(), *links = json_array(), *k;
+	const char *key;
+	bool ok = strcmp(status, "exited") == 0 && json_integer_value(exit_code) == 0 &&
+		  json_is_integer(exit_code);
+	int images = 0, n_links = 0;
+	size_t i;
+	json_t *f;
+	cleanup_fd int ws = mcp_run_workspace(m, job_id);
+	cleanup_free char *summary = NULL;
+	char peak[32] = "?", line[1024];
+	size_t n_files = 0;
+	const char *script = lang && strcmp(lang, "node") == 0 ? "script.js" : "script.py";
+	struct strv sum = { 0 };
+
+	/* files: every regular file but the script, each with its URI */
+	json_array_foreach(json_object_get(rep, "files"), i, f)
+	{
+		const char *path = json_string_value(json_object_get(f, "path"));
+		const char *type = json_string_value(json_object_get(f, "type"));
+		cleanup_free char *raw = path ? unescape_path(path) : NULL;
+		const char *origin = json_string_value(json_object_get(f, "origin"));
+		json_t *e;
+		const char *mime;
+
+		/* the script itself is not a result; origin says so where the report has it */
+		if (!raw || !type ||
+		    (origin ? strcmp(origin, "script") == 0 : strcmp(raw, script) == 0))
+			continue;
+		e = json_pack("{s:s, s:s, s:O}", "path", path, "type", type, "size",
+			      json_object_get(f, "size") ?: json_null());
+		if (json_object_get(f, "sha256"))
+			json_object_set(e, "sha256", json_object_get(f, "sha256"));
+		if (strcmp(type, "file") == 0 && mcp_path_ok(raw)) {
+			char *uri = mcp_uri_build(job_id, raw);
+			json_t *img = NULL;
+
+			mime = mcp_mime_type(raw);
+			json_object_set_new(e, "mime_type", json_string(mime));
+			json_object_set_new(e, "uri", json_string(uri));
+			/* images the run made or changed, not the caller's own coming back */
+			if (images < m->pol.max_images &&
+			    (!origin || strcmp(origin, "unchanged") != 0) &&
+			    (strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 ||
+			     strcmp(mime, "image/svg+xml") == 0))
+				img = image_block(ws, raw, mime, m->pol.image_bytes);
+			if (img) {
+				images++;
+				json_array_append_new(content, img);
+			}
+			/* dot-directories (caches a library left under HOME=/work) stay in the
+			 * manifest, not in the blocks the model reads */
+			if (n_links < MAX_LINKS && raw[0] != '.' && !strstr(raw, "/.")) {
+				json_t *l =
+					json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link",
+						  "uri", uri, "name", raw, "mimeType", mime);
+
+				if (json_is_integer(json_object_get(f, "size")))
+					json_object_set(l, "size", json_object_get(f, "size"));
+				json_array_append_new(links, l);
+				n_links++;
+			}
+			free(uri);
+		}
+		if (json_object_get(f, "flags"))
+			json_object_set(e, "flags", json_object_get(f, "flags"));
+		if (origin)
+			json_object_set_new(e, "origin", json_string(origin));
+		json_array_append_new(files, e);
+		n_files++;
+	}
+	json_object_foreach(json_object_get(rep, "sandbox"), key, k)
+	{
+		json_object_set_new(prot, key,
+				    json_boolean(json_is_true(json_object_get(k, "enforced"))));
+	}
+	json_object_foreach(json_object_get(rep, "limits"), key, k)
+	{
+		json_object_set(lim, key, json_object_get(k, "enforced") ?: json_null());
+	}
+
+	sc = json_pack("{s:s, s:O, s:s, s:b, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "run_id", job_id,
+		       "agentbox_run_id", json_object_get(rep, "run_id") ?: json_null(), "status",
+		       status, "ok", ok, "exit_code", exit_code ?: json_null(), "signal",
+		       json_object_get(rep, "signal_name") ?: json_null(), "message",
+		       json_object_get(rep, "message") ?: json_null(), "fix",
+		       json_object_get(rep, "fix") ?: json_null(), "limits_hit",
+		       json_object_get(rep, "limits_hit") ?: json_null(), "wall_ms",
+		       json_object_get(rep, "wall_ms") ?: json_null(), "cpu_ms",
+		       json_object_get(rep, "cpu_ms") ?: json_null());
+	if (!json_is_string(json_object_get(sc, "agentbox_run_id")))
+		json_object_del(sc, "agentbox_run_id");
+	if (!json_is_array(json_object_get(sc, "limits_hit")))
+		json_object_set_new(sc, "limits_hit", json_array());
+	json_object_set_new(sc, "queue_ms", queue_ms >= 0 ? json_integer(queue_ms) : json_null());
+	json_object_set(sc, "memory_peak_bytes",
+			json_object_get(usage, "memory_peak_bytes") ?: json_null());
+	json_object_set_new(sc, "stdout",
+			    trim_stream(json_object_get(rep, "stdout"), m->pol.text_bytes));
+	json_object_set_new(sc, "stderr",
+			    trim_stream(json_object_get(rep, "stderr"), m->pol.text_bytes));
+	json_object_set_new(sc, "files", files);
+	json_object_set_new(sc, "files_truncated",
+			    json_boolean(json_is_true(json_object_get(
+				    json_object_get(rep, "files_summary"), "truncated"))));
+	json_object_set_new(sc, "protections", prot);
+	json_object_set_new(sc, "limits", lim);
+	json_object_set_new(sc, "warnings",
+			    json_is_array(json_object_get(rep, "warnings"))
+				    ? json_incref(json_object_get(rep, "warnings"))
+				    : json_array());
+
+	/* the summary the model reads first */
+	if (json_is_integer(json_object_get(usage, "memory_peak_bytes")))
+		fmt_bytes(peak, sizeof(peak),
+			  (double) json_integer_value(json_object_get(usage, "memory_peak_bytes")));
+	if (strcmp(status, "exited") == 0)
+		snprintf(line, sizeof(line), "run %s: exited with code %lld", job_id,
+			 (long long) json_integer_value(exit_code));
+	else if (strcmp(status, "signaled") == 0)
+		snprintf(line, sizeof(line), "run %s: killed by signal %s", job_id,
+			 json_string_value(json_object_get(rep, "signal_name")) ?: "?");
+	else
+		snprintf(line, sizeof(line), "run %s: %s", job_id, status);
+	strv_push(&sum, line);
+	if (json_is_integer(json_object_get(rep, "wall_ms")) &&
+	    strcmp(status, "setup_error") != 0 && strcmp(status, "usage_error") != 0)
+		strv_pushf(&sum, " in %.2f s (CPU %.2f s, peak memory %s)",
+			   (double) json_integer_value(json_object_get(rep, "wall_ms")) / 1000.0,
+			   (double) json_integer_value(json_object_get(rep, "cpu_ms")) / 1000.0,
+			   peak);
+	if (json_string_value(json_object_get(rep, "message")))
+		strv_pushf(&sum, "\n%s", json_string_value(json_object_get(rep, "message")));
+	if (json_string_value(json_object_get(rep, "fix")))
+		strv_pushf(&sum, " (fix: %s)", json_string_value(json_object_get(rep, "fix")));
+	for (int s = 0; s < 2; s++) {
+		const char *name = s ? "stderr" : "stdout";
+		json_t *st = json_object_get(rep, name);
+		const char *text = json_string_value(json_object_get(st, "text")) ?: "";
+		json_int_t bytes = json_integer_value(json_object_get(st, "bytes"));
+
+		if (bytes == 0) {
+			strv_pushf(&sum, "\n%s: (empty)", name);
+			continue;
+		}
+		if (strlen(text) > 2000)
+			strv_pushf(&sum, "\n%s (%lld bytes%s; the last 2000):\n%s", name,
+				   (long long) bytes,
+				   json_is_true(json_object_get(st, "truncated")) ? ", truncated"
+										  : "",
+				   tail_of(text, 2000));
+		else
+			strv_pushf(&sum, "\n%s (%lld bytes):\n%s", name, (long long) bytes, text);
+	}
+	if (n_files > 0) {
+		size_t shown = 0;
+
+		strv_pushf(&sum,
+			   "\nfiles (%zu entries; hidden ones and directories only in "
+			   "structuredContent):",
+			   n_files);
+
+		json_array_foreach(files, i, f)
+		{
+			const char *p = json_string_value(json_object_get(f, "path"));
+
+			if (!p || p[0] == '.' || strstr(p, "/.") ||
+			    strcmp(json_string_value(json_object_get(f, "type")) ?: "", "dir") == 0)
+				continue;
+			if (shown++ >= 20) {
+				strv_pushf(&sum, " ... (list_files for all)");
+				break;
+			}
+			strv_pushf(&sum, " %s (%lld B)",
+				   json_string_value(json_object_get(f, "path")),
+				   (long long) json_integer_value(json_object_get(f, "size")));
+		}
+	}
+	if (json_array_size(json_object_get(rep, "warnings")) > 0)
+		strv_pushf(&sum, "\nwarnings: %zu (see structuredContent.warnings)",
+			   json_array_size(json_object_get(rep, "warnings")));
+	summary = strv_join(&sum, "");
+	strv_done(&sum);
+	json_array_insert_new(content, 0, text_block(summary));
+	json_array_extend(content, links);
+	json_decref(links);
+	return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", sc, "isError",
+			 !ok);
+}
+
+/* ---- arguments -------------------------------------------------------------------------- */
+
+static json_t *argerr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static json_t *
+argerr(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return mcp_result_error("invalid arguments: %s", buf);
+}
+
+/* only the keys in allowed, each of the type asked: a mistake is a message, NULL when fine */
+static json_t *
+check_keys(json_t *args, const char *const *allowed)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(args, key, v)
+	{
+		const char *const *a;
+
+		for (a = allowed; *a; a++)
+			if (strcmp(*a, key) == 0)
+				break;
+		if (!*a)
+			return argerr("unknown argument '%s'", key);
+	}
+	return NULL;
+}
+
+static const char *
+get_str(json_t *args, const char *key, bool required, json_t **err)
+{
+	json_t *v = json_object_get(args, key);
+
+	if (!v && !required)
+		return NULL;
+	if (!json_is_string(v)) {
+		*err = argerr("'%s' must be a string%s", key, required ? " (required)" : "");
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static bool
+get_wait(struct mcp *m, json_t *args, uint64_t *ret, json_t **err)
+{
+	json_t *v = json_object_get(args, "wait_s");
+	double d;
+
+	*ret = m->pol.wait_ms;
+	if (!v)
+		return true;
+	if (!json_is_number(v) || (d = json_number_value(v)) < 0 || d != d) {
+		*err = argerr("'wait_s' must be a number of seconds >= 0");
+		return false;
+	}
+	*ret = d * 1000.0 > (double) m->pol.max_wait_ms ? m->pol.max_wait_ms
+							: (uint64_t) (d * 1000.0);
+	return true;
+}
+
+/* limits: the call's (which may only lower the operator's caps) and the caps themselves where
+ * they are below the defaults */
+static json_t *
+build_limits(struct mcp *m, json_t *given, json_t **err)
+{
+	struct ab_run_opts defaults, o;
+	json_t *out = json_object();
+	const char *key;
+	json_t *v;
+
+	run_opts_init(&defaults);
+	run_opts_init(&o);
+	if (given && !json_is_object(given)) {
+		*err = argerr("'limits' must be an object");
+		goto fail;
+	}
+	json_object_foreach(given, key, v)
+	{
+		int id = cli_limit_id(key);
+		char val[64];
+		struct ab_err e = { 0 };
+
+		if (id < 0) {
+			*err = argerr("unknown limit '%s' (timeout, memory, pids, cpus, cpu-time, "
+				      "disk, inodes, tmp-size, file-size, nofile, output-limit)",
+				      key);
+			goto fail;
+		}
+		if (json_is_string(v) && json_string_length(v) < sizeof(val))
+			snprintf(val, sizeof(val), "%s", json_string_value(v));
+		else if (json_is_integer(v))
+			snprintf(val, sizeof(val), "%lld", (long long) json_integer_value(v));
+		else if (json_is_real(v))
+			snprintf(val, sizeof(val), "%.6f", json_real_value(v));
+		else {
+			*err = argerr("limit '%s' must be a string like \"30s\" / \"256M\" or a "
+				      "number",
+				      key);
+			goto fail;
+		}
+		if (cli_set_limit(&o, (enum ab_limit_id) id, val, &e) < 0) {
+			*err = argerr("%s", e.msg);
+			goto fail;
+		}
+		if (m->pol.cap_set[id] && o.limits[id].value > m->pol.cap[id]) {
+			*err = argerr(
+				"limit '%s' %s is above this server's cap (%llu in the limit's "
+				"base unit: ms, bytes, milli-cores or a count); ask for less",
+				key, val, (unsigned long long) m->pol.cap[id]);
+			goto fail;
+		}
+	}
+	for (int id = 0; id < AB_LIM_COUNT; id++) {
+		uint64_t v64;
+		char val[64];
+
+		if (o.limits[id].set)
+			v64 = o.limits[id].value;
+		else if (m->pol.cap_set[id] && (defaults.limits[id].value == 0 ||
+						m->pol.cap[id] < defaults.limits[id].value))
+			v64 = m->pol.cap[id];
+		else
+			continue;
+		switch ((enum ab_limit_id) id) {
+		case AB_LIM_TIMEOUT_MS:
+		case AB_LIM_CPU_TIME_MS:
+			snprintf(val, sizeof(val), "%llums", (unsigned long long) v64);
+			break;
+		case AB_LIM_CPUS_MILLI:
+			snprintf(val, sizeof(val), "%.3f", (double) v64 / 1000.0);
+			break;
+		case AB_LIM_MEMORY:
+		case AB_LIM_PIDS:
+		case AB_LIM_DISK:
+		case AB_LIM_INODES:
+		case AB_LIM_TMP_SIZE:
+		case AB_LIM_FILE_SIZE:
+		case AB_LIM_NOFILE:
+		case AB_LIM_OUTPUT:
+		case AB_LIM_COUNT:
+		default:
+			snprintf(val, sizeof(val), "%llu", (unsigned long long) v64);
+			break;
+		}
+		json_object_set_new(out, cli_limit_name((enum ab_limit_id) id), json_string(val));
+	}
+	run_opts_done(&defaults);
+	run_opts_done(&o);
+	return out;
+fail:
+	run_opts_done(&defaults);
+	run_opts_done(&o);
+	json_decref(out);
+	return NULL;
+}
+
+static json_t *
+check_files_arg(struct mcp *m, json_t *files)
+{
+	size_t i;
+	json_t *f;
+
+	if (!files)
+		return NULL;
+	if (!json_is_array(files))
+		return argerr("'files' must be an array of {path, content, encoding}");
+	if (json_array_size(files) > 1000)
+		return argerr("'files': at most 1000 files");
+	json_array_foreach(files, i, f)
+	{
+		const char *path = json_string_value(json_object_get(f, "path"));
+		const char *enc = json_string_value(json_object_get(f, "encoding"));
+		static const char *const keys[] = { "path", "content", "encoding", NULL };
+		json_t *e;
+
+		if (!json_is_object(f))
+			return argerr("files[%zu] must be an object", i);
+		if ((e = check_keys(f, keys)))
+			return e;
+		if (!path || !mcp_path_ok(path))
+			return argerr("files[%zu].path must be a relative path without '..' or "
+				      "empty components",
+				      i);
+		if (strcmp(path, "script.py") == 0 || strcmp(path, "script.js") == 0)
+			return argerr("files[%zu].path '%s' is the name the code runs under: "
+				      "choose another",
+				      i, path);
+		if (!json_is_string(json_object_get(f, "content")))
+			return argerr("files[%zu].content must be a string", i);
+		if (json_object_get(f, "encoding") &&
+		    (!enc || (strcmp(enc, "utf-8") != 0 && strcmp(enc, "base64") != 0)))
+			return argerr("files[%zu].encoding must be utf-8 or base64", i);
+	}
+	(void) m;
+	return NULL;
+}
+
+static void
+run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
+{
+	static const char *const keys[] = { "language", "code",   "files",        "args",   "stdin",
+					    "env",      "limits", "workspace_id", "wait_s", NULL };
+	json_t *err = NULL, *spec = NULL, *limits, *inputs = json_array();
+	const char *lang, *code, *stdin_data, *ws;
+	uint64_t wait_ms;
+	char job[MCP_ID_LEN + 1], msg[512] = "";
+	cleanup_free char *staging = NULL;
+	json_t *files = json_object_get(args, "files");
+
+	if ((err = check_keys(args, keys)))
+		goto fail;
+	lang = get_str(args, "language", true, &err);
+	code = err ? NULL : get_str(args, "code", true, &err);
+	stdin_data = err ? NULL : get_str(args, "stdin", false, &err);
+	ws = err ? NULL : get_str(args, "workspace_id", false, &err);
+	if (err)
+		goto fail;
+	if (!((strcmp(lang, "python") == 0 && m->pol.allow_python) ||
+	      (strcmp(lang, "node") == 0 && m->pol.allow_node))) {
+		err = argerr("language '%s' is not allowed here (allowed: %s%s%s)", lang,
+			     m->pol.allow_python ? "python" : "",
+			     m->pol.allow_python && m->pol.allow_node ? ", " : "",
+			     m->pol.allow_node ? "node" : "");
+		goto fail;
+	}
+	if (ws && !mcp_id_valid(ws)) {
+		err = argerr("no workspace '%s'", ws);
+		goto fail;
+	}
+	if (!get_wait(m, args, &wait_ms, &err) || (err = check_files_arg(m, files)))
+		goto fail;
+	limits = build_limits(m, json_object_get(args, "limits"), &err);
+	if (!limits)
+		goto fail;
+	spec = json_pack("{s:s, s:s, s:o}", "language", lang, "code", code, "limits", limits);
+	if (json_object_get(args, "args"))
+		json_object_set(spec, "args", json_object_get(args, "args"));
+	if (json_object_get(args, "env"))
+		json_object_set(spec, "env", json_object_get(args, "env"));
+	if (stdin_data)
+		json_object_set_new(spec, "stdin_data", json_string(stdin_data));
+	if (m->pol.env_dir)
+		json_object_set_new(spec, "env_dir", json_string(m->pol.env_dir));
+	/* checked as the library will check it: a wrong type in args or env is the caller's */
+	{
+		char *text = json_dumps(spec, JSON_COMPACT);
+		ab_error *e = NULL;
+		ab_spec *s = text ? ab_spec_from_json(text, (size_t) -1, &e) : NULL;
+
+		free(text);
+		if (!s) {
+			err = argerr("%s", e ? ab_error_message(e) : "out of memory");
+			ab_error_free(e);
+			goto fail;
+		}
+		ab_spec_free(s);
+	}
+	mcp_id_new(job);
+	if (json_array_size(files) > 0) {
+		cleanup_fd int dfd = -1;
+
+		if (m->staging_fd < 0 || mkdirat(m->staging_fd, job, 0700) < 0 ||
+		    (dfd = openat(m->staging_fd, job,
+				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			err = mcp_result_error("cannot stage the files: %s", strerror(errno));
+			goto fail;
+		}
+		staging = xasprintf("%s/staging/%s", m->pol.state_dir, job);
+		if (mcp_write_files(m, dfd, files, msg, sizeof(msg)) < 0) {
+			err = argerr("%s", msg);
+			goto fail;
+		}
+		/* each top-level entry becomes an input, copied into /work under its name */
+		{
+			json_t *names = json_object();
+			size_t i;
+			json_t *f;
+
+			json_array_foreach(files, i, f)
+			{
+				const char *p = json_string_value(json_object_get(f, "path"));
+				const char *slash = strchr(p, '/');
+				char *top = slash ? xstrndup(p, (size_t) (slash - p)) : xstrdup(p);
+
+				if (!json_object_get(names, top)) {
+					json_object_set_new(names, top, json_true());
+					json_array_append_new(inputs,
+							      json_sprintf("%s/%s", staging, top));
+				}
+				free(top);
+			}
+			json_decref(names);
+		}
+	}
+	if (ws) {
+		int r = mcp_ws_inputs(m, ws, inputs);
+
+		if (r < 0) {
+			err = argerr("no workspace '%s' (expired or deleted?)", ws);
+			goto fail;
+		}
+	}
+	if (json_array_size(inputs) > 0)
+		json_object_set(spec, "inputs", inputs);
+	json_decref(inputs);
+	inputs = NULL;
+	mcp_submit(m, req, spec, job, staging != NULL, ws, wait_ms);
+	return;
+fail:
+	json_decref(spec);
+	json_decref(inputs);
+	if (staging)
+		mcp_staging_remove(m, job); /* nothing will run */
+	mcp_reply(m, req, err);
+}
+
+static void
+list_files(struct mcp *m, const struct mcp_req *req, json_t *args)
+{
+	static const char *const keys[] = { "run_id", "prefix", NULL };
+	json_t *err = NULL, *res, *files, *sc, *out = json_array(), *f;
+	const char *id, *prefix;
+	size_t i;
+
+	if ((err = check_keys(args, keys))) {
+		json_decref(out);
+		mcp_reply(m, req, err);
+		return;
+	}
+	id = get_str(args, "run_id", true, &err);
+	prefix = err ? NULL : get_str(args, "prefix", false, &err);
+	res = err ? NULL : mcp_result_from_record(m, id);
+	if (!res) {
+		json_decref(out);
+		mcp_reply(m, req, err ? err : mcp_result_error("no finished run '%s'", id));
+		return;
+	}
+	sc = json_object_get(res, "structuredContent");
+	files = json_object_get(sc, "files");
+	json_array_foreach(files, i, f)
+	{
+		const char *p = json_string_value(json_object_get(f, "path"));
+
+		if (!prefix || (p && strncmp(p, prefix, strlen(prefix)) == 0))
+			json_array_append(out, f);
+	}
+	{
+		char buf[128];
+		json_t *r;
+
+		snprintf(buf, sizeof(buf), "%zu files in run %s", json_array_size(out), id);
+		r = json_pack("{s:[{s:s, s:s}], s:{s:s, s:o, s:b}}", "content", "type", "text",
+			      "text", buf, "structuredContent", "run_id", id, "files", out,
+			      "truncated", json_is_true(json_object_get(sc, "files_truncated")));
+		json_decref(res);
+		mcp_reply(m, req, r);
+	}
+}
+
+static void
+read_file(struct mcp *m, const struct mcp_req *req, json_t *args)
+{
+	static const char *const keys[] = { "run_id", "path", "offset", "length", NULL };
+	json_t *err = NULL, *o = json_object_get(args, "offset"),
+	       *l = json_object_get(args, "length");
+	const char *id, *path;
+	uint64_t off = 0, len = m->pol.read_bytes;
+	json_t *sc;
+	cleanup_free char *msg = NULL;
+	int code;
+
+	if ((err = check_keys(args, keys)))
+		goto fail;
+	id = get_str(args, "run_id", true, &err);
+	path = err ? NULL : get_str(args, "path", true, &err);
+	if (err)
+		goto fail;
+	if ((o && (!json_is_integer(o) || json_integer_value(o) < 0)) ||
+	    (l && (!json_is_integer(l) || json_integer_value(l) < 1))) {
+		err = argerr("offset must be an integer >= 0, length an integer >= 1");
+		goto fail;
+	}
+	if (o)
+		off = (uint64_t) json_integer_value(o);
+	if (l && (uint64_t) json_integer_value(l) < len)
+		len = (uint64_t) json_integer_value(l);
+	sc = mcp_read_run_file(m, id, path, off, len, false, &code, &msg);
+	if (!sc) {
+		err = mcp_result_error("%s", msg ? msg : "cannot read");
+		goto fail;
+	}
+	{
+		char buf[256];
+
+		snprintf(buf, sizeof(buf), "%s: bytes %lld..%lld of %lld (%s)%s", path,
+			 (long long) json_integer_value(json_object_get(sc, "offset")),
+			 (long long) (json_integer_value(json_object_get(sc, "offset")) +
+				      json_integer_value(json_object_get(sc, "length"))),
+			 (long long) json_integer_value(json_object_get(sc, "size")),
+			 json_string_value(json_object_get(sc, "encoding")),
+			 json_is_true(json_object_get(sc, "eof")) ? ", to the end" : "");
+		mcp_reply(m, req,
+			  json_pack("{s:[{s:s, s:s}, {s:s, s:O}], s:o}", "content", "type", "text",
+				    "text", buf, "type", "text", "text",
+				    json_object_get(sc, "content"), "structuredContent", sc));
+	}
+	return;
+fail:
+	mcp_reply(m, req, err);
+}
+
+void
+mcp_tools_call(struct mcp *m, const struct mcp_req *req, const char *name, json_t *args)
+{
+	json_t *empty = NULL, *err = NULL;
+
+	if (!args)
+		args = empty = json_object();
+	if (strcmp(name, "run_code") == 0) {
+		run_code(m, req, args);
+	} else if (strcmp(name, "wait_run") == 0) {
+		static const char *const keys[] = { "run_id", "wait_s", NULL };
+		const char *id;
+		uint64_t w;
+
+		if (!(err = check_keys(args, keys)) && (id = get_str(args, "run_id", true, &err)) &&
+		    get_wait(m, args, &w, &err))
+			mcp_wait_job(m, req, id, w);
+		else
+			mcp_reply(m, req, err);
+	} else if (strcmp(name, "cancel_run") == 0) {
+		static const char *const keys[] = { "run_id", NULL };
+		const char *id;
+
+		if (!(err = check_keys(args, keys)) && (id = get_str(args, "run_id", true, &err))) {
+			int r = mcp_cancel_job(m, id);
+			char buf[256];
+
+			snprintf(buf, sizeof(buf), "run %s: %s", id,
+				 r > 0    ? "cancelling (its sandbox is being killed)"
+				 : r == 0 ? "not running (already finished)"
+					  : "no such run");
+			if (r < 0)
+				mcp_reply(m, req, mcp_result_error("%s", buf));
+			else
+				mcp_reply(m, req,
+					  json_pack("{s:[{s:s, s:s}], s:{s:s, s:s}}", "content",
+						    "type", "text", "text", buf,
+						    "structuredContent", "run_id", id, "state",
+						    r > 0 ? "cancelling" : "finished"));
+		} else {
+			mcp_reply(m, req, err);
+		}
+	} else if (strcmp(name, "list_files") == 0) {
+		list_files(m, req, args);
+	} else if (strcmp(name, "read_file") == 0) {
+		read_file(m, req, args);
+	} else if (strcmp(name, "create_workspace") == 0) {
+		static const char *const keys[] = { "files", "ttl_s", NULL };
+		json_t *ttl = json_object_get(args, "ttl_s");
+		uint64_t ttl_ms = m->pol.ws_ttl_ms;
+		char id[MCP_ID_LEN + 1], msg[512] = "";
+
+		if (!(err = check_keys(args, keys)) &&
+		    !(err = check_files_arg(m, json_object_get(args, "files"))) && ttl &&
+		    (!json_is_number(ttl) || json_number_value(ttl) < 1))
+			err = argerr("ttl_s must be a number >= 1");
+		if (!err && ttl && json_number_value(ttl) * 1000.0 < (double) ttl_ms)
+			ttl_ms = (uint64_t) (json_number_value(ttl) * 1000.0);
+		if (!err && mcp_ws_create(m, json_object_get(args, "files"), ttl_ms, id, msg,
+					  sizeof(msg)) < 0)
+			err = mcp_result_error("%s", msg);
+		if (err) {
+			mcp_reply(m, req, err);
+		} else {
+			char buf[128];
+
+			snprintf(buf, sizeof(buf), "workspace %s (expires in %.0f s)", id,
+				 (double) ttl_ms / 1000.0);
+			mcp_reply(m, req,
+				  json_pack("{s:[{s:s, s:s}], s:{s:s, s:I}}", "content", "type",
+					    "text", "text", buf, "structuredContent",
+					    "workspace_id", id, "expires_unix_ms",
+					    (json_int_t) (now_ms() + (int64_t) ttl_ms)));
+		}
+	} else if (strcmp(name, "delete_workspace") == 0) {
+		static const char *const keys[] = { "workspace_id", NULL };
+		const char *id;
+
+		if (!(err = check_keys(args, keys)) &&
+		    (id = get_str(args, "workspace_id", true, &err))) {
+			int r = mcp_ws_delete(m, id);
+
+			if (r < 0)
+				mcp_reply(m, req, mcp_result_error("no workspace '%s'", id));
+			else
+				mcp_reply(m, req,
+					  json_pack("{s:[{s:s, s:s}], s:{s:s, s:b}}", "content",
+						    "type", "text", "text", "deleted",
+						    "structuredContent", "workspace_id", id,
+						    "deleted", 1));
+		} else {
+			mcp_reply(m, req, err);
+		}
+	} else if (strcmp(name, "sandbox_info") == 0) {
+		static const char *const keys[] = { NULL };
+
+		if ((err = check_keys(args, keys)))
+			mcp_reply(m, req, err);
+		else
+			mcp_sandbox_info(m, req);
+	} else {
+		mcp_reply_error(m, req->id, MCP_INVALID_PARAMS, "Unknown tool",
+				json_pack("{s:s}", "name", name));
+	}
+	json_decref(empty);
+}

@@ -1,0 +1,433 @@
+// test-mcp.cjs: `agentbox mcp` driven by clients nobody here wrote -- the official MCP
+// TypeScript SDK (Client + StdioClientTransport) -- and, for what no SDK would send, raw
+// JSON-RPC lines. TAP on stdout. Env: AGENTBOX, AB_MCP_STATE (a fresh directory),
+// AB_AS_USER (set for the unprivileged variant), NODE_PATH (the SDK's node_modules).
+'use strict';
+const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
+const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
+const { spawn, spawnSync } = require('child_process');
+const crypto = require('crypto');
+
+const AGENTBOX = process.env.AGENTBOX;
+const STATE = process.env.AB_MCP_STATE;
+const asUser = !!process.env.AB_AS_USER || process.getuid() !== 0;
+let n = 0;
+let failures = 0;
+function ok(cond, desc, extra) {
+    n++;
+    console.log(`${cond ? 'ok' : 'not ok'} ${n} - ${desc}`);
+    if (!cond) {
+        failures++;
+        if (extra !== undefined) console.log('# ' + JSON.stringify(extra).slice(0, 3000).replace(/\n/g, '\n# '));
+    }
+}
+function skip(desc, why) {
+    n++;
+    console.log(`ok ${n} - ${desc} # SKIP ${why}`);
+}
+let keptRun = null;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function serverEnv() {
+    const env = { ...process.env };
+    delete env.NODE_PATH;
+    return env;
+}
+
+async function connect(extraArgs = []) {
+    const transport = new StdioClientTransport({
+        command: AGENTBOX,
+        args: ['mcp', '--state-dir', STATE, ...extraArgs],
+        env: serverEnv(),
+        stderr: 'pipe',
+    });
+    const log = [];
+    transport.stderr.on('data', (d) => log.push(d.toString()));
+    const client = new Client({ name: 'agentbox-test', version: '1.0.0' });
+    await client.connect(transport);
+    return { client, transport, log };
+}
+
+const sc = (r) => r.structuredContent || {};
+
+// A raw JSON-RPC session: lines in, parsed lines out, matched by id.
+function raw(extraArgs = []) {
+    const p = spawn(AGENTBOX, ['mcp', '--state-dir', STATE, ...extraArgs], {
+        env: serverEnv(),
+        stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let buf = '';
+    const msgs = [];
+    const waiters = [];
+    let nonJson = 0;
+    p.stdout.on('data', (d) => {
+        buf += d.toString();
+        let i;
+        while ((i = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, i);
+            buf = buf.slice(i + 1);
+            let m;
+            try {
+                m = JSON.parse(line);
+            } catch (e) {
+                nonJson++;
+                continue;
+            }
+            msgs.push(m);
+            for (const w of waiters.slice()) if (w.pred(m)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(m); }
+        }
+    });
+    p.stderr.on('data', () => {});
+    const s = {
+        proc: p,
+        msgs,
+        get nonJson() { return nonJson; },
+        send(obj) { p.stdin.write((typeof obj === 'string' ? obj : JSON.stringify(obj)) + '\n'); },
+        wait(pred, ms = 20000) {
+            const found = msgs.find(pred);
+            if (found) return Promise.resolve(found);
+            return new Promise((resolve, reject) => {
+                const w = { pred, resolve };
+                waiters.push(w);
+                setTimeout(() => { const k = waiters.indexOf(w); if (k >= 0) { waiters.splice(k, 1); reject(new Error('timeout')); } }, ms);
+            });
+        },
+        reply(id, ms) { return s.wait((m) => m.id === id && ('result' in m || 'error' in m), ms); },
+        async request(id, method, params, ms) {
+            s.send({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
+            return s.reply(id, ms);
+        },
+        close() { p.stdin.end(); return new Promise((r) => p.on('exit', (code, sig) => r({ code, sig }))); },
+    };
+    return s;
+}
+
+async function sdkTests() {
+    const { client, log } = await connect(['--max-runs', '4']);
+    const tools = (await client.listTools()).tools;
+    const names = tools.map((t) => t.name).sort();
+    ok(['cancel_run', 'create_workspace', 'delete_workspace', 'list_files', 'read_file', 'run_code', 'sandbox_info', 'wait_run'].every((x) => names.includes(x)), 'tools/list names every tool', names);
+    const rc = tools.find((t) => t.name === 'run_code');
+    ok(rc && rc.inputSchema.type === 'object' && rc.outputSchema && rc.annotations && rc.annotations.readOnlyHint === false, 'run_code has inputSchema, outputSchema and annotations', rc);
+
+    // Python and Node (the SDK validates structuredContent against outputSchema itself)
+    let r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import sys\nprint(6*7)\nprint("warn", file=sys.stderr)' } });
+    ok(!r.isError && sc(r).status === 'exited' && sc(r).exit_code === 0 && sc(r).stdout.text === '42\n' && sc(r).stderr.text === 'warn\n', 'python: exited 0 with its stdout and stderr', sc(r));
+    ok(r.content[0].type === 'text' && /exited with code 0/.test(r.content[0].text), 'the first block is a text summary', r.content[0]);
+    ok(typeof sc(r).cpu_ms === 'number' && typeof sc(r).wall_ms === 'number' && sc(r).protections.network === true, 'usage and protections are reported', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code: 'console.log(process.argv.slice(2).join("+"), require("fs").readFileSync("in/x.txt","utf8"))', args: ['a', 'b'], files: [{ path: 'in/x.txt', content: 'aGk=', encoding: 'base64' }] } });
+    ok(!r.isError && sc(r).stdout.text === 'a+b hi\n', 'node: args and a base64 input file', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import os, sys\nprint(sys.stdin.read().upper(), os.environ.get("GREETING"), os.environ.get("HOME"))', stdin: 'abc', env: { GREETING: 'hello' } } });
+    ok(!r.isError && sc(r).stdout.text === 'ABC hello /work\n', 'stdin and env reach the program', sc(r).stdout);
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import sys; sys.exit(3)' } });
+    ok(r.isError === true && sc(r).exit_code === 3, 'a script that fails is isError with its exit code', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'print(1)', limits: { timeout: '100000h' } } });
+    ok(r.isError === true && /invalid|above/.test(r.content[0].text), 'a limit above the cap (or out of range) is a tool error the model can read', r);
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'cobol', code: 'x' } });
+    ok(r.isError === true && /not allowed/.test(r.content[0].text), 'an unknown language is a tool error', r);
+
+    // matplotlib: an image block, and the same bytes through resources/read
+    // matplotlib as the sandbox sees it (Debian's python3-matplotlib, which ./setup installs)
+    const probe = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import importlib.util; print(importlib.util.find_spec("matplotlib") is not None)' } });
+    if (sc(probe).stdout.text !== 'True\n') {
+        skip('matplotlib PNG as an image block and a resource', 'python3-matplotlib is not installed (./setup installs it)');
+        skip('the PNG resource reads back byte-identical', 'no matplotlib');
+    } else {
+        r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\nplt.plot([1,2,3],[1,4,9])\nplt.savefig("plot.png")\nopen("data.csv","w").write("a,b\\n1,2\\n")\nprint("saved")' } });
+        const img = r.content.find((c) => c.type === 'image');
+        const link = r.content.find((c) => c.type === 'resource_link' && c.name === 'plot.png');
+        ok(!r.isError && img && img.mimeType === 'image/png' && link && r.content.some((c) => c.type === 'resource_link' && c.name === 'data.csv'), 'matplotlib PNG comes back as an image block, and every file as a resource_link', { sc: sc(r), content: r.content.map((c) => c.type + ':' + (c.name || c.mimeType)) });
+        if (img && link) {
+            const rr = await client.readResource({ uri: link.uri });
+            const fromRes = Buffer.from(rr.contents[0].blob || '', 'base64');
+            const fromImg = Buffer.from(img.data, 'base64');
+            const man = sc(r).files.find((f) => f.path === 'plot.png');
+            const sha = crypto.createHash('sha256').update(fromRes).digest('hex');
+            ok(fromRes.length > 100 && fromRes.equals(fromImg) && man && man.sha256 === sha && fromRes.slice(1, 4).toString() === 'PNG', 'the PNG resource reads back byte-identical (and matches the manifest sha256)', { len: fromRes.length, sha, man });
+            const part = await client.callTool({ name: 'read_file', arguments: { run_id: sc(r).run_id, path: 'data.csv', offset: 2, length: 3 } });
+            ok(!part.isError && part.structuredContent.content === 'b\n1' && part.structuredContent.size === 8, 'read_file reads a byte range', part.structuredContent);
+        } else {
+            skip('the PNG resource reads back byte-identical', 'no image came back');
+            skip('read_file reads a byte range', 'no image came back');
+        }
+    }
+
+    // limits, told apart
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'while True: pass', limits: { timeout: '1s' } } });
+    ok(r.isError === true && sc(r).status === 'timeout' && sc(r).limits_hit.includes('timeout'), 'a timeout is status timeout', sc(r));
+    if (asUser) {
+        skip('an OOM is status oom', 'unprivileged: no memory cgroup for this user here');
+    } else {
+        r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'x = []\nwhile True: x.append(bytearray(16 << 20))', limits: { memory: '64M', timeout: '30s' } } });
+        ok(r.isError === true && sc(r).status === 'oom', 'an OOM is status oom', sc(r));
+    }
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'while True: print("y" * 1000)', limits: { 'output-limit': '64K', timeout: '30s' } } });
+    ok(r.isError === true && sc(r).status === 'output_limit' && sc(r).stdout.truncated === true && r.content[0].text.length < 10000, 'an output flood is status output_limit, and the text stays small', { status: sc(r).status, len: r.content[0].text.length });
+
+    // progress
+    const prog = [];
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time\nfor i in range(3):\n    print("step", i, flush=True)\n    time.sleep(0.9)' } }, undefined, { onprogress: (p) => prog.push(p) });
+    ok(!r.isError && prog.length >= 1 && prog.every((p, i) => i === 0 || p.progress > prog[i - 1].progress) && prog.some((p) => /step/.test(p.message || '')), 'a call with a progress token gets increasing progress with the output tail', prog);
+
+    // cancellation: the SDK sends notifications/cancelled; the run is killed, no result comes
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const pc = client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(30)' } }, undefined, { signal: ac.signal });
+    setTimeout(() => ac.abort('test'), 700);
+    let aborted = false;
+    try { await pc; } catch (e) { aborted = true; }
+    let killed = false;
+    for (let i = 0; i < 50 && !killed; i++) { killed = /: interrupted/.test(log.join('')); if (!killed) await sleep(100); }
+    ok(aborted && killed && Date.now() - t0 < 10000, 'a cancelled call kills its run (interrupted) well before it would end', log.join('').slice(-600));
+
+    // 4 at once overlap (the server was started with --max-runs 4)
+    const code = 'import time, json\ns = time.time()\ntime.sleep(1.5)\nprint(json.dumps([s, time.time()]))';
+    const rs = await Promise.all([0, 1, 2, 3].map(() => client.callTool({ name: 'run_code', arguments: { language: 'python', code } })));
+    const iv = rs.map((x) => JSON.parse(sc(x).stdout.text || '[0,0]'));
+    const latestStart = Math.max(...iv.map((x) => x[0]));
+    const earliestEnd = Math.min(...iv.map((x) => x[1]));
+    ok(rs.every((x) => !x.isError) && latestStart < earliestEnd, '4 concurrent calls all run at the same time (their sleeps overlap)', iv);
+    // a slow run does not block ping or tools/list
+    let slowDone = false;
+    const slow = client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(3)' } }).then((x) => { slowDone = true; return x; });
+    await sleep(300);
+    await client.ping();
+    await client.listTools();
+    ok(!slowDone, 'ping and tools/list answer while a run is going (before it ends)', slowDone);
+    await slow;
+
+    // soft wait, picked up with wait_run
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(2); print("late")', wait_s: 0.3 } });
+    ok(!r.isError && sc(r).status === 'running' && typeof sc(r).run_id === 'string', 'a run still going after wait_s answers status running with its run id', sc(r));
+    const w = await client.callTool({ name: 'wait_run', arguments: { run_id: sc(r).run_id, wait_s: 20 } });
+    ok(!w.isError && sc(w).status === 'exited' && sc(w).stdout.text === 'late\n', 'wait_run picks up its result', sc(w));
+    const w2 = await client.callTool({ name: 'wait_run', arguments: { run_id: sc(r).run_id } });
+    ok(sc(w2).status === 'exited', 'wait_run answers again for a finished run (from its record)', sc(w2));
+
+    // cancel_run: the run is killed; whoever waits for it gets status interrupted
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(30)', wait_s: 0.3 } });
+    const cr = await client.callTool({ name: 'cancel_run', arguments: { run_id: sc(r).run_id } });
+    const cw = await client.callTool({ name: 'wait_run', arguments: { run_id: sc(r).run_id, wait_s: 20 } });
+    ok(sc(cr).state === 'cancelling' && sc(cw).status === 'interrupted' && cw.isError === true && sc(cw).wall_ms < 10000, 'cancel_run kills a run; wait_run then reports it interrupted', [sc(cr), sc(cw).status, sc(cw).wall_ms]);
+
+    // workspaces: files persist between runs, each run on its own copy
+    const ws = await client.callTool({ name: 'create_workspace', arguments: { files: [{ path: 'n.txt', content: '1' }], ttl_s: 600 } });
+    const wid = sc(ws).workspace_id;
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'n = int(open("n.txt").read()); open("n.txt","w").write(str(n+1)); print(n)', workspace_id: wid } });
+    const r2 = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'print(open("n.txt").read())', workspace_id: wid } });
+    ok(sc(r).stdout.text === '1\n' && sc(r2).stdout.text === '2\n', 'a workspace keeps what a run left for the next run', [sc(r).stdout, sc(r2).stdout]);
+    const del = await client.callTool({ name: 'delete_workspace', arguments: { workspace_id: wid } });
+    const r3 = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'print(1)', workspace_id: wid } });
+    ok(!del.isError && r3.isError === true, 'a deleted workspace is gone', r3.content);
+
+    // sandbox_info
+    let infoDone = false;
+    const infoP = client.callTool({ name: 'sandbox_info', arguments: {} }).then((x) => { infoDone = true; return x; });
+    await client.ping();
+    ok(!infoDone, 'the first sandbox_info (its interpreter probes are runs) does not hold up a ping', infoDone);
+    r = await infoP;
+    ok(!r.isError && sc(r).languages.python.version && sc(r).languages.node.version && Array.isArray(sc(r).languages.python.packages) && sc(r).limits.timeout, 'sandbox_info: interpreters, versions, packages, limits', Object.keys(sc(r)));
+
+    // files of a run: symlinks and other runs are never served
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import os\nos.symlink("/etc/passwd", "link")\nopen("ok.txt","w").write("fine")' } });
+    const id = sc(r).run_id;
+    let e1 = null;
+    try { await client.readResource({ uri: `agentbox://runs/${id}/files/link` }); } catch (e) { e1 = e; }
+    ok(e1 && !/root:/.test(String(e1)), 'resources/read never follows a link the script made', String(e1));
+    let e2 = null;
+    try { await client.readResource({ uri: `agentbox://runs/${id}/files/..%2f..%2freport.json` }); } catch (e) { e2 = e; }
+    ok(e2 !== null, 'resources/read refuses a path traversal', String(e2));
+    const rf = await client.callTool({ name: 'read_file', arguments: { run_id: id, path: '../report.json' } });
+    ok(rf.isError === true && !/schema_version/.test(JSON.stringify(rf)), 'read_file refuses a path traversal', rf.content);
+    let e3 = null;
+    try { await client.readResource({ uri: 'agentbox://runs/aaaaaaaaaaaa/files/ok.txt' }); } catch (e) { e3 = e; }
+    ok(e3 !== null, 'a resource URI of a run that is not ours is not found', String(e3));
+    const good = await client.readResource({ uri: `agentbox://runs/${id}/files/ok.txt` });
+    keptRun = id;
+    ok(good.contents[0].text === 'fine', 'resources/read serves a regular file of the run', good.contents);
+
+    await client.close();
+    await sleep(1000);
+    const all = log.join('');
+    ok(!/AddressSanitizer|LeakSanitizer|runtime error:/.test(all), 'the server said nothing of memory errors or leaks on stderr (sanitizer builds)', all.slice(-2000));
+}
+
+async function rawTests() {
+    const s = raw(['--max-message', '1M']);
+    // before initialize
+    let m = await s.request(1, 'tools/list');
+    ok(m.error && m.error.code === -32600, 'a request before initialize is refused (-32600)', m);
+    m = await s.request(2, 'ping');
+    ok(m.result && Object.keys(m.result).length === 0, 'ping works before initialize', m);
+    // modern era: stateless, per-request _meta
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    m = await s.request('d1', 'server/discover', { _meta: meta });
+    ok(m.result && m.result.resultType === 'complete' && m.result.supportedVersions.includes('2026-07-28') && m.result.supportedVersions.includes('2025-11-25') && m.result._meta['io.modelcontextprotocol/serverInfo'].name === 'agentbox' && typeof m.result.ttlMs === 'number', 'server/discover (2026-07-28) answers versions, capabilities, serverInfo', m);
+    m = await s.request('d2', 'tools/list', { _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '1900-01-01' } });
+    ok(m.error && m.error.code === -32022 && m.error.data.requested === '1900-01-01' && m.error.data.supported.includes('2026-07-28'), 'an unsupported per-request version is -32022 with the supported list', m);
+    m = await s.request('d3', 'tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } });
+    ok(m.error && m.error.code === -32602, 'a modern request without clientCapabilities is -32602', m);
+    m = await s.request('d4', 'tools/list', { _meta: meta });
+    ok(m.result && m.result.resultType === 'complete' && m.result.tools.length >= 8, 'a modern request is served without initialize', m.error);
+    m = await s.request('d5', 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: 'print(7)' } });
+    ok(m.result && m.result.resultType === 'complete' && m.result.structuredContent.stdout.text === '7\n', 'a modern tools/call runs code', m);
+    // legacy handshake
+    m = await s.request(3, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } });
+    ok(m.result && m.result.protocolVersion === '2025-06-18', 'initialize negotiates 2025-06-18', m);
+    s.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    m = await s.request(4, 'initialize', { protocolVersion: '2025-11-25', capabilities: {} });
+    ok(m.error && m.error.code === -32600, 'a second initialize is refused', m);
+    // malformed input
+    s.send('{"jsonrpc": "2.0", "id": 5, "method": ');
+    m = await s.wait((x) => x.error && x.error.code === -32700);
+    ok(m.id === null, 'invalid JSON is -32700 with id null', m);
+    s.send('[' + JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'ping' }) + ']');
+    m = await s.wait((x) => x.error && x.error.code === -32600 && /batch/.test(x.error.message));
+    ok(m.id === null, 'a batch is -32600', m);
+    s.send('['.repeat(100000) + ']'.repeat(100000));
+    m = await s.wait((x) => x.error && x.error.code === -32700 && s.msgs.filter((y) => y.error && y.error.code === -32700).length >= 2);
+    ok(m.id === null, 'deep nesting is -32700, no crash', m);
+    s.send({ jsonrpc: '2.0', id: { a: 1 }, method: 'ping' });
+    m = await s.wait((x) => x.error && /id must/.test(x.error.message));
+    ok(m.id === null && m.error.code === -32600, 'an id of the wrong type is -32600', m);
+    m = await s.request(7, 5);
+    ok(m.error && m.error.code === -32600, 'a method that is not a string is -32600', m);
+    m = await s.request(8, 'tools/call', []);
+    ok(m.error && m.error.code === -32602, 'params that are not an object is -32602', m);
+    m = await s.request(9, 'tools/call', { name: 42 });
+    ok(m.error && m.error.code === -32602, 'a tool name that is not a string is -32602', m);
+    m = await s.request(10, 'no/such/method', {});
+    ok(m.error && m.error.code === -32601, 'an unknown method is -32601', m);
+    m = await s.request(11, 'tools/call', { name: 'no_such_tool', arguments: {} });
+    ok(m.error && m.error.code === -32602, 'an unknown tool is -32602', m);
+    m = await s.request(12, 'tools/call', { name: 'run_code', arguments: { language: 'python', code: 5 } });
+    ok(m.result && m.result.isError === true, 'arguments of the wrong type are a tool error', m);
+    const before = s.msgs.length;
+    s.send({ jsonrpc: '2.0', method: 'no/such/notification', params: { x: 1 } });
+    s.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nothing' } });
+    s.send({ jsonrpc: '2.0', method: 42 });
+    m = await s.request(13, 'ping');
+    ok(s.msgs.length === before + 1, 'notifications, even malformed ones, are never answered', s.msgs.slice(before));
+    // a line over --max-message (1M here; the test below is 100 MB)
+    s.send('{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"' + 'x'.repeat(100 * 1024 * 1024) + '"}}');
+    m = await s.wait((x) => x.error && /too large/.test(x.error.message), 60000);
+    ok(m.id === null && m.error.code === -32600, 'a 100 MB line is refused as too large', m);
+    m = await s.request(15, 'ping');
+    ok(m.result !== undefined, 'and the server keeps serving', m);
+    // duplicate ids while the first is in flight
+    s.send({ jsonrpc: '2.0', id: 16, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(1); print("first")' } } });
+    await sleep(200);
+    s.send({ jsonrpc: '2.0', id: 16, method: 'ping' });
+    m = await s.wait((x) => x.id === 16 && x.error);
+    const first = await s.wait((x) => x.id === 16 && x.result);
+    ok(m.error.code === -32600 && first.result.structuredContent.stdout.text === 'first\n', 'a duplicate id in flight is -32600; the first request still gets its result', [m, first.result.structuredContent.status]);
+    // resources outside a run
+    m = await s.request(17, 'resources/read', { uri: 'file:///etc/passwd' });
+    ok(m.error && !JSON.stringify(m).includes('root:'), 'resources/read of a non-agentbox URI is an error', m);
+    m = await s.request(18, 'resources/read', { uri: 'agentbox://runs/../../files/etc/passwd' });
+    ok(m.error && !JSON.stringify(m).includes('root:'), 'a malformed run id in a URI is an error', m);
+    m = await s.request(19, 'resources/templates/list');
+    ok(m.result && m.result.resourceTemplates[0].uriTemplate === 'agentbox://runs/{run_id}/files/{path}', 'resources/templates/list names the URI template', m);
+    // notifications/cancelled: the run is killed and its request never answered
+    s.send({ jsonrpc: '2.0', id: 30, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(30)' } } });
+    await sleep(500);
+    s.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 30, reason: 'test' } });
+    await sleep(1500);
+    m = await s.request(31, 'ping');
+    ok(!s.msgs.some((x) => x.id === 30), 'a cancelled request gets no reply, ever', s.msgs.filter((x) => x.id === 30));
+    ok(s.nonJson === 0, 'stdout carried nothing but JSON-RPC messages', s.nonJson);
+    // every request got exactly one reply
+    const ids = s.msgs.filter((x) => x.id !== undefined && x.id !== null).map((x) => JSON.stringify(x.id));
+    const dup = ids.filter((x, i) => ids.indexOf(x) !== i && x !== '16');
+    ok(dup.length === 0, 'no request was answered twice', dup);
+    const ex = await s.close();
+    ok(ex.code === 0, 'the server exits 0 at the end of its input', ex);
+}
+
+async function restartAndRetention() {
+    // a new server on the same state finds the runs of the last one; --keep-runs removes runs
+    const fs = require('fs');
+    const cfg = STATE + '.config.json';
+    fs.writeFileSync(cfg, JSON.stringify({ 'keep-runs': 2, cap: { timeout: '20s' }, languages: ['python'] }));
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const s0 = raw();
+    let m = await s0.request(1, 'resources/read', { _meta: meta, uri: `agentbox://runs/${keptRun}/files/ok.txt` });
+    ok(m.result && m.result.contents[0].text === 'fine', 'a restarted server serves the files of a run of the last one', m);
+    await s0.close();
+    const s = raw(['--config', cfg]);
+    m = await s.request(2, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'node', code: '1' } });
+    ok(m.result && m.result.isError === true && /not allowed/.test(m.result.content[0].text), 'the operator policy from --config: node not allowed', m.result);
+    m = await s.request(3, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: '1', limits: { timeout: 60 } } });
+    ok(m.result && m.result.isError === true && /above this server's cap/.test(m.result.content[0].text), 'a call cannot raise a limit over the cap', m.result);
+    m = await s.request(4, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: '1' } });
+    ok(m.result && m.result.structuredContent.limits.timeout === 20000, 'the cap is the default when it is lower', m.result.structuredContent && m.result.structuredContent.limits);
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+        m = await s.request(10 + i, 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: `open("f.txt","w").write("${i}")` } });
+        ids.push(m.result.structuredContent.run_id);
+    }
+    m = await s.request(20, 'resources/read', { _meta: meta, uri: `agentbox://runs/${ids[0]}/files/f.txt` });
+    const m2 = await s.request(21, 'resources/read', { _meta: meta, uri: `agentbox://runs/${ids[2]}/files/f.txt` });
+    ok(m.error && m.error.code === -32602 && m2.result && m2.result.contents[0].text === '2', 'retention (--keep-runs 2) removed the oldest run, kept the newest', [m, m2]);
+    const jobs = fs.existsSync(STATE + '/jobs') ? fs.readdirSync(STATE + '/jobs').length : -1;
+    ok(jobs === 2, 'two run records are left', jobs);
+    await s.close();
+}
+
+async function v2Client() {
+    // the v2 SDK client (@modelcontextprotocol/client): the 2026-07-28 era pinned (it probes
+    // with server/discover, sends the per-request _meta and checks every result's shape), and
+    // its auto negotiation
+    let V2;
+    try {
+        V2 = { ...require('@modelcontextprotocol/client'), ...require('@modelcontextprotocol/client/stdio') };
+    } catch (e) {
+        skip('the v2 SDK client, 2026-07-28 pinned', 'no @modelcontextprotocol/client: ' + e.message);
+        return;
+    }
+    for (const mode of [{ pin: '2026-07-28' }, 'auto']) {
+        const t = new V2.StdioClientTransport({ command: AGENTBOX, args: ['mcp', '--state-dir', STATE], env: serverEnv(), stderr: 'pipe' });
+        t.stderr.on('data', () => {});
+        const c = new V2.Client({ name: 'v2', version: '1' }, { versionNegotiation: { mode } });
+        const label = `v2 SDK client, negotiation ${JSON.stringify(mode)}`;
+        try {
+            await c.connect(t);
+            const tools = await c.listTools();
+            const prog = [];
+            const r = await c.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import time\nprint("v2", flush=True)\ntime.sleep(1.3)\nopen("o.txt","w").write("x")' } }, { onprogress: (p) => prog.push(p) });
+            const rr = await c.readResource({ uri: `agentbox://runs/${r.structuredContent.run_id}/files/o.txt` });
+            ok(c.getNegotiatedProtocolVersion() === '2026-07-28' && tools.tools.length >= 8 && r.structuredContent.stdout.text === 'v2\n' && prog.length >= 1 && rr.contents[0].text === 'x', `${label}: 2026-07-28, tools, run_code with progress, resources/read`, { v: c.getNegotiatedProtocolVersion(), prog: prog.length, sc: r.structuredContent.status });
+        } catch (e) {
+            ok(false, label, String(e && e.stack));
+        }
+        await c.close();
+    }
+}
+
+async function signalTest() {
+    // SIGTERM with a run going: every run killed, clean exit
+    const s = raw();
+    await s.request(1, 'initialize', { protocolVersion: '2025-11-25', capabilities: {} });
+    s.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(60)' } } });
+    await sleep(800);
+    const t0 = Date.now();
+    s.proc.kill('SIGTERM');
+    const ex = await new Promise((r) => s.proc.on('exit', (code, sig) => r({ code, sig })));
+    ok(ex.code === 0 && Date.now() - t0 < 10000, 'SIGTERM: the server cancels its runs and exits 0', ex);
+    const left = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[t]ime.sleep(60)"'], { encoding: 'utf8' }).stdout.trim();
+    ok(left === '0', 'no sandboxed process survives the server', left);
+}
+
+(async () => {
+    try {
+        await sdkTests();
+        await rawTests();
+        await restartAndRetention();
+        await v2Client();
+        await signalTest();
+    } catch (e) {
+        ok(false, 'the tests ran to the end', String(e && e.stack));
+    }
+    console.log(`1..${n}`);
+    process.exit(failures ? 1 : 0);
+})();
