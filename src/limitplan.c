@@ -47,6 +47,7 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	const struct ab_cg_host *cg = &h->cg;
 	bool cgroup_ok = cg->kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP];
 	char fixbuf[600];
+	uint64_t mem_limit;
 	int r;
 
 	memset(lp, 0, sizeof(*lp));
@@ -201,7 +202,10 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	 * add up to more than --memory end in an OOM kill, not in ENOSPC (issue 15). */
 	lp->tmpfs_bytes = (tmpfs_workspace ? lp->work_bytes : 0) + 2 * lp->tmp_bytes +
 			  (o->env_path ? o->env_bytes : 0);
-	if (lp->cg.memory_bytes > 0 && lp->tmpfs_bytes > lp->cg.memory_bytes) {
+	/* the memory limit in force: the cgroup's, or the watchdog's without one */
+	mem_limit = lp->cg.memory_bytes > 0 ? lp->cg.memory_bytes
+					    : (lp->memwatch ? lp->memwatch_bytes : 0);
+	if (mem_limit > 0 && lp->tmpfs_bytes > mem_limit) {
 		char what[200], total[16], mem[16];
 
 		lp->tmpfs_over_memory = true;
@@ -212,7 +216,7 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			    "or lower %s)",
 			    limits_tmpfs_text(lp, o, what, sizeof(what)),
 			    units_format_size(lp->tmpfs_bytes, total, sizeof(total)),
-			    units_format_size(lp->cg.memory_bytes, mem, sizeof(mem)), total,
+			    units_format_size(mem_limit, mem, sizeof(mem)), total,
 			    tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
 	}
 

@@ -166,12 +166,14 @@ approx_size(uint64_t bytes, char *buf, size_t size)
 	return buf;
 }
 
+/* An OOM message: what ended the run (the cgroup's OOM kills, or the watchdog's measure), and
+ * when tmpfs caps or the workspace's own pages explain it, that they count as memory. */
 static char *
-oom_message(struct run_ctx *c, const struct ab_cg_usage *u)
+oom_message(struct run_ctx *c, const char *event)
 {
-	unsigned long long kills = (unsigned long long) u->oom_kills;
 	char what[200], held[16], total[16], mem[16], ws[64] = "";
-	uint64_t used = 0, limit = c->lp.cg.memory_bytes;
+	uint64_t used = 0,
+		 limit = c->lp.cg.memory_bytes > 0 ? c->lp.cg.memory_bytes : c->lp.memwatch_bytes;
 	struct statfs sf;
 
 	if (c->tmpfs_mounted && fstatfs(c->work_fd, &sf) == 0)
@@ -181,15 +183,15 @@ oom_message(struct run_ctx *c, const struct ab_cg_usage *u)
 			 approx_size(used, held, sizeof(held)));
 	units_format_size(limit, mem, sizeof(mem));
 	if (c->lp.tmpfs_over_memory)
-		return xasprintf("memory limit reached: %llu process(es) OOM-killed; tmpfs pages "
-				 "count against --memory %s, and %s may hold %s%s",
-				 kills, mem, limits_tmpfs_text(&c->lp, c->o, what, sizeof(what)),
+		return xasprintf("memory limit reached: %s; tmpfs pages count against --memory "
+				 "%s, and %s may hold %s%s",
+				 event, mem, limits_tmpfs_text(&c->lp, c->o, what, sizeof(what)),
 				 units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)), ws);
 	if (limit > 0 && used >= limit / 4)
-		return xasprintf("memory limit reached: %llu process(es) OOM-killed%s, and tmpfs "
-				 "pages count against --memory %s",
-				 kills, ws, mem);
-	return xasprintf("memory limit reached: %llu process(es) OOM-killed", kills);
+		return xasprintf("memory limit reached: %s%s, and tmpfs pages count against "
+				 "--memory %s",
+				 event, ws, mem);
+	return xasprintf("memory limit reached: %s", event);
 }
 
 /* Every limit status says how to get past it (issue 15). */
@@ -285,16 +287,24 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		res->message = xasprintf("CPU-time limit of %llu ms reached",
 					 (unsigned long long) c->lp.cpu_time_ms);
 	} else if (oc->mem_limited) {
+		char event[160];
+
 		res->status = AB_STATUS_OOM;
 		strv_push(&res->limits_hit, "memory");
-		res->message = xasprintf("memory limit reached: the watchdog measured %llu bytes "
-					 "against --memory %llu and killed the run",
-					 (unsigned long long) oc->mem_over_bytes,
-					 (unsigned long long) c->lp.memwatch_bytes);
+		snprintf(
+			event, sizeof(event),
+			"the watchdog measured %llu bytes against --memory %llu and killed the run",
+			(unsigned long long) oc->mem_over_bytes,
+			(unsigned long long) c->lp.memwatch_bytes);
+		res->message = oom_message(c, event);
 	} else if (u && u->valid && u->oom_kills > 0) {
+		char event[64];
+
 		res->status = AB_STATUS_OOM;
 		strv_push(&res->limits_hit, "memory");
-		res->message = oom_message(c, u);
+		snprintf(event, sizeof(event), "%llu process(es) OOM-killed",
+			 (unsigned long long) u->oom_kills);
+		res->message = oom_message(c, event);
 	} else if (u && u->valid && u->pids_max_events > 0) {
 		res->status = AB_STATUS_PIDS_LIMIT;
 		strv_push(&res->limits_hit, "pids");
