@@ -189,8 +189,15 @@ print("REGRTEST_EXIT %d" % r.returncode)
 sys.exit(r.returncode)
 EOF
 if /usr/bin/python3 -c 'import test.test_pty, test.test_logging' 2>/dev/null; then
-    abb 240 --timeout 200s "$WORK/cpython_subset.py" test_select test_poll test_epoll test_fcntl \
-        test_pty test_os test_socketserver test_logging
+    # without a memory cgroup the watchdog holds --memory and seccomp refuses memfd_create,
+    # which test_memfd_create does not expect (docs/compat.md, exclusions)
+    printf 'pass\n' >"$WORK/probe.py"
+    abb 60 "$WORK/probe.py"
+    noexcl=""
+    if jqe '.limits.memory.mechanism | test("watchdog")'; then noexcl="-i *test_memfd_create"; fi
+    # shellcheck disable=SC2086 # the exclusion is two words or none
+    abb 240 --timeout 200s "$WORK/cpython_subset.py" $noexcl test_select test_poll test_epoll \
+        test_fcntl test_pty test_os test_socketserver test_logging
     is "$rc" 0 "cpython subset: regrtest exits 0 in the sandbox"
     check "cpython subset: every module passed" has "All 8 tests OK."
     # the control: the same servers under --net-strict cannot listen, so the subset can fail
