@@ -887,6 +887,9 @@ ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct
 #define WS_LIST_BYTES  (8ULL << 20)
 #define WS_HASH_MAX    (64ULL << 20)
 #define WS_MAX_ENTRIES 100000
+/* The caps after which the in-place strip of --workspace DIR sees no more entries (the path
+ * length and listing-size caps only stop listing: those entries are still stripped). */
+#define WS_STRIP_STOPPED_BY ((unsigned) (AB_CAP_ENTRIES | AB_CAP_DEPTH | AB_CAP_TIME))
 
 /* Says in the warnings what a cap cut from the walk `what`. */
 static void
@@ -1037,6 +1040,18 @@ ws_collect(struct run_ctx *c, struct ab_err *err)
 			    "%ju entries of --workspace keep setuid/setgid/group- or other-write "
 			    "bits the run set: agentbox could not remove them (see files)",
 			    (uintmax_t) m.strip_failed);
+	if (c->ws_dir_fd >= 0 && (m.truncated_caps & WS_STRIP_STOPPED_BY)) {
+		/* the entry cap leaves directories unlisted, the depth cap unentered, the time
+		 * budget everything after it: the strip never saw those entries, so bits the
+		 * run set on them (group/other write; setuid/setgid --without seccomp) stay */
+		cleanup_free char *caps = walk_caps_text(m.truncated_caps & WS_STRIP_STOPPED_BY);
+
+		result_warn(c->res,
+			    "the removal of the bits the run added in --workspace stopped at %s: "
+			    "entries past it may keep setuid/setgid/group- or other-write bits "
+			    "the run set (fix: find '%s' -perm /6022, and chmod what the run made)",
+			    caps, c->res->workspace ? c->res->workspace : c->o->workspace);
+	}
 	c->res->files = manifest_to_json(&m);
 	c->res->files_summary = manifest_summary_json(&m);
 	if (c->have_pre)

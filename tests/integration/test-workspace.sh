@@ -166,6 +166,26 @@ done
 check "strip (without seccomp): the script could set the bit inside (so the strip was tested)" \
     has "CHMOD 0o4755 ok"
 
+# The strip is a walk with caps: past the depth cap (or the entry cap, or the time budget) it
+# sees nothing, so bits the run set there stay. That must be said, not left silent.
+DWS=$WORK/ws-deep
+mkdir -m 0755 "$DWS"
+cat >"$WORK/deep.py" <<'EOF'
+import os
+os.chdir("/work")
+for i in range(4200):
+    os.mkdir("d")
+    os.chdir("d")
+    if i in (10, 4199):
+        os.chmod(".", 0o777)
+EOF
+abb 120 --workspace "$DWS" "$WORK/deep.py"
+is "$rc" 0 "strip past the depth cap: the run exits 0"
+is "$(stat -c %a "$DWS/d/d/d/d/d/d/d/d/d/d/d")" 755 "strip past the depth cap: a 0777 directory above the cap is stripped"
+check "strip past the depth cap: a warning says the strip stopped and bits may remain" \
+    jqe '.warnings | any(test("removal of the bits the run added in --workspace stopped at the depth cap"))' "$WORK/r.json"
+rm -rf "${DWS:?}"
+
 # mountinfo (issue 13 item 8): a bind always shows its source's path within its filesystem, so
 # with --workspace DIR the sandbox sees DIR's host path on /work's line: a documented exception
 # (docs/threats-coverage.md, T35). Nothing else of the host shows: not the runs directory,
