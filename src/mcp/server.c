@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "../hostfs.h"
 #include "../units.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
@@ -313,7 +314,7 @@ open_sub(int dirfd, const char *name, mode_t mode)
 int
 mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 {
-	char real[PATH_MAX];
+	char *real;
 	struct stat st;
 
 	if (!m->pol.state_dir)
@@ -331,9 +332,10 @@ mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 			 m->pol.state_dir);
 		return -EPERM;
 	}
-	if (realpath(m->pol.state_dir, real)) {
+	/* its canonical name from the fd just checked, not a second resolution of the name */
+	if ((real = hostfs_fd_path(m->state_fd))) {
 		free(m->pol.state_dir);
-		m->pol.state_dir = xstrdup(real);
+		m->pol.state_dir = real;
 	}
 	(void) fchmod(m->state_fd, 0711);
 	m->runs_fd = open_sub(m->state_fd, "runs", 0711);
