@@ -488,6 +488,9 @@ fi
 HENV=$(tail -n1 "$WORK/pout")
 echo "# hostile install saw: $(cat "$HENV/hostile-report.json" 2>/dev/null)"
 check "hostile install: its postinstall ran" test -f "$HENV/hostile-report.json"
+# the install sandbox has the runs' seccomp rule (issue 13 item 1): the bits never exist
+is "$(jq -r '.suid + " " + .sgid' "$HENV/hostile-report.json" 2>/dev/null)" "EPERM EPERM" \
+    "hostile install: chmod 4755 and 2755 in the install sandbox -> EPERM (seccomp)"
 is "$(find "$HENV" -perm /6000 | tr '\n' ' ')" "" "hostile install: no setuid/setgid bit in the environment"
 is "$(find "$HENV" ! -type l -perm /022 | tr '\n' ' ')" "" "hostile install: nothing group- or world-writable (the environment included)"
 is "$(find "$HENV" \( -type p -o -type s -o -type b -o -type c \) | tr '\n' ' ')" "" \
