@@ -530,6 +530,65 @@ else
     skip "a --cache-dir owned by another user is refused" "needs root to make one"
 fi
 
+# The race of issue 13 item 2, under ../shared/tools/safe-ns (host read-only; /var/tmp and /root
+# fresh tmpfs): while root prepares with the default runs root /var/tmp/agentbox-0, a local
+# user (65534) keeps planting that name as a 0777 directory holding links to a root-only
+# directory, and as a link to it, between each prepare. Whoever wins, root's secret directory
+# keeps its owner and mode and gains nothing, and every prepare either refuses the planted
+# name (125) or gets as far as the index (3, an index on a closed port, so no install runs).
+SAFE_NS=$AB_SRCDIR/../shared/tools/safe-ns
+if is_root && [ -x "$SAFE_NS" ] && command -v setpriv >/dev/null 2>&1; then
+    SCR=$(mktemp -d /var/lib/agentbox-preprace.XXXXXX)
+    chmod 0755 "$SCR"
+    echo requests >"$SCR/req.txt"
+    cat >"$SCR/race.sh" <<'EOF'
+# runs inside safe-ns; prints "RC n" per prepare, then "SECRET stat" and "SECRETLS n"
+ab=$1 scr=$2
+unset AGENTBOX_RUNS_DIR AGENTBOX_CACHE_DIR
+mkdir -m 0700 /root/secret && echo key >/root/secret/key && chmod 0600 /root/secret/key
+before=$(stat -c '%u:%g:%a' /root/secret /root/secret/key | tr '\n' ' ')
+setpriv --reuid 65534 --regid 65534 --clear-groups sh -c '
+    n=/var/tmp/agentbox-0
+    while [ ! -e /var/tmp/stop ]; do
+        mkdir -m 0777 $n.d 2>/dev/null && for x in envs .cache .mnt; do ln -s /root/secret $n.d/$x; done
+        mv -T $n.d $n 2>/dev/null
+        rm -rf $n.d 2>/dev/null
+        ln -s /root/secret $n.l 2>/dev/null && mv -T $n.l $n 2>/dev/null
+        rm -f $n.l 2>/dev/null
+    done' &
+racer=$!
+i=0
+while [ $i -lt 400 ]; do
+    "$ab" prepare --python "$scr/req.txt" --index-url https://127.0.0.1:9/simple >/dev/null 2>>"$scr/err"
+    echo "RC $?"
+    rm -rf --one-file-system /var/tmp/agentbox-0
+    i=$((i + 1))
+done
+touch /var/tmp/stop
+wait "$racer"
+echo "SECRET $(stat -c '%u:%g:%a' /root/secret /root/secret/key | tr '\n' ' ')| $before"
+echo "SECRETLS $(ls -A /root/secret | tr '\n' ' ')"
+EOF
+    "$SAFE_NS" "$SCR" sh "$SCR/race.sh" "$AGENTBOX" "$SCR" >"$SCR/out" 2>&1
+    if [ $? = 99 ]; then
+        not_ok "prepare race: safe-ns could make a read-only namespace" "$(head -n 3 "$SCR/out")"
+    else
+        refused=$(grep -c '^RC 125$' "$SCR/out")
+        reached=$(grep -c '^RC 3$' "$SCR/out")
+        is "$((refused + reached))" 400 \
+            "prepare race: all 400 prepares refused the planted name or reached the index ($refused refused, $reached reached)"
+        check "prepare race: the planted name won at least once (the race was run)" test "$refused" -gt 0
+        sec=$(sed -n 's/^SECRET //p' "$SCR/out")
+        is "${sec%%|*}" "${sec#*| }" "prepare race: root's 0700 directory and 0600 file keep owner and mode"
+        is "$(sed -n 's/^SECRETLS //p' "$SCR/out")" "key " "prepare race: nothing was added to root's directory"
+        check "prepare race: a refusal names the planted runs directory and the fix" \
+            grep -q "agentbox-0.*(fix: " "$SCR/err"
+    fi
+    rm -rf --one-file-system "$SCR"
+else
+    skip "prepare race against a planted runs root" "needs root, setpriv and ../shared/tools/safe-ns"
+fi
+
 # ---- interpreters outside /usr ----------------------------------------------------------
 printf 'import sys\nprint("EXE", sys.executable)\nprint("VER", sys.version.split()[0])\n' >"$WORK/ver.py"
 PYENV=/root/.pyenv/versions/3.11.7/bin/python3
