@@ -539,8 +539,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 	c.plan.work_src = xstrdup(c.rd.mnt_work);
 	timing_mark("workspace ready");
+	/* a slot's interpreter starts without them: the run hands its own over (slot.c) */
 	STRV_FOREACH (a, &o->script_args)
-		strv_push(&c.plan.script_args, *a);
+		if (!o->slot)
+			strv_push(&c.plan.script_args, *a);
 
 	r = ws_mount_etc(&c, err);
 	if (r < 0)

@@ -83,13 +83,15 @@ slot_claim(void *p, const json_t *msg, int *fds, size_t nfds, char *why, size_t 
 		snprintf(why, size, "%s", no);
 		goto out;
 	}
-	/* a workspace entry named like a pre-imported module would be imported in a cold run */
+	/* a workspace entry a cold interpreter would import or read at its start */
 	STRV_FOREACH (in, &o2->inputs) {
 		const char *slash = strrchr(*in, '/');
 		const char *base = slash ? slash + 1 : *in;
 
 		if (warm_name_shadows(o2->lang, base, &c->warm.modules)) {
-			snprintf(why, size, "the input '%s' would shadow a pre-imported module",
+			snprintf(why, size,
+				 "the input '%s' would shadow a pre-imported module or change the "
+				 "interpreter's start",
 				 base);
 			goto out;
 		}

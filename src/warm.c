@@ -20,6 +20,9 @@ warm_refusal(const struct ab_run_opts *o)
 		return "the run has --workspace DIR";
 	if (o->dry_run)
 		return "a dry run";
+	/* RLIMIT_CPU, its backstop, would count the interpreter's start and pre-imports */
+	if (o->limits[AB_LIM_CPU_TIME_MS].value > 0)
+		return "a --cpu-time limit (its rlimit backstop would count the slot's start)";
 	if (o->limits[AB_LIM_NOFILE].value <= AB_WARM_FD)
 		return "--nofile is not above the slot's hook fd (1000)";
 	return NULL;
@@ -98,6 +101,9 @@ warm_module_ok(enum ab_lang lang, const char *name)
 bool
 warm_name_shadows(enum ab_lang lang, const char *name, const struct strv *modules)
 {
+	/* HOME is /work: Python's start adds ~/.local's site-packages when it is there */
+	if (lang == AB_LANG_PYTHON && strcmp(name, ".local") == 0)
+		return true;
 	if (modules->n == 0)
 		return false;
 	if (lang == AB_LANG_NODE)

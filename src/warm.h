@@ -44,9 +44,10 @@ char *warm_class_key(const json_t *spec);
  * name (no path: nothing relative or absolute). */
 bool warm_module_ok(enum ab_lang lang, const char *name);
 
-/* Would an entry named `name` at the top of /work shadow one of the top-level modules a slot
- * pre-imported (a cold run would import the workspace's instead)? Python: NAME, NAME.py,
- * NAME.*.so and the like; Node: a node_modules directory. */
+/* Would an entry named `name` at the top of /work make a cold run start differently from the
+ * slot: shadow one of the top-level modules the slot pre-imported (Python: NAME, NAME.py,
+ * NAME.*.so and the like; Node: a node_modules directory), or be read by the interpreter's
+ * own start (Python: .local, the user site directory under HOME=/work)? */
 bool warm_name_shadows(enum ab_lang lang, const char *name, const struct strv *modules);
 
 /* A hook message of n fields: u32 little-endian length, then the fields NUL-separated.

@@ -84,6 +84,10 @@ def _agentbox_warm():
             send([b"error", os.fsencode("pre-import %s: %r" % (name, exc))])
             os._exit(125)
     added = sorted({name.partition(".")[0] for name in sys.modules} - before)
+    # Finders cached for the workspace (a PYTHONPATH entry under /work, empty until the
+    # run's files come) are made again when the script imports, as in a cold run.
+    for path in [p for p in sys.path_importer_cache if p == "/work" or p.startswith("/work/")]:
+        del sys.path_importer_cache[path]
     send([b"ready"] + [os.fsencode(name) for name in added])
 
     go = recv()
