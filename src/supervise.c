@@ -381,6 +381,38 @@ kill_run(pid_t pid, const struct ab_spawn *sp, bool *killed, int64_t *kill_at)
 	*killed = true;
 }
 
+/* After kill_run, without a cgroup to kill: SIGKILL to every direct child but bwrap. They
+ * are the sandbox's processes re-parented to us (we are their subreaper) because bwrap died
+ * before its child had set its parent-death signal: a warm slot let go while bwrap was still
+ * building the sandbox leaves its PID 1 running otherwise, and we would wait for it forever.
+ * PID 1 of the sandbox's PID namespace takes the rest with it. Reads
+ * /proc/self/task/TID/children (CONFIG_PROC_CHILDREN; we are single-threaded). */
+static void
+kill_orphans(pid_t bwrap)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int) getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	(void) close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (char *p = buf, *end; *p; p = end) {
+		long child = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (child > 1 && child != (long) bwrap)
+			(void) kill((pid_t) child, SIGKILL);
+	}
+}
+
 /* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
  * of flooding on while the kill lands) and kill the run. */
 static void
@@ -1346,6 +1378,8 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		}
 		if (!killed)
 			progress_tick(&prog, now_ms(), sp->cg);
+		else if (!sp->cg && oc->bwrap_reaped)
+			kill_orphans(pid);
 		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
 		for (;;) {
 			struct rusage ru;

@@ -123,7 +123,7 @@ int ab_run_cancel(ab_run_handle *r);
 /* Waits for the run to finish (at once when its fd was readable) and frees r. */
 int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
 
-/* ---- warm slots (docs/api.md "Warm slots", docs/design.md "Warm slots") ---------------- */
+/* ---- warm slots (docs/api.md "Warm slots", docs/warm.md) ------------------------------- */
 
 /* A pool of warm slots for a long-lived caller. A slot is one future run's sandbox, built
  * before the run is asked for: its cgroup, namespaces, mounts, empty workspace and the
@@ -155,14 +155,16 @@ ab_run_handle *ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, 
  * then call ab_pool_tick. */
 int ab_pool_fd(const ab_pool *p);
 /* Housekeeping, never blocking: notes ready and failed slots, reaps ended ones, replaces
- * them (a class whose slots fail waits 1 s, doubling to a minute, before it tries again),
- * lets idle classes go. Returns the ms until it wants to be called again, or -1. */
+ * them (a class whose slots fail to start, or end while ready with no run, waits 1 s,
+ * doubling to a minute, before it starts another), lets idle classes go. Returns the ms
+ * until it wants to be called again, or -1. */
 int ab_pool_tick(ab_pool *p);
 /* Waits (at most timeout_ms) until every class that is not idle has its slots ready. 0, or
- * -ETIMEDOUT, or -EIO when a class's slot failed (the message says why). */
+ * -ETIMEDOUT, or -EIO when a class's last slot failed to start (the message says why). */
 int ab_pool_wait_ready(ab_pool *p, int timeout_ms, ab_error **err);
 /* The pool as JSON (malloc'd): per class its template, pre-imports, slots wanted, ready and
- * starting, the memory the ready ones hold (Pss), warm and cold runs, failures and the last
+ * starting, the memory the ready ones hold (Pss), warm and cold runs, slots started, failed
+ * (to start) and lost (ended while ready), the back-off left (retry_in_ms) and the last
  * error; the total memory_bytes. */
 char *ab_pool_info(ab_pool *p);
 /* Lets every slot go and waits for their supervisors (a few ms each). Runs already started

@@ -73,10 +73,11 @@ struct pool_class {
 	int64_t idle_ms; /* let the slots go after this long without a run (0: never) */
 	int64_t last_used_ms;
 	bool idle;         /* shrunk: no slots until a run of the class comes */
-	unsigned failures; /* failed slots in a row */
+	unsigned failures; /* slots in a row that failed to start or ended unused: back-off */
+	bool start_failed; /* the last slot started could not be made ready */
 	int64_t retry_at_ms;
 	char *last_error;
-	uint64_t warm_runs, cold_runs, started, failed;
+	uint64_t warm_runs, cold_runs, started, failed, lost;
 	struct pool_class *next;
 };
 
@@ -193,17 +194,38 @@ slot_start(ab_pool *p, struct pool_class *c, ab_error **err)
 	return 0;
 }
 
-/* A slot could not be made ready: the class backs off (1 s, doubling, at most a minute). */
+/* A slot could not be made ready, or (lost) a ready one ended before a run took it: its
+ * replacement waits (1 s, doubling with each such slot in a row, at most a minute), so a
+ * class whose slots keep dying costs a slot start a second at most, never a busy loop. */
 static void
-class_failed(struct pool_class *c, const char *why)
+class_failed(struct pool_class *c, const char *why, bool lost)
 {
 	int64_t wait = 1000LL << (c->failures < 6 ? c->failures : 6);
 
 	free(c->last_error);
-	c->last_error = xstrdup(why ? why : "the slot ended before it was ready");
+	c->last_error = xstrdup(why    ? why
+				: lost ? "a ready slot ended before a run took it"
+				       : "the slot ended before it was ready");
 	c->failures++;
-	c->failed++;
+	if (lost) {
+		c->lost++;
+	} else {
+		c->failed++;
+		c->start_failed = true;
+	}
 	c->retry_at_ms = mono_ms() + (wait > POOL_BACKOFF_MAX ? POOL_BACKOFF_MAX : wait);
+}
+
+/* sl's supervisor is ending on its own (not let go by the pool, not claimed) */
+static void
+slot_ended(struct pool_slot *sl, const char *why)
+{
+	if (!sl->cls)
+		return;
+	if (sl->state == SLOT_STARTING)
+		class_failed(sl->cls, why, false);
+	else if (sl->state == SLOT_READY)
+		class_failed(sl->cls, why, true);
 }
 
 /* Reads what a slot said (non-blocking). */
@@ -220,8 +242,7 @@ slot_read(ab_pool *p, struct pool_slot *sl)
 			return;
 		if (n <= 0) {
 			/* its supervisor closed the socket: it is ending */
-			if (sl->cls && sl->state == SLOT_STARTING)
-				class_failed(sl->cls, NULL);
+			slot_ended(sl, NULL);
 			slot_release(p, sl);
 			return;
 		}
@@ -232,11 +253,12 @@ slot_read(ab_pool *p, struct pool_slot *sl)
 			sl->memory_bytes =
 				(uint64_t) json_integer_value(json_object_get(v, "memory_bytes"));
 			sl->ready_ms = json_integer_value(json_object_get(v, "ready_ms"));
-			sl->cls->failures = 0;
+			/* a start that works ends a run of start failures, not of lost slots */
+			if (sl->cls->start_failed)
+				sl->cls->failures = 0;
+			sl->cls->start_failed = false;
 		} else if ((v = json_object_get(m, "failed"))) {
-			if (sl->cls)
-				class_failed(sl->cls,
-					     json_string_value(json_object_get(v, "message")));
+			slot_ended(sl, json_string_value(json_object_get(v, "message")));
 			slot_release(p, sl);
 		}
 		json_decref(m);
@@ -258,8 +280,7 @@ pool_reap(ab_pool *p)
 		    si.si_pid == 0)
 			continue;
 		sl->h->waited = true;
-		if (sl->cls && sl->state == SLOT_STARTING)
-			class_failed(sl->cls, NULL);
+		slot_ended(sl, NULL);
 		slot_drop(p, sl);
 	}
 }
@@ -368,8 +389,10 @@ ab_pool_add(ab_pool *p, const ab_spec *tmpl, unsigned slots, const char *opts_js
 	json_object_foreach(opts, key, v)
 	{
 		if (strcmp(key, "preimport") != 0 && strcmp(key, "idle_ms") != 0) {
+			/* the message first: key belongs to opts */
+			r = api_fail(err, -EINVAL, 2, NULL, "pool: unknown option \"%s\"", key);
 			json_decref(opts);
-			return api_fail(err, -EINVAL, 2, NULL, "pool: unknown option \"%s\"", key);
+			return r;
 		}
 	}
 	run_opts_init(&o);
@@ -514,6 +537,7 @@ claim(ab_pool *p, struct pool_slot *sl, const ab_spec *s, const ab_io *io, bool 
 	slot_drop(p, sl);
 	return h;
 dead:
+	slot_ended(sl, "a ready slot did not answer its claim");
 	slot_release(p, sl);
 	return NULL;
 }
@@ -561,6 +585,7 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 			h = claim(p, sl, s, io, &declined);
 			if (h) {
 				c->warm_runs++;
+				c->failures = 0;
 				(void) pool_work(p); /* its replacement starts now */
 				return h;
 			}
@@ -590,7 +615,7 @@ ab_pool_wait_ready(ab_pool *p, int timeout_ms, ab_error **err)
 			if (c->idle || class_count(p, c, SLOT_READY) >= c->want)
 				continue;
 			all = false;
-			if (c->failures > 0)
+			if (c->start_failed)
 				return api_fail(err, -EIO, 125,
 						"see the pool's info (ab_pool_info)",
 						"a warm slot failed: %s",
@@ -632,7 +657,7 @@ ab_pool_info(ab_pool *p)
 		json_array_append_new(
 			classes,
 			json_pack("{s:o, s:s, s:O, s:i, s:i, s:i, s:I, s:I, s:I, s:b, s:I, s:I, "
-				  "s:I, s:I, s:o}",
+				  "s:I, s:I, s:I, s:I, s:o}",
 				  "spec", tmpl, "language",
 				  c->lang == AB_LANG_NODE ? "node" : "python", "preimport",
 				  json_object_get(c->slot, "preimport"), "slots", (int) c->want,
@@ -642,7 +667,12 @@ ab_pool_info(ab_pool *p)
 				  "idle_ms", (json_int_t) c->idle_ms, "idle", c->idle, "warm_runs",
 				  (json_int_t) c->warm_runs, "cold_runs", (json_int_t) c->cold_runs,
 				  "slots_started", (json_int_t) c->started, "slots_failed",
-				  (json_int_t) c->failed, "last_error",
+				  (json_int_t) c->failed, "slots_lost", (json_int_t) c->lost,
+				  "retry_in_ms",
+				  (json_int_t) (c->retry_at_ms > mono_ms()
+							? c->retry_at_ms - mono_ms()
+							: 0),
+				  "last_error",
 				  c->last_error ? json_string(c->last_error) : json_null()));
 	}
 	o = json_pack("{s:o, s:I, s:I}", "classes", classes, "memory_bytes", (json_int_t) total,

@@ -3,8 +3,9 @@
  * ready; its runs are warm, each slot is used once and replaced; runs of no class, or whose
  * slot declines, are cold; two warm runs at once; a warm run cancelled; an idle class lets its
  * slots go and refills on the next run; templates that cannot have slots are refused; and
- * after ab_pool_free no process, fd, SIGCHLD or reaped child of ours is left behind.
- * Linked against the shared library only. */
+ * a slot serves one run, and its state (a pre-imported module, /tmp) never reaches the next;
+ * a ready slot that dies is replaced after a back-off; and after ab_pool_free no process, fd,
+ * SIGCHLD or reaped child of ours is left behind. Linked against the shared library only. */
 #include <agentbox/agentbox.h>
 #include <dirent.h>
 #include <errno.h>
@@ -77,6 +78,77 @@ count_slots(void)
 	}
 	closedir(d);
 	return n;
+}
+
+/* the parent pid of pid (from /proc/PID/stat), or -1 */
+static pid_t
+ppid_of(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	FILE *f;
+	size_t k;
+	int ppid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	k = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[k] = '\0';
+	rp = strrchr(buf, ')');
+	if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1)
+		return -1;
+	return ppid;
+}
+
+/* A process under one of our slots' supervisors (our children) whose command line's
+ * second word is /work/script.py and whose environment has AB_CLASS=2: the waiting
+ * interpreter of a slot of the second class. 0 when there is none. */
+static pid_t
+slot_interpreter(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (de = readdir(d))) {
+		char path[300], buf[256] = "", env[8192];
+		size_t k;
+		FILE *f;
+		pid_t pid = (pid_t) atoi(de->d_name);
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		k = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[k] = '\0';
+		if (k == 0 || strlen(buf) + 1 >= k ||
+		    strcmp(buf + strlen(buf) + 1, "/work/script.py"))
+			continue;
+		/* of the class whose environment has AB_CLASS=2 */
+		snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		k = fread(env, 1, sizeof(env) - 1, f);
+		fclose(f);
+		env[k] = '\0';
+		if (!memmem(env, k, "AB_CLASS=2", 11))
+			continue;
+		/* ours: one of its ancestors is a child of this process */
+		for (pid_t a = pid; a > 1 && !found; a = ppid_of(a))
+			if (ppid_of(a) == getpid())
+				found = pid;
+	}
+	closedir(d);
+	return found;
 }
 
 static ab_spec *
@@ -231,10 +303,13 @@ main(void)
 	/* two at once: both slots */
 	TAP_OK(ab_pool_wait_ready(p, 60000, &e) == 0, "the used slot was replaced");
 	{
-		ab_spec *a = spec("{\"language\":\"python\",\"code\":\"import time; time.sleep(1); "
-				  "print('a')\",\"rm\":true}");
-		ab_spec *b = spec("{\"language\":\"python\",\"code\":\"import time; time.sleep(1); "
-				  "print('b')\",\"rm\":true}");
+		/* each leaves a file in its /tmp and then looks: a shared slot would show both */
+		ab_spec *a = spec("{\"language\":\"python\",\"code\":\"import os, time; "
+				  "open('/tmp/a', 'w').close(); time.sleep(1); "
+				  "print(sorted(os.listdir('/tmp')))\",\"rm\":true}");
+		ab_spec *b = spec("{\"language\":\"python\",\"code\":\"import os, time; "
+				  "open('/tmp/b', 'w').close(); time.sleep(1); "
+				  "print(sorted(os.listdir('/tmp')))\",\"rm\":true}");
 		ab_run_handle *ha = ab_pool_run_start(p, a, NULL, NULL);
 		ab_run_handle *hb = ab_pool_run_start(p, b, NULL, NULL);
 		ab_result *ra = NULL, *rb = NULL;
@@ -243,9 +318,9 @@ main(void)
 			       ab_run_wait(hb, &rb, NULL) == 0,
 		       "two runs at once");
 		TAP_OK(ra && rb && is_warm(ab_result_json(ra)) && is_warm(ab_result_json(rb)) &&
-			       strcmp(ab_result_stdout(ra, NULL), "a\n") == 0 &&
-			       strcmp(ab_result_stdout(rb, NULL), "b\n") == 0,
-		       "... each in a slot of its own");
+			       strcmp(ab_result_stdout(ra, NULL), "['a']\n") == 0 &&
+			       strcmp(ab_result_stdout(rb, NULL), "['b']\n") == 0,
+		       "... each in a slot of its own: neither sees the other's /tmp");
 		ab_result_free(ra);
 		ab_result_free(rb);
 		ab_spec_free(a);
@@ -296,6 +371,91 @@ main(void)
 		       num(info, "other_runs") == 2,
 	       "the pool counted 5 warm runs, 1 cold run of the class and 2 of none");
 	free(info);
+
+	/* Single use (docs/warm.md "Isolation"): a class that pre-imports json, one slot. A run
+	 * marks the pre-imported module, its /tmp and its interpreter; the next warm run of the
+	 * class sees none of it, and its interpreter is a younger process. */
+	{
+		ab_spec *t2 = spec("{\"language\":\"python\",\"code\":\"\",\"rm\":true,"
+				   "\"env\":{\"AB_CLASS\":\"2\"}}");
+		const char *mark =
+			"{\"language\":\"python\",\"rm\":true,\"env\":{\"AB_CLASS\":\"2\"},"
+			"\"code\":\"import json, os, sys\\n"
+			"print(hasattr(json, 'MARK'), os.path.exists('/tmp/mark'), "
+			"open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19])\\n"
+			"json.MARK = 1; sys.modules['json'].MARK = 1\\n"
+			"open('/tmp/mark', 'w').close()\"}";
+		char *o1 = NULL, *o2 = NULL;
+		long long st1 = 0, st2 = 0;
+		pid_t victim;
+
+		TAP_OK(ab_pool_add(p, t2, 1, "{\"preimport\":[\"json\"]}", &e) == 0 &&
+			       ab_pool_wait_ready(p, 60000, &e) == 0,
+		       "a class pre-importing json, one slot, ready");
+		r1 = run(p, mark, &res);
+		o1 = res ? strdup(ab_result_stdout(res, NULL)) : NULL;
+		ab_result_free(res);
+		res = NULL;
+		TAP_OK(ab_pool_wait_ready(p, 60000, &e) == 0, "its slot was replaced");
+		r2 = run(p, mark, &res);
+		o2 = res ? strdup(ab_result_stdout(res, NULL)) : NULL;
+		ab_result_free(res);
+		res = NULL;
+		TAP_OK(is_warm(r1) && is_warm(r2), "both runs warm");
+		for (char **o = &o1; o; o = o == &o1 ? &o2 : NULL)
+			if (*o && strchr(*o, '\n'))
+				*strchr(*o, '\n') = '\0'; /* one line of TAP */
+		TAP_OK(o1 && o2 && strncmp(o1, "False False ", 12) == 0 &&
+			       strncmp(o2, "False False ", 12) == 0,
+		       "the second run sees neither the first's mark on the pre-imported module "
+		       "nor its /tmp (%s / %s)",
+		       o1 ? o1 : "-", o2 ? o2 : "-");
+		if (o1 && o2 && strlen(o1) > 12 && strlen(o2) > 12) {
+			st1 = atoll(o1 + 12);
+			st2 = atoll(o2 + 12);
+		}
+		TAP_OK(st1 > 0 && st2 > st1,
+		       "the second run's interpreter is another process, started after the first "
+		       "run's (start times %lld, %lld ticks)",
+		       st1, st2);
+		TAP_OK(r1 && r2 && strstr(r1, "\"run_id\"") &&
+			       strcmp(strstr(r1, "\"run_id\""), strstr(r2, "\"run_id\"")) != 0,
+		       "... and another run, with its own id");
+		free(o1);
+		free(o2);
+		free(r1);
+		free(r2);
+
+		/* a ready slot that dies before any run takes it is replaced, after a back-off */
+		TAP_OK(ab_pool_wait_ready(p, 60000, &e) == 0, "the class is ready again");
+		victim = slot_interpreter();
+		TAP_OK(victim > 0 && kill(victim, SIGKILL) == 0,
+		       "a ready slot's waiting interpreter is killed (pid %d)", (int) victim);
+		{
+			long lost = 0, retry = 0, starting = 1;
+
+			for (int i = 0; i < 200 && lost == 0; i++) {
+				struct pollfd pfd = { .fd = ab_pool_fd(p), .events = POLLIN };
+
+				(void) poll(&pfd, 1, 50);
+				(void) ab_pool_tick(p);
+				info = ab_pool_info(p);
+				lost = num(info, "slots_lost");
+				retry = num(info, "retry_in_ms");
+				starting = num(info, "starting") + num(info, "ready");
+				free(info);
+			}
+			TAP_OK(lost == 1 && retry > 0 && starting == 0,
+			       "the pool counts it lost and waits %ld ms before the replacement",
+			       retry);
+		}
+		TAP_OK(ab_pool_wait_ready(p, 60000, &e) == 0, "... which then becomes ready (%s)",
+		       e ? ab_error_message(e) : "ok");
+		r1 = run(p, mark, NULL);
+		TAP_OK(is_warm(r1), "and takes the next run");
+		free(r1);
+		ab_spec_free(t2);
+	}
 
 	ab_pool_free(p);
 	ab_spec_free(tmpl);

@@ -2,13 +2,14 @@
  * tests/integration/test-warm.sh and bench/warm. Built from the library's sources, so it needs
  * no build tree at run time (the user variant runs it from a staged copy).
  *
- *   ab-warm [--preimport M,M] [--idle-ms N] [--only cold|warm] [--info FILE] OUTDIR SPEC...
+ *   ab-warm [--preimport M,M] [--idle-ms N] [--only cold|warm|start] [--info FILE] OUTDIR SPEC...
  *
  * For each SPEC file (a run spec, docs/spec.md): OUTDIR/NAME.cold.json is its report from
  * ab_run, OUTDIR/NAME.warm.json its report from ab_pool_run_start once a slot of its class is
  * ready (NAME: the file's base name without .json). One pool serves every spec, with one slot
- * per class. --info writes ab_pool_info before the pool is freed. Exit 0 when every run
- * produced a report, 1 otherwise (the reason on stderr). */
+ * per class. --only start adds each spec's class and runs nothing: the pool is freed while
+ * its slots are still being built. --info writes ab_pool_info before the pool is freed. Exit 0 when
+ * every run produced a report, 1 otherwise (the reason on stderr). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,9 @@ main(int argc, char **argv)
 			break;
 	}
 	if (argc - i < 2) {
-		fprintf(stderr, "usage: ab-warm [--preimport M,M] [--idle-ms N] [--only cold|warm] "
-				"[--info FILE] OUTDIR SPEC...\n");
+		fprintf(stderr,
+			"usage: ab-warm [--preimport M,M] [--idle-ms N] [--only cold|warm|start] "
+			"[--info FILE] OUTDIR SPEC...\n");
 		return 2;
 	}
 	dir = argv[i++];
@@ -143,6 +145,18 @@ main(int argc, char **argv)
 			}
 			ab_result_free(res);
 			res = NULL;
+		}
+		if (only && strcmp(only, "start") == 0) {
+			/* a slot started and let go at once, while its sandbox is being built */
+			if (ab_pool_add(pool, s, 1, NULL, &err) < 0 &&
+			    ab_error_code(err) != -EEXIST) {
+				fprintf(stderr, "ab-warm: %s: %s\n", name, ab_error_message(err));
+				rc = 1;
+			}
+			ab_error_free(err);
+			err = NULL;
+			ab_spec_free(s);
+			continue;
 		}
 		if (only && strcmp(only, "warm") != 0) {
 			ab_spec_free(s);

@@ -5,7 +5,9 @@
 # sys.argv, __main__, __file__, sys.path[0], cwd, environment, tracebacks, exit statuses,
 # signals, limits, files. Then what only a slot has: pre-imports, a claim a slot declines, the
 # failure of a slot that cannot start, and nothing left behind.
-. "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$AB_TESTDIR/integration/lib.sh"
 
 [ -x "${AB_WARM:-}" ] || bail "AB_WARM='${AB_WARM:-}' is not the ab-warm helper"
 [ -x "${AGENTBOX_SUPERVISOR:-}" ] || bail "AGENTBOX_SUPERVISOR is not set"
@@ -78,6 +80,18 @@ spec py-memory python 'b = []
 for i in range(64):
     b.append(bytearray(16 << 20))
 print("survived")' '{"limits": {"memory": "128M", "timeout": "20s"}}'
+# the slot's cgroup (or rlimit) for processes holds from the hand-over as in a cold run
+spec py-pids python 'import os, time
+n = 0
+try:
+    for n in range(1, 50):
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+except OSError as e:
+    print("fork refused", e.errno, "limited" if n < 20 else "late")
+else:
+    print("no limit")' '{"limits": {"pids": 12}}'
 spec py-pythonpath python 'import sys, wmod; print(wmod.VALUE, sys.path[:3])' \
     "$(jq -n --arg in "$IN/lib" '{inputs: [$in], env: {PYTHONPATH: "/work/lib", FOO: "bar"}}')"
 
@@ -159,6 +173,8 @@ is "$(st '.limits_hit | index("file-size") != null' py-fsize)" "true" "py-fsize:
 is "$(st '.limits_hit | index("file-size") != null' py-bigin)" "false" \
     "py-bigin: an input larger than --file-size, copied in at the hand-over, is no hit"
 is "$(st '.status' py-memory)" "oom" "py-memory: the memory limit"
+check "py-pids: the process limit refuses a fork" \
+    jqe '.stdout.text | test("^fork refused 11 limited")' "$OUT/py-pids.warm.json"
 check "py-probe: arguments, __file__, sys.path[0] and cwd as \`python3 /work/script.py ARGS\`" \
     jqe '.stdout.text | test("ARGV \\[.\/work\/script.py., .a., .b c., .ü., ..\\]") and
         test("MAIN __main__ /work/script.py None SourceFileLoader None None") and
@@ -166,6 +182,10 @@ check "py-probe: arguments, __file__, sys.path[0] and cwd as \`python3 /work/scr
 check "py-probe: no trace of the hook (environment, sys.path, fds, /tmp)" \
     jqe '.stdout.text | (test("PYTHONPATH|/etc/agentbox|sitecustomize") | not) and
         test("FDS \\[.0., .1., .2., .3.\\]") and test("TMP \\[\\]")' "$OUT/py-probe.warm.json"
+check "py-probe: a cold run has no trace of the hooks either (no PYTHONPATH, no sys.path entry)" \
+    jqe '.stdout.text | (test("PYTHONPATH|/etc/agentbox|sitecustomize") | not)' "$OUT/py-probe.cold.json"
+check "js-probe: a cold Node run has no preload, no NODE_OPTIONS" \
+    jqe '.stdout.text | (test("NODE_OPTIONS|/etc/agentbox|hook.js") | not)' "$OUT/js-probe.cold.json"
 check "py-pythonpath: PYTHONPATH as the spec set it, its modules imported from the workspace" \
     jqe '.stdout.text | test("^42 \\[./work., ./work/lib.")' "$OUT/py-pythonpath.warm.json"
 check "js-probe: process.argv, execArgv, require.main as \`node /work/script.js ARGS\`" \
@@ -210,6 +230,19 @@ bounded 120 "$AB_WARM" --preimport no_such_module_xyz --only warm "$WORK/bad.d" 
 is "$rc" 1 "a slot whose pre-import fails: ab-warm fails"
 check "... and says which module and why" grep -q "pre-import no_such_module_xyz.*ModuleNotFoundError" \
     "$WORK/err"
+
+# ---- slots let go while they are being built --------------------------------------------------------
+# Without a cgroup (the user variant), a sandbox whose bwrap is killed before its child set its
+# parent-death signal lives on: the supervisor must kill it itself, or it waits forever.
+mkdir "$WORK/start.d"
+for round in 1 2 3; do
+    rc=0
+    bounded 60 "$AB_WARM" --only start "$WORK/start.d" "$SPECS/py-exit3.json" "$SPECS/js-exit.json" \
+        "$SPECS/py-kbd.json" "$SPECS/js-throw.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 0 "round $round: four slots started and let go at once: the pool is freed, nothing hangs"
+done
+check "... and no slot's supervisor is left" no_procs "agentbox-supervisor slot"
+check "... nor a slot's sandbox" no_procs "warm-fd 1000"
 
 # ---- nothing left ---------------------------------------------------------------------------------
 check "no slot's supervisor is left running" no_procs "agentbox-supervisor slot"
