@@ -244,6 +244,15 @@ done
 check "... and no slot's supervisor is left" no_procs "agentbox-supervisor slot"
 check "... nor a slot's sandbox" no_procs "warm-fd 1000"
 
+# ---- doctor builds a slot and runs in it ------------------------------------------------------------
+rc=0
+bounded 120 "$AGENTBOX" doctor --json >"$WORK/doctor.json" 2>"$WORK/err" || rc=$?
+is "$rc" 0 "doctor ran"
+check "doctor: its 'warm slots' check ran a script in a slot, with the slot's time and memory" \
+    jqe '.checks[] | select(.check == "warm slots") | .result == "ok" and
+        (.detail | test("^a Python slot was ready in [0-9]+ ms, holding [0-9.]+ MiB; a run in it took [0-9]+ ms"))' \
+    "$WORK/doctor.json"
+
 # ---- nothing left ---------------------------------------------------------------------------------
 check "no slot's supervisor is left running" no_procs "agentbox-supervisor slot"
 # every run directory is a run's (the library's retention may have pruned older ones): an unused
