@@ -50,6 +50,99 @@ read_spec(int fd)
 	return json_loadb(text, got, JSON_REJECT_DUPLICATES, &je);
 }
 
+/* Modules the interpreter imported from sys.path before the hand-over whatever the
+ * pre-imports: Python's site imports these (and the encodings package) at start. */
+static const char *const py_start_modules[] = { "sitecustomize", "usercustomize", "encodings" };
+
+/* name is module m's file or directory (m, m.py, m.cpython-311-x86_64-linux-gnu.so, m.js,
+ * m/) for one of the top-level names of modules (a scoped Node package: its scope) */
+static bool
+names_module(const char *name, const struct strv *modules)
+{
+	STRV_FOREACH (m, modules) {
+		size_t l = strcspn(*m, "./");
+
+		if (strncmp(name, *m, l) == 0 && (name[l] == '\0' || name[l] == '.'))
+			return true;
+	}
+	return false;
+}
+
+/* Would the run's inputs put, in a directory of the search path the spec's environment sets
+ * (PYTHONPATH, NODE_PATH) under /work, an entry a cold interpreter would import at its start
+ * or instead of a pre-imported module? Such a directory is empty when the slot's interpreter
+ * starts and holds the inputs only from the hand-over. Returns the entry's name (static
+ * buffer) or NULL. */
+static const char *
+search_path_shadow(const struct ab_run_opts *o, const struct strv *modules)
+{
+	static char hit[256];
+	const char *var = o->lang == AB_LANG_NODE ? "NODE_PATH=" : "PYTHONPATH=";
+	struct strv names = { 0 };
+	const char *value = NULL;
+	const char *found = NULL;
+
+	STRV_FOREACH (kv, &o->env)
+		if (strncmp(*kv, var, strlen(var)) == 0)
+			value = *kv + strlen(var);
+	if (!value || !strstr(value, "/work"))
+		return NULL;
+	STRV_FOREACH (m, modules)
+		strv_push(&names, *m);
+	if (o->lang == AB_LANG_PYTHON)
+		for (size_t i = 0; i < ARRAY_SIZE(py_start_modules); i++)
+			strv_push(&names, py_start_modules[i]);
+	if (names.n == 0)
+		return NULL;
+	for (const char *p = value; p && *p && !found;
+	     p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
+		size_t len = strcspn(p, ":");
+		cleanup_free char *entry = xstrndup(p, len);
+		const char *rel;
+
+		if (strcmp(entry, "/work") == 0 || strcmp(entry, "/work/") == 0) {
+			rel = "";
+		} else if (strncmp(entry, "/work/", 6) == 0) {
+			rel = entry + 6;
+		} else {
+			continue;
+		}
+		STRV_FOREACH (in, &o->inputs) {
+			const char *slash = strrchr(*in, '/');
+			const char *base = slash ? slash + 1 : *in;
+			size_t first = strcspn(rel, "/");
+			cleanup_free char *dir = NULL;
+			DIR *d;
+			struct dirent *de;
+
+			if (!*rel) { /* the input itself lands in the directory */
+				if (names_module(base, &names)) {
+					snprintf(hit, sizeof(hit), "%s", base);
+					found = hit;
+				}
+				continue;
+			}
+			if (strlen(base) != first || strncmp(base, rel, first) != 0)
+				continue;
+			/* the input is (an ancestor of) the directory: look inside it */
+			dir = rel[first] ? xasprintf("%s/%s", *in, rel + first + 1) : xstrdup(*in);
+			d = opendir(dir);
+			while (d && !found && (de = readdir(d)))
+				if (de->d_name[0] != '.' && names_module(de->d_name, &names)) {
+					snprintf(hit, sizeof(hit), "%.100s/%.100s", rel,
+						 de->d_name);
+					found = hit;
+				}
+			if (d)
+				closedir(d);
+			if (found)
+				break;
+		}
+	}
+	strv_done(&names);
+	return found;
+}
+
 /* warm->claim: fds are the spec's memfd, then the run's stdout and stderr relay targets. */
 static int
 slot_claim(void *p, const json_t *msg, int *fds, size_t nfds, char *why, size_t size)
@@ -93,6 +186,18 @@ slot_claim(void *p, const json_t *msg, int *fds, size_t nfds, char *why, size_t 
 				 "the input '%s' would shadow a pre-imported module or change the "
 				 "interpreter's start",
 				 base);
+			goto out;
+		}
+	}
+	{
+		const char *shadow = search_path_shadow(o2, &c->warm.modules);
+
+		if (shadow) {
+			snprintf(
+				why, size,
+				"the input '%s' on the spec's search path would be imported at the "
+				"interpreter's start or shadow a pre-imported module",
+				shadow);
 			goto out;
 		}
 	}

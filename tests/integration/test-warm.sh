@@ -209,19 +209,33 @@ spec pre-shadow python 'import json; print(json.__file__)' \
     "$(jq -n --arg in "$WORK/json.py" '{inputs: [$in]}')"
 printf 'print("mine")\n' >"$WORK/json.py"
 chmod a+r "$WORK/json.py"
+# a sitecustomize on the spec's PYTHONPATH under /work: a cold interpreter imports it at its
+# start, a slot's started before the inputs came
+mkdir -p "$WORK/sc/lib"
+printf 'print("site hook")\n' >"$WORK/sc/lib/sitecustomize.py"
+chmod -R a+rX "$WORK/sc"
+spec pre-site python 'print("script")' \
+    "$(jq -n --arg in "$WORK/sc/lib" '{inputs: [$in], env: {PYTHONPATH: "/work/lib"}}')"
 mkdir "$WORK/pre.d"
 rc=0
 bounded 120 "$AB_WARM" --preimport json,csv --only warm --info "$WORK/pre-info.json" \
-    "$WORK/pre.d" "$SPECS/pre-in.json" "$SPECS/pre-shadow.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    "$WORK/pre.d" "$SPECS/pre-in.json" "$SPECS/pre-shadow.json" "$SPECS/pre-site.json" \
+    >"$WORK/out" 2>"$WORK/err" || rc=$?
 is "$rc" 0 "ab-warm with pre-imports ran"
 check "a pre-imported module is in sys.modules when the run starts" \
     jqe '.warm and .stdout.text == "True True\n"' "$WORK/pre.d/pre-in.warm.json"
 check "an input that shadows a pre-imported module: the slot declines, the run goes cold" \
     jqe '(.warm | not) and .stdout.text == "mine\n/work/json.py\n"' \
     "$WORK/pre.d/pre-shadow.warm.json"
+check "a sitecustomize on the spec's PYTHONPATH, in an input: the slot declines, the cold run imports it" \
+    jqe '(.warm | not) and .stdout.text == "site hook\nscript\n"' "$WORK/pre.d/pre-site.warm.json"
 check "the pool's info: the pre-imports, one warm and one cold run, the memory the slot holds" \
-    jqe '.classes[0].preimport == ["json", "csv"] and .classes[0].warm_runs == 1 and
-        .classes[0].cold_runs == 1 and .memory_bytes > 1000000' "$WORK/pre-info.json"
+    jqe '[.classes[] | select(.spec.env == null)][0] | .preimport == ["json", "csv"] and
+        .warm_runs == 1 and .cold_runs == 1' "$WORK/pre-info.json"
+check "... and the PYTHONPATH class's one cold run" \
+    jqe '[.classes[] | select(.spec.env != null)][0] | .warm_runs == 0 and .cold_runs == 1' \
+    "$WORK/pre-info.json"
+check "... the memory the ready slots hold" jqe '.memory_bytes > 1000000' "$WORK/pre-info.json"
 
 mkdir "$WORK/bad.d"
 rc=0
