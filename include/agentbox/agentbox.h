@@ -131,8 +131,10 @@ int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
  * whose spec is of a slot's class takes a ready slot: its files are copied in, its arguments
  * handed over, and it runs and is reported as a cold run would be (the report says "warm";
  * its clock, CPU time and memory peak start at the hand-over). A slot serves one run only and
- * is replaced at once; one no run took is killed and leaves nothing. Runs of no class, or with
- * no slot ready, start cold (ab_run_start). Not thread-safe: one thread uses a pool. */
+ * is replaced when that run ends (250 ms after the claim at the latest, so that the
+ * replacement is not built on the cores a short run uses); one no run took is killed and leaves
+ * nothing. Runs of no class, or with no slot ready, start cold (ab_run_start). Not thread-safe: one
+ * thread uses a pool. */
 typedef struct ab_pool ab_pool;
 
 /* An empty pool. ctx (NULL: a default context the pool owns) must outlive it. */

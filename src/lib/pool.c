@@ -2,7 +2,8 @@
  * docs/api.md, docs/design.md "Warm slots"). A slot is an agentbox-supervisor in slot mode
  * (src/supervisor/main.c) that built one future run's sandbox and waits with the interpreter
  * started; the pool keeps a number of them per class of specs, hands a run to a ready slot of
- * its class (warm) or starts it as ab_run_start would (cold), and replaces each slot it used.
+ * its class (warm) or starts it as ab_run_start would (cold), and replaces each slot it used
+ * once that slot's run has ended (struct pool_refill).
  *
  * Each slot is a run handle (api-private.h) plus a SOCK_SEQPACKET control socket, its fd 6:
  * the slot says {"ready": {...}} or {"failed": {...}}; a claim is {"claim": {}} with the run's
@@ -44,6 +45,7 @@
 #define POOL_MAX_SLOTS     64    /* slots per class */
 #define POOL_CLAIM_WAIT_MS 2000  /* a ready slot answers a claim at once; past this it is dead */
 #define POOL_BACKOFF_MAX   60000 /* after failures, a class waits at most this long to retry */
+#define POOL_REFILL_MAX_MS 250   /* a used slot's replacement waits for its run at most this long */
 
 enum slot_state {
 	SLOT_STARTING,
@@ -81,12 +83,24 @@ struct pool_class {
 	struct pool_class *next;
 };
 
+/* A slot's run going on: its replacement starts when the run ends (the caller's handle's fd,
+ * dup'd, reads as ended) or at until_ms, whichever comes first. Building a slot takes a core
+ * for tens of ms; on a small machine, doing it while the run is short and under way would
+ * slow that run down by as much (bench/warm). */
+struct pool_refill {
+	struct pool_class *cls;
+	int fd; /* a dup of ab_run_fd of the run: readable once it ended */
+	int64_t until_ms;
+	struct pool_refill *next;
+};
+
 struct ab_pool {
 	ab_context *ctx;
 	ab_context *own_ctx; /* made by ab_pool_new when ctx was NULL */
 	int epfd;            /* every slot's control socket and pidfd */
 	struct pool_class *classes;
 	struct pool_slot *slots;
+	struct pool_refill *refills;
 	uint64_t unmatched_runs; /* runs of no class (or not for a slot at all): cold */
 };
 
@@ -161,6 +175,64 @@ class_count(const ab_pool *p, const struct pool_class *c, int state)
 		if (sl->cls == c && (state < 0 || (int) sl->state == state))
 			n++;
 	return n;
+}
+
+static unsigned
+class_refills(const ab_pool *p, const struct pool_class *c)
+{
+	unsigned n = 0;
+
+	for (const struct pool_refill *f = p->refills; f; f = f->next)
+		n += f->cls == c;
+	return n;
+}
+
+static void
+refill_drop(ab_pool *p, struct pool_refill *f)
+{
+	for (struct pool_refill **pp = &p->refills; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	if (f->fd >= 0) {
+		(void) epoll_ctl(p->epfd, EPOLL_CTL_DEL, f->fd, NULL);
+		(void) close(f->fd);
+	}
+	free(f);
+}
+
+/* c's slot was taken by the run h: its replacement waits for the run's end, at most
+ * POOL_REFILL_MAX_MS (without an fd to watch: the deadline only). */
+static void
+refill_later(ab_pool *p, struct pool_class *c, const ab_run_handle *h)
+{
+	struct pool_refill *f = xcalloc(1, sizeof(*f));
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	f->cls = c;
+	f->fd = ab_run_fd(h) >= 0 ? fcntl(ab_run_fd(h), F_DUPFD_CLOEXEC, 3) : -1;
+	f->until_ms = mono_ms() + POOL_REFILL_MAX_MS;
+	ev.data.ptr = f;
+	if (f->fd >= 0)
+		(void) epoll_ctl(p->epfd, EPOLL_CTL_ADD, f->fd, &ev);
+	f->next = p->refills;
+	p->refills = f;
+}
+
+/* Refills whose run ended or whose time is up are done: their classes may start slots. */
+static void
+refills_check(ab_pool *p, int64_t now)
+{
+	struct pool_refill *next;
+
+	for (struct pool_refill *f = p->refills; f; f = next) {
+		struct pollfd pfd = { .fd = f->fd, .events = POLLIN };
+
+		next = f->next;
+		if (now >= f->until_ms || (f->fd >= 0 && poll(&pfd, 1, 0) > 0 && pfd.revents))
+			refill_drop(p, f);
+	}
 }
 
 static int
@@ -301,6 +373,10 @@ pool_work(ab_pool *p)
 	}
 	pool_reap(p);
 	now = mono_ms();
+	refills_check(p, now);
+	for (struct pool_refill *f = p->refills; f; f = f->next)
+		if (next < 0 || f->until_ms - now < next)
+			next = f->until_ms - now;
 	for (struct pool_class *c = p->classes; c; c = c->next) {
 		int64_t at;
 
@@ -324,7 +400,8 @@ pool_work(ab_pool *p)
 				next = at;
 			continue;
 		}
-		while (class_count(p, c, -1) < c->want && slot_start(p, c, NULL) == 0)
+		while (class_count(p, c, -1) + class_refills(p, c) < c->want &&
+		       slot_start(p, c, NULL) == 0)
 			;
 	}
 	for (struct pool_slot *sl = p->slots; sl; sl = sl->next)
@@ -586,7 +663,7 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 			if (h) {
 				c->warm_runs++;
 				c->failures = 0;
-				(void) pool_work(p); /* its replacement starts now */
+				refill_later(p, c, h);
 				return h;
 			}
 		}
@@ -699,6 +776,8 @@ ab_pool_free(ab_pool *p)
 			(void) api_finish_quietly(sl->h);
 		slot_drop(p, sl);
 	}
+	while (p->refills)
+		refill_drop(p, p->refills);
 	for (struct pool_class *c = p->classes; c; c = nc) {
 		nc = c->next;
 		free(c->key);

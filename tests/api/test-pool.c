@@ -426,6 +426,37 @@ main(void)
 		free(r1);
 		free(r2);
 
+		/* a used slot's replacement waits for its run, 250 ms at most: it is not built
+		 * on the cores the run is using */
+		TAP_OK(ab_pool_wait_ready(p, 60000, &e) == 0, "ready for a longer run");
+		{
+			ab_spec *sl =
+				spec("{\"language\":\"python\",\"rm\":true,\"env\":{\"AB_CLASS\":"
+				     "\"2\"},\"code\":\"import time; time.sleep(1)\"}");
+			ab_run_handle *h = sl ? ab_pool_run_start(p, sl, NULL, NULL) : NULL;
+			struct timespec t = { .tv_sec = 0, .tv_nsec = 400 * 1000000L };
+			long before, after;
+
+			info = ab_pool_info(p);
+			before = num(info, "starting") + num(info, "ready");
+			free(info);
+			nanosleep(&t, NULL);
+			(void) ab_pool_tick(p);
+			info = ab_pool_info(p);
+			after = num(info, "starting") + num(info, "ready");
+			free(info);
+			TAP_OK(h && before == 0 && after == 1,
+			       "while a warm run goes on, its slot's replacement waits (%ld "
+			       "slots), "
+			       "then starts at 250 ms (%ld)",
+			       before, after);
+			TAP_OK(h && ab_run_wait(h, &res, NULL) == 0 && is_warm(ab_result_json(res)),
+			       "... and the run was warm");
+			ab_result_free(res);
+			res = NULL;
+			ab_spec_free(sl);
+		}
+
 		/* a ready slot that dies before any run takes it is replaced, after a back-off */
 		TAP_OK(ab_pool_wait_ready(p, 60000, &e) == 0, "the class is ready again");
 		victim = slot_interpreter();
