@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "util/xalloc.h"
+#include "warm.h"
 
 void
 plan_add_ro_bind_fd(struct ab_plan *p, int fd, const char *src, const char *dest)
@@ -169,8 +170,15 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		if (p->landlock_scope)
 			strv_push(cmd, "--landlock-scope");
 	}
+	if (p->warm) {
+		/* the slot's socket, for the interpreter's hook alone (warm.h) */
+		strv_push(cmd, "--warm-fd");
+		strv_pushf(cmd, "%d", AB_WARM_FD);
+	}
 	strv_push(cmd, "--");
 	strv_push(cmd, p->interp);
+	if (p->warm && p->lang == AB_LANG_NODE)
+		strv_push_n(cmd, 2, "--require", AB_WARM_JS_HOOK); /* the hook removes it again */
 	strv_push(cmd, p->script_sandbox);
 	STRV_FOREACH (a, &p->script_args)
 		strv_push(cmd, *a);

@@ -109,3 +109,11 @@ cg_read_usage(struct ab_cg *cg, struct ab_cg_usage *ret)
 	*ret = u;
 	return 0;
 }
+
+int
+cg_reset_peaks(struct ab_cg *cg)
+{
+	if (!cg || cg->kind != AB_CG_V1 || cg->dirfd[CG_MEMORY] < 0)
+		return -EOPNOTSUPP;
+	return write_small_file_at(cg->dirfd[CG_MEMORY], "memory.max_usage_in_bytes", "0");
+}

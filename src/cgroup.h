@@ -82,6 +82,12 @@ struct ab_cg_usage {
 	bool valid;
 };
 
+/* A warm slot's run starts (warm.h): the memory high-water mark starts again from what is
+ * in use now (cgroup v1 memory.max_usage_in_bytes; v2's memory.peak can be reset only for one
+ * open file, so there the peak includes the slot's start). Returns 0 or -errno
+ * (-EOPNOTSUPP on v2). */
+int cg_reset_peaks(struct ab_cg *cg);
+
 /* Creates the run cgroup `name` (e.g. "run-ab12cd") under the probed place and writes the
  * limits. On any failure removes what it created. Returns 0 or -errno with err set.
  * name: [A-Za-z0-9._-], not starting with '.', shorter than sizeof(ret->name). The directory

@@ -50,6 +50,7 @@ enum ab_prot {
 };
 
 struct ab_netproxy;
+struct ab_slot_opts;
 
 struct ab_run_opts {
 	const char
@@ -109,6 +110,8 @@ struct ab_run_opts {
 	/* With share_net: the install's own network namespace, served by the registry proxy
 	 * (netproxy.h), rather than the host's. */
 	struct ab_netproxy *netproxy;
+	/* Set by agentbox-supervisor's slot mode only (run.h): this run is a warm slot. */
+	struct ab_slot_opts *slot;
 };
 
 #define AB_INLINE_OUTPUT_DEFAULT (64u << 10)

@@ -17,6 +17,7 @@
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
+#include "warm.h"
 
 /* The curated set (issue 15): what interpreters and common packages read from /etc, and
  * nothing secret. Bound read-only at the same path when it exists on the host, after the
@@ -90,6 +91,9 @@ etcgen_is_generated(const char *name)
 	for (size_t i = 0; i < ARRAY_SIZE(etc_links); i++)
 		if (strcmp(name, etc_links[i].name) == 0)
 			return true;
+	/* the warm-slot hooks (warm.h) */
+	if (strncmp(name, "agentbox", 8) == 0 && (name[8] == '\0' || name[8] == '/'))
+		return true;
 	return strcmp(name, "resolv.conf") == 0;
 }
 
@@ -163,6 +167,31 @@ copy_small_file(int efd, const char *name, int fd, const struct stat *st)
 		r = write_all(out, buf, len);
 	free(buf);
 	return r < 0 ? r : 0;
+}
+
+/* AB_WARM_DIR with the warm-slot hooks (warm.h): in every sandbox, cold or warm, so that both
+ * see the same /etc; they act only in a slot's interpreter, started to load them. */
+static int
+write_warm_hooks(int efd, uid_t owner, gid_t group)
+{
+	static const char *const dirs[] = { "agentbox", "agentbox/warm" };
+	cleanup_fd int wfd = -1;
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		if (mkdirat(efd, dirs[i], 0755) < 0)
+			return -errno;
+		if (owner != (uid_t) -1 &&
+		    fchownat(efd, dirs[i], owner, group, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	wfd = openat(efd, "agentbox/warm", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (wfd < 0)
+		return -errno;
+	r = write_file_at(wfd, "sitecustomize.py", ab_warm_sitecustomize_py, owner, group);
+	if (r == 0)
+		r = write_file_at(wfd, "hook.js", ab_warm_hook_js, owner, group);
+	return r;
 }
 
 /* The curated tree behind fd (an O_RDONLY directory fd, taken over) must hold nothing but
@@ -317,6 +346,9 @@ etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *e
 		if (symlinkat(etc_links[i].text, efd, etc_links[i].name) < 0)
 			return ab_err_set(err, -errno, "write the sandbox /etc/%s: %s",
 					  etc_links[i].name, strerror(errno));
+	r = write_warm_hooks(efd, owner, group);
+	if (r < 0)
+		return ab_err_set(err, r, "write the sandbox " AB_WARM_DIR ": %s", strerror(-r));
 	if (!net) {
 		r = write_file_at(efd, "resolv.conf", "# no network in the sandbox\n", owner,
 				  group);

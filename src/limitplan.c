@@ -63,10 +63,7 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			    : "run as root, or on a cgroup v2 host with a delegated cgroup "
 			      "(systemd-run --user --scope -p Delegate=yes, or AGENTBOX_CGROUP)");
 
-	/* timeout: always ours */
-	lp->timeout_ms = o->limits[AB_LIM_TIMEOUT_MS].value;
-	set_limit(res, AB_LIM_TIMEOUT_MS, lp->timeout_ms, "agentbox monotonic deadline + SIGKILL",
-		  true, NULL);
+	limits_plan_run(o, lp, res);
 
 	/* memory */
 	if (cgroup_ok && cg->memory) {
@@ -219,13 +216,21 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			    units_format_size(mem_limit, mem, sizeof(mem)), total,
 			    tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
 	}
+	return 0;
+}
 
+void
+limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct ab_result *res)
+{
+	/* timeout: always ours */
+	lp->timeout_ms = o->limits[AB_LIM_TIMEOUT_MS].value;
+	set_limit(res, AB_LIM_TIMEOUT_MS, lp->timeout_ms, "agentbox monotonic deadline + SIGKILL",
+		  true, NULL);
 	lp->output_bytes = o->limits[AB_LIM_OUTPUT].value;
 	set_limit(res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
 		  o->output_truncate ? "per stream; past it the stream is read and discarded, the "
 				       "run goes on (--on-output-limit truncate)"
 				     : "per stream; the run is stopped when a stream passes it");
-	return 0;
 }
 
 char *

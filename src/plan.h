@@ -70,6 +70,10 @@ struct ab_plan {
 	/* The nsfs inode of the network namespace agentbox started in: agentbox-init refuses
 	 * to run the script in it (--net-check; 0: only the lo-only check). */
 	unsigned long long netns_not;
+
+	/* A warm slot (warm.h): the interpreter starts with its hook (Node: --require; Python:
+	 * PYTHONPATH, in env), and agentbox-init keeps AB_WARM_FD open for it. */
+	bool warm;
 };
 
 void plan_done(struct ab_plan *p);

@@ -391,6 +391,7 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "agentbox_max_rss_kib", int_or_null(r->supervisor_max_rss_kib));
 	json_object_set_new(o, "agentbox_fds_left", int_or_null(r->supervisor_fds_left));
 	json_object_set_new(o, "run_id", str_or_null(r->run_id));
+	json_object_set_new(o, "warm", json_boolean(r->warm));
 	json_object_set_new(o, "script", str_or_null(r->script));
 	json_object_set_new(o, "lang",
 			    r->lang == AB_LANG_AUTO ? json_null()

@@ -109,6 +109,7 @@ struct ab_result {
 	json_t *inputs;    /* copy-in report (owned) or NULL */
 	struct ab_limit_result limits[AB_LIM_COUNT];
 	struct ab_run_opts *opts; /* requested values (borrowed) */
+	bool warm;                /* the run took a warm slot (warm.h): its clock started there */
 	struct ab_usage usage;
 	struct ab_protection prot[24];
 	size_t n_prot;

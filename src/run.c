@@ -44,6 +44,7 @@
 #include "util/macro.h"
 #include "util/xalloc.h"
 #include "walk.h"
+#include "warm.h"
 
 #define AB_DEFAULT_SANDBOX_ID 64000
 
@@ -133,8 +134,19 @@ build_env(struct run_ctx *c)
 	strv_push(e, "XDG_CACHE_HOME=" AB_SANDBOX_CACHE);
 	strv_push(e, "MPLCONFIGDIR=" AB_SANDBOX_CACHE "/matplotlib");
 	strv_push(e, "npm_config_cache=" AB_SANDBOX_CACHE "/npm");
-	STRV_FOREACH (kv, &c->o->env)
+	STRV_FOREACH (kv, &c->o->env) {
+		/* a Python slot's hook is found through PYTHONPATH; it restores the spec's */
+		if (c->plan.warm && c->plan.lang == AB_LANG_PYTHON &&
+		    strncmp(*kv, "PYTHONPATH=", 11) == 0) {
+			free(c->py_path_orig);
+			c->py_path_orig = xstrdup(*kv + 11);
+			continue;
+		}
 		strv_push(e, *kv);
+	}
+	if (c->plan.warm && c->plan.lang == AB_LANG_PYTHON)
+		strv_pushf(e, "PYTHONPATH=%s%s%s", AB_WARM_DIR, c->py_path_orig ? ":" : "",
+			   c->py_path_orig ? c->py_path_orig : "");
 }
 
 void
@@ -289,6 +301,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		.script_fd = -1,
 		.seccomp_fd = -1,
 		.stdin_fd = -1,
+		.warm = { .ctl_fd = -1, .hook_fd = -1, .hook_peer = -1 },
 	};
 	struct ab_outcome oc = { 0 };
 	struct ab_cg_usage usage = { 0 };
@@ -314,6 +327,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.cg.dirfd[i] = c.cg.procs_fd[i] = -1;
 
 	timing_mark("start");
+	if (o->slot && warm_refusal(o)) {
+		r = ab_err_usage(err, "this spec cannot have a warm slot: %s", warm_refusal(o));
+		goto out;
+	}
 	{
 		struct stat st;
 
@@ -509,10 +526,11 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_mount_workspace(&c, err);
 		if (r < 0)
 			goto out;
-		r = ws_copy_inputs(&c, err);
+		/* a slot's workspace stays empty until a run takes it (slot.c) */
+		r = o->slot ? 0 : ws_copy_inputs(&c, err);
 		if (r < 0)
 			goto out;
-		r = ws_snapshot_workspace(&c, err);
+		r = o->slot ? 0 : ws_snapshot_workspace(&c, err);
 		if (r < 0)
 			goto out;
 		c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
@@ -521,8 +539,10 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	}
 	c.plan.work_src = xstrdup(c.rd.mnt_work);
 	timing_mark("workspace ready");
+	/* a slot's interpreter starts without them: the run hands its own over (slot.c) */
 	STRV_FOREACH (a, &o->script_args)
-		strv_push(&c.plan.script_args, *a);
+		if (!o->slot)
+			strv_push(&c.plan.script_args, *a);
 
 	r = ws_mount_etc(&c, err);
 	if (r < 0)
@@ -542,6 +562,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		c.plan.lib32 = lstat("/lib32", &st) == 0 && S_ISLNK(st.st_mode);
 		c.plan.libx32 = lstat("/libx32", &st) == 0 && S_ISLNK(st.st_mode);
 	}
+	c.plan.warm = o->slot != NULL;
 	build_env(&c);
 	r = ws_stage_ro_binds(&c, err);
 	if (r < 0)
@@ -648,15 +669,35 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.memwatch = c.lp.memwatch ? &mw : NULL,
 		};
 
+		if (o->slot) {
+			r = slot_start(&c, &sp, err);
+			if (r < 0)
+				goto out;
+		}
 		clock_gettime(CLOCK_REALTIME, &c.started_rt);
 		r = supervise_run(&sp, res, &oc, err);
 		cpu_claim_release(&cpus); /* every process of the run is gone */
+		if (o->slot) {
+			o->slot->state = (int) c.warm.state;
+			snprintf(o->slot->failure, sizeof(o->slot->failure), "%s", c.warm.failure);
+			if (c.warm.state == AB_WARM_CLAIMED)
+				o = c.o; /* the run's own spec from here on (slot.c) */
+		}
 		if (r < 0)
 			goto out;
+	}
+	if (o->slot && c.warm.state != AB_WARM_CLAIMED) {
+		/* no run took the slot: nothing to report, nothing to keep */
+		res->run_dir_kept = false;
+		o->rm = true;
+		r = 0;
+		goto out;
 	}
 	timing_mark("sandbox finished");
 	if (c.cg_made)
 		(void) cg_read_usage(&c.cg, &usage);
+	if (o->slot)
+		slot_settle(&c, &oc, c.cg_made ? &usage : NULL);
 
 	if (!oc.started) {
 		r = ab_err_set(err, -oc.exec_errno, "could not start bwrap: %s: %s", oc.exec_what,
@@ -702,6 +743,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		goto out;
 	}
 	outcome_interpret(&c, &oc, c.cg_made ? &usage : NULL);
+	if (o->slot)
+		slot_settle_cpu(&c);
 	if (c.lp.memwatch && mw.attached) {
 		res->usage.memory_peak_bytes = (int64_t) mw.peak;
 		if (!c.cg_made)
@@ -763,5 +806,6 @@ out:
 	free(c.script_name);
 	free(c.strip_keep);
 	free(c.script_rel);
+	slot_done(&c);
 	return r;
 }

@@ -8,6 +8,21 @@
 #include "cli.h"
 #include "result.h"
 #include "util/err.h"
+#include "util/strv.h"
+
+/* agentbox-supervisor's slot mode (warm.h; docs/design.md "Warm slots"): run_main builds the
+ * sandbox for the template spec it was given, waits as a slot, and runs the spec of the claim
+ * that takes it. */
+struct ab_slot_opts {
+	int ctl_fd;               /* the library's control socket */
+	struct strv preimport;    /* modules the interpreter's hook imports before it is ready */
+	char *class_key;          /* warm_class_key() of the template: a claim must match it */
+	int64_t ready_timeout_ms; /* a slot not ready by then has failed */
+	/* results */
+	struct ab_run_opts *claimed; /* the run's spec, once a claim was taken (owned) */
+	int state;                   /* enum ab_warm_state (supervise.h) at the end */
+	char failure[400];           /* why the slot failed, for the library */
+};
 
 /* Returns 0 when the sandbox ran (res says how it ended), or -errno with err set when
  * agentbox failed or refused before or around the run (res->status = setup_error). */

@@ -57,6 +57,13 @@ struct run_ctx {
 	int seccomp_fd;
 	int stdin_fd;
 	char *script_name; /* basename, or the path relative to --workspace */
+	/* a warm slot (run.h struct ab_slot_opts; slot.c) */
+	struct ab_warm warm;
+	char *warm_config; /* the hook's config message */
+	size_t warm_config_len;
+	char *py_path_orig;          /* PYTHONPATH as the spec set it, or NULL */
+	struct ab_cg_usage cg_base;  /* the cgroup's counters when the run took the slot */
+	struct timespec handover_rt; /* CLOCK_REALTIME_COARSE after the run's files were in */
 };
 
 /* workspace.c */
@@ -82,6 +89,16 @@ int ws_stdin_memfd(const char *path, uint64_t cap, int *ret, struct ab_err *err)
 int ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct ab_err *err);
 int ws_collect(struct run_ctx *c, struct ab_err *err);
 void ws_cleanup(struct run_ctx *c);
+
+/* slot.c */
+/* Makes sp a warm slot's spawn: the hook's socket, its config, the claim callbacks. */
+int slot_start(struct run_ctx *c, struct ab_spawn *sp, struct ab_err *err);
+void slot_done(struct run_ctx *c);
+/* After a claimed run: takes what the slot used before the hand-over off the cgroup's counters
+ * (u) and judges a file-size hit in /work from the hand-over (oc). */
+void slot_settle(struct run_ctx *c, struct ab_outcome *oc, struct ab_cg_usage *u);
+/* ... and off the run's CPU time (after outcome_interpret). */
+void slot_settle_cpu(struct run_ctx *c);
 
 /* outcome.c */
 void outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u);

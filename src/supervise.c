@@ -1,5 +1,6 @@
 #include "supervise.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -28,9 +29,11 @@
 #include "plan.h"
 #include "progress.h"
 #include "relay.h"
+#include "util/fdclose.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
+#include "warm.h"
 
 #ifndef KEYCTL_JOIN_SESSION_KEYRING
 #define KEYCTL_JOIN_SESSION_KEYRING 1
@@ -57,6 +60,7 @@ static _Noreturn void
 child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int err_w, int args_fd,
 	   int status_w, int init_fd, int mw_fd, int errpipe, pid_t parent)
 {
+	int keep[2] = { errpipe, -1 };
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	char *argv[256];
 	sigset_t none;
@@ -113,10 +117,17 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 		if (dup2(fds[i], i) < 0)
 			child_fail(errpipe, "dup2");
 	}
+	/* A warm slot's socket goes to its fixed number, for the interpreter's hook (warm.h);
+	 * --nofile is above it (warm_refusal). */
+	if (sp->warm) {
+		if (errpipe == AB_WARM_FD || dup2(sp->warm->hook_peer, AB_WARM_FD) < 0)
+			child_fail(errpipe, "dup2 the warm slot's socket");
+		keep[1] = AB_WARM_FD;
+	}
 	/* T7: nothing else crosses into the sandbox. The error pipe is CLOEXEC: keep it. */
 	if (fcntl(errpipe, F_SETFD, FD_CLOEXEC) < 0)
 		child_fail(errpipe, "fcntl");
-	(void) fds_close_from_except(AB_FD_FIRST_FREE, errpipe);
+	(void) fds_close_from_keep(AB_FD_FIRST_FREE, keep, 2);
 	argv[0] = "bwrap";
 	argv[1] = "--args";
 	argv[2] = "3";
@@ -370,6 +381,38 @@ kill_run(pid_t pid, const struct ab_spawn *sp, bool *killed, int64_t *kill_at)
 	*killed = true;
 }
 
+/* After kill_run, without a cgroup to kill: SIGKILL to every direct child but bwrap. They
+ * are the sandbox's processes re-parented to us (we are their subreaper) because bwrap died
+ * before its child had set its parent-death signal: a warm slot let go while bwrap was still
+ * building the sandbox leaves its PID 1 running otherwise, and we would wait for it forever.
+ * PID 1 of the sandbox's PID namespace takes the rest with it. Reads
+ * /proc/self/task/TID/children (CONFIG_PROC_CHILDREN; we are single-threaded). */
+static void
+kill_orphans(pid_t bwrap)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int) getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	(void) close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (char *p = buf, *end; *p; p = end) {
+		long child = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (child > 1 && child != (long) bwrap)
+			(void) kill((pid_t) child, SIGKILL);
+	}
+}
+
 /* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
  * of flooding on while the kill lands) and kill the run. */
 static void
@@ -542,6 +585,425 @@ memwatch_receive(int *sock, struct ab_memwatch *mw, char *why, size_t whysize)
 	return 1;
 }
 
+/* ---- warm slots -------------------------------------------------------------------------- */
+
+#define TREE_MAX 256 /* processes of a slot's sandbox looked at (a ready slot has 3 or 4) */
+
+/* pid and the processes below it (from the parent links of one walk of /proc), at most max.
+ * Returns how many are in out (out[0] is pid). */
+static size_t
+tree_pids(pid_t pid, pid_t *out, size_t max)
+{
+	DIR *d = opendir("/proc");
+	pid_t(*links)[2] = NULL;
+	size_t n = 0, cap = 0, k = 1;
+	struct dirent *de;
+
+	out[0] = pid;
+	if (!d)
+		return 1;
+	while ((de = readdir(d))) {
+		char path[64], buf[512], *rp;
+		long p = strtol(de->d_name, &rp, 10);
+		int ppid = 0;
+		ssize_t len;
+
+		if (*rp != '\0' || p <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", p);
+		len = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf));
+		/* "pid (comm) state ppid ...": comm may hold anything, so after its last ')' */
+		rp = len > 0 ? memrchr(buf, ')', (size_t) len) : NULL;
+		if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 512;
+			links = xrealloc(links, cap * sizeof(*links));
+		}
+		links[n][0] = (pid_t) p;
+		links[n][1] = (pid_t) ppid;
+		n++;
+	}
+	closedir(d);
+	for (size_t i = 0; i < k; i++)
+		for (size_t j = 0; j < n && k < max; j++)
+			if (links[j][1] == out[i])
+				out[k++] = links[j][0];
+	free(links);
+	return k;
+}
+
+/* The CPU time of every thread of pid (schedstat: ns), 0 when it cannot be read. */
+static uint64_t
+proc_cpu_ns(pid_t pid)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	uint64_t sum = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char file[96], buf[128], *end;
+		unsigned long long ns;
+		long tid = strtol(de->d_name, &end, 10);
+
+		if (*end != '\0' || tid <= 0)
+			continue;
+		snprintf(file, sizeof(file), "/proc/%d/task/%ld/schedstat", (int) pid, tid);
+		if (read_small_file_at(AT_FDCWD, file, buf, sizeof(buf)) > 0 &&
+		    sscanf(buf, "%llu", &ns) == 1)
+			sum += ns;
+	}
+	closedir(d);
+	return sum;
+}
+
+/* What pid holds in memory, bytes: its proportional share (smaps_rollup Pss), else its
+ * resident size; 0 when neither can be read. */
+static uint64_t
+proc_mem_bytes(pid_t pid)
+{
+	static const char *const files[][2] = { { "smaps_rollup", "\nPss:" },
+						{ "status", "\nVmRSS:" } };
+	char buf[4096];
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char path[64];
+		unsigned long long kib;
+		const char *p;
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int) pid, files[i][0]);
+		n = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf));
+		p = n > 0 ? strstr(buf, files[i][1]) : NULL;
+		if (p && sscanf(p + strlen(files[i][1]), "%llu", &kib) == 1)
+			return (uint64_t) kib << 10;
+	}
+	return 0;
+}
+
+/* The slot failed: why (with the tail of what the sandbox wrote to stderr) goes to the
+ * library. Returns 1 (the slot ends). */
+static int __attribute__((format(printf, 4, 5)))
+warm_fail(struct ab_warm *w, const char *tail, size_t tail_len, const char *fmt, ...)
+{
+	cleanup_free char *text = NULL;
+	json_t *msg;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(w->failure, sizeof(w->failure), fmt, ap);
+	va_end(ap);
+	while (tail_len > 0 && (tail[tail_len - 1] == '\n' || tail[tail_len - 1] == ' '))
+		tail_len--;
+	if (tail_len > 0 && n >= 0 && (size_t) n < sizeof(w->failure) - 3)
+		snprintf(w->failure + n, sizeof(w->failure) - (size_t) n, ": %.*s",
+			 (int) (tail_len > 300 ? 300 : tail_len),
+			 tail + (tail_len > 300 ? tail_len - 300 : 0));
+	w->state = AB_WARM_FAILED;
+	msg = json_pack("{s:{s:s%}}", "failed", "message", w->failure, strlen(w->failure));
+	text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	if (text)
+		(void) send(w->ctl_fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
+	timing_mark("warm: slot failed");
+	return 1;
+}
+
+static void
+ctl_send(struct ab_warm *w, json_t *msg)
+{
+	cleanup_free char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+
+	json_decref(msg);
+	if (text)
+		(void) send(w->ctl_fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* The interpreter's hook is ready: measure what the slot holds and tell the library. */
+static void
+warm_ready(struct ab_warm *w, pid_t bwrap, int64_t t0)
+{
+	pid_t pids[TREE_MAX];
+	size_t n = tree_pids(bwrap, pids, TREE_MAX);
+	json_t *mods = json_array();
+
+	w->state = AB_WARM_READY;
+	w->ready_ms = now_ms() - t0;
+	w->base_cpu_ns = 0;
+	w->memory_bytes = proc_mem_bytes(getpid());
+	for (size_t i = 0; i < n; i++) {
+		w->base_cpu_ns += proc_cpu_ns(pids[i]);
+		w->memory_bytes += proc_mem_bytes(pids[i]);
+	}
+	STRV_FOREACH (m, &w->modules)
+		json_array_append_new(mods, json_string(*m));
+	ctl_send(w, json_pack("{s:{s:o, s:I, s:I}}", "ready", "modules", mods, "memory_bytes",
+			      (json_int_t) w->memory_bytes, "ready_ms", (json_int_t) w->ready_ms));
+	timing_mark("warm: slot ready");
+}
+
+/* One message from the library on ctl_fd: a claim, with the fds it carries. Returns 0 when
+ * it was taken (the run starts), 1 when the slot ends (the library is gone), 2 when it was
+ * declined or ignored (the slot waits on), -errno when taking it failed (err set). */
+static int
+warm_claim(struct ab_spawn *sp, struct stream_state *so, struct stream_state *se,
+	   struct ab_err *err)
+{
+	struct ab_warm *w = sp->warm;
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char text[4096], why[300] = "";
+	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	int fds[4] = { -1, -1, -1, -1 };
+	size_t nfds = 0;
+	cleanup_free char *go = NULL;
+	size_t go_len = 0;
+	json_t *msg;
+	ssize_t n;
+	int r;
+
+	n = RETRY_EINTR(recvmsg(w->ctl_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
+	if (n < 0 && errno == EAGAIN)
+		return 2;
+	if (n <= 0)
+		return 1; /* EOF: the pool let the slot go */
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			if (nfds > ARRAY_SIZE(fds))
+				nfds = ARRAY_SIZE(fds);
+			memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
+		}
+	text[n] = '\0';
+	msg = json_loads(text, 0, NULL);
+	if (!json_is_object(json_object_get(msg, "claim")) || (mh.msg_flags & MSG_CTRUNC) ||
+	    w->state != AB_WARM_READY) {
+		for (size_t i = 0; i < nfds; i++)
+			(void) close(fds[i]);
+		json_decref(msg);
+		ctl_send(w, json_pack("{s:s}", "declined",
+				      w->state != AB_WARM_READY ? "the slot is not ready"
+								: "not a claim"));
+		return 2;
+	}
+	r = w->claim(w->ctx, json_object_get(msg, "claim"), fds, nfds, why, sizeof(why));
+	json_decref(msg);
+	if (r != 0) {
+		ctl_send(w, json_pack("{s:s}", "declined", why[0] ? why : "refused"));
+		return r < 0 ? ab_err_set(err, r, "warm slot: %s", why) : 2;
+	}
+	ctl_send(w, json_pack("{s:b}", "accepted", 1));
+	w->state = AB_WARM_CLAIMED;
+	timing_mark("warm: claimed");
+	r = w->prepare(w->ctx, sp, &go, &go_len, err);
+	if (r < 0)
+		return r;
+	/* whatever the interpreter wrote while it started is not the run's */
+	for (struct stream_state *st = so; st; st = st == so ? se : NULL) {
+		char buf[4096];
+
+		while (st->fd >= 0 && read(st->fd, buf, sizeof(buf)) > 0)
+			;
+	}
+	r = write_all(w->hook_fd, go, go_len);
+	(void) close(w->hook_fd);
+	w->hook_fd = -1;
+	if (r < 0)
+		return ab_err_set(err, r, "hand the script to the warm slot: %s", strerror(-r));
+	timing_mark("warm: handed over");
+	return 0;
+}
+
+/* A warm slot waits: for its interpreter's hook to be ready, then for a claim. Returns 0 when
+ * a claim was taken and prepared (the run starts now), 1 when the slot ends without a run
+ * (unused or failed; the caller kills the sandbox), -errno when the claimed run failed to
+ * start (err set). */
+static int
+warm_wait(struct ab_spawn *sp, pid_t pid, int sfd, struct stream_state *so, struct stream_state *se,
+	  int *st_fd, int *mw_fd, struct ab_outcome *oc, struct ab_err *err)
+{
+	struct ab_warm *w = sp->warm;
+	cleanup_free char *hbuf = NULL;
+	size_t hlen = 0, hcap = 0;
+	char tail[1024];
+	size_t tail_len = 0;
+	int64_t t0 = now_ms();
+	int r;
+
+	r = write_all(w->hook_fd, w->config, w->config_len);
+	if (r < 0)
+		return warm_fail(w, NULL, 0, "send the interpreter's hook its config: %s",
+				 strerror(-r));
+	(void) fd_set_nonblock(w->hook_fd, 1);
+	for (;;) {
+		struct pollfd pfd[8];
+		int64_t now = now_ms();
+		int timeout = -1;
+		bool hook_gone = false;
+
+		if (w->state == AB_WARM_STARTING) {
+			if (now - t0 >= w->ready_timeout_ms)
+				return warm_fail(w, tail, tail_len,
+						 "the interpreter was not ready after %lld ms",
+						 (long long) w->ready_timeout_ms);
+			timeout = (int) (w->ready_timeout_ms - (now - t0));
+		}
+		pfd[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = so->fd, .events = POLLIN };
+		pfd[2] = (struct pollfd){ .fd = se->fd, .events = POLLIN };
+		pfd[3] = (struct pollfd){ .fd = *st_fd, .events = POLLIN };
+		pfd[4] = (struct pollfd){ .fd = *mw_fd, .events = POLLIN };
+		pfd[5] = (struct pollfd){ .fd = w->hook_fd, .events = POLLIN };
+		pfd[6] = (struct pollfd){ .fd = w->ctl_fd, .events = POLLIN };
+		pfd[7] = (struct pollfd){ .fd = sp->watch_fd > 2 ? sp->watch_fd : -1,
+					  .events = POLLIN };
+		if (poll(pfd, ARRAY_SIZE(pfd), timeout) < 0 && errno != EINTR)
+			return ab_err_set(err, -errno, "poll");
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+				siginfo_t info = { 0 };
+
+				if (si.ssi_signo != SIGCHLD) {
+					w->state = AB_WARM_UNUSED;
+					return 1;
+				}
+				if (waitid(P_PID, (id_t) pid, &info, WEXITED | WNOHANG | WNOWAIT) ==
+					    0 &&
+				    info.si_pid == pid)
+					return warm_fail(w, tail, tail_len,
+							 "the sandbox ended before it was used");
+			}
+		}
+		/* the interpreter's start-up output is not a run's: kept only for a failure */
+		for (int i = 1; i <= 2; i++) {
+			struct stream_state *st = i == 1 ? so : se;
+			char buf[4096];
+			ssize_t n;
+
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			while ((n = read(st->fd, buf, sizeof(buf))) > 0) {
+				size_t keep = (size_t) n < sizeof(tail) ? (size_t) n : sizeof(tail);
+
+				if (tail_len + keep > sizeof(tail)) {
+					memmove(tail, tail + (tail_len + keep - sizeof(tail)),
+						sizeof(tail) - keep);
+					tail_len = sizeof(tail) - keep;
+				}
+				memcpy(tail + tail_len, buf + (size_t) n - keep, keep);
+				tail_len += keep;
+			}
+			if (n == 0) {
+				(void) close(st->fd);
+				st->fd = -1;
+			}
+		}
+		if (*mw_fd >= 0 && (pfd[4].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    memwatch_receive(mw_fd, sp->memwatch, oc->memwatch_error,
+				     sizeof(oc->memwatch_error)) < 0)
+			return warm_fail(w, NULL, 0, "%s", oc->memwatch_error);
+		if (*st_fd >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
+			read_status(st_fd, oc);
+			if (oc->init_setup_failed)
+				return warm_fail(w, NULL, 0, "sandbox hardening failed: %s: %s",
+						 oc->init_text, strerror(oc->init_errno));
+			if (oc->init_exec_failed)
+				return warm_fail(w, NULL, 0, "the interpreter could not start: %s",
+						 strerror(oc->init_errno));
+			if (oc->script_done)
+				return warm_fail(w, tail, tail_len,
+						 "the interpreter ended before it was used (wait "
+						 "status %d)",
+						 oc->script_wstatus);
+			if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
+			    (*mw_fd < 0 || memwatch_receive(mw_fd, sp->memwatch, oc->memwatch_error,
+							    sizeof(oc->memwatch_error)) <= 0))
+				return warm_fail(w, NULL, 0, "%s",
+						 oc->memwatch_error[0]
+							 ? oc->memwatch_error
+							 : "agentbox-init started without handing "
+							   "over the sandbox's /proc");
+		}
+		if (w->hook_fd >= 0 && (pfd[5].revents & (POLLIN | POLLHUP | POLLERR))) {
+			for (;;) {
+				ssize_t n;
+
+				if (hcap - hlen < 4096) {
+					hcap = hcap ? 2 * hcap : 8192;
+					hbuf = xrealloc(hbuf, hcap);
+				}
+				n = read(w->hook_fd, hbuf + hlen, hcap - hlen);
+				if (n > 0) {
+					hlen += (size_t) n;
+					if (hlen > AB_WARM_MSG_MAX + 4)
+						return warm_fail(w, NULL, 0,
+								 "the interpreter's hook sent too "
+								 "much");
+					continue;
+				}
+				hook_gone = n == 0 || errno != EAGAIN;
+				break;
+			}
+			for (;;) {
+				struct strv f = { 0 };
+				ssize_t used = warm_msg_parse(hbuf, hlen, AB_WARM_MSG_MAX, &f);
+
+				if (used == 0)
+					break;
+				if (used < 0 || f.n == 0 || w->state != AB_WARM_STARTING) {
+					strv_done(&f);
+					return warm_fail(
+						w, NULL, 0,
+						"the interpreter's hook broke the protocol");
+				}
+				memmove(hbuf, hbuf + used, hlen - (size_t) used);
+				hlen -= (size_t) used;
+				if (strcmp(f.v[0], "ready") == 0) {
+					for (size_t i = 1; i < f.n; i++)
+						strv_push(&w->modules, f.v[i]);
+					strv_done(&f);
+					warm_ready(w, pid, t0);
+					continue;
+				}
+				r = warm_fail(w, tail, tail_len, "%s",
+					      f.n > 1 && strcmp(f.v[0], "error") == 0
+						      ? f.v[1]
+						      : "the interpreter's hook failed");
+				strv_done(&f);
+				return r;
+			}
+			if (hook_gone)
+				return warm_fail(w, tail, tail_len,
+						 "the interpreter ended before it was used");
+		}
+		if (pfd[7].revents & (POLLIN | POLLHUP | POLLERR)) {
+			w->state = AB_WARM_UNUSED; /* whoever started us is gone */
+			return 1;
+		}
+		if (pfd[6].revents & (POLLIN | POLLHUP | POLLERR)) {
+			r = warm_claim(sp, so, se, err);
+			if (r == 1)
+				w->state = AB_WARM_UNUSED;
+			if (r != 2)
+				return r;
+		}
+	}
+}
+
 static int
 dup_high(int fd)
 {
@@ -549,8 +1011,7 @@ dup_high(int fd)
 }
 
 int
-supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
-	      struct ab_err *err)
+supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc, struct ab_err *err)
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
@@ -578,7 +1039,7 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	struct ab_progress prog = { .fd = -1 };
 	pid_t pid, self = getpid();
 	bool killed = false, children = true, in_cgroup = false;
-	int r = 0;
+	int r = 0, warm_r = 0;
 
 	memset(oc, 0, sizeof(*oc));
 	res->out.inline_max = res->err.inline_max = sp->inline_bytes;
@@ -694,6 +1155,10 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	(void) close(err_p[1]);
 	(void) close(st_p[1]);
 	(void) close(ep[1]);
+	if (sp->warm && sp->warm->hook_peer >= 0) {
+		(void) close(sp->warm->hook_peer); /* the sandbox's alone now */
+		sp->warm->hook_peer = -1;
+	}
 	if (mw_p[1] >= 0)
 		(void) close(mw_p[1]);
 	out_p[1] = err_p[1] = st_p[1] = ep[1] = mw_p[1] = -1;
@@ -703,6 +1168,40 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 	(void) fd_set_nonblock(so.fd, 1);
 	(void) fd_set_nonblock(se.fd, 1);
 	(void) fd_set_nonblock(st_p[0], 1);
+
+	/* Did bwrap start? The error pipe is CLOEXEC: EOF without data means exec worked. */
+	{
+		struct child_err ce;
+		ssize_t n = RETRY_EINTR(read(ep[0], &ce, sizeof(ce)));
+
+		(void) close(ep[0]);
+		ep[0] = -1;
+		if (n == (ssize_t) sizeof(ce)) {
+			oc->exec_errno = ce.err;
+			snprintf(oc->exec_what, sizeof(oc->exec_what), "%s", ce.what);
+		} else {
+			oc->started = true;
+			timing_mark("sandbox: bwrap exec'd");
+		}
+	}
+
+	/* A warm slot waits here for its run (or its end); the run's clock starts when it is
+	 * handed over. */
+	if (sp->warm && oc->started) {
+		warm_r = warm_wait(sp, pid, sfd, &so, &se, &st_p[0], &mw_p[0], oc, err);
+		if (warm_r != 0)
+			kill_run(pid, sp, &killed, &kill_at); /* then reaped below, as any run */
+		res->out.inline_max = res->err.inline_max = sp->inline_bytes;
+		if (sp->memwatch) {
+			sp->memwatch->peak = sp->memwatch->tasks_peak = 0;
+			sp->memwatch->next_ms = now_ms();
+		}
+		t0 = now_ms();
+	} else if (sp->warm) {
+		sp->warm->state = AB_WARM_FAILED;
+		snprintf(sp->warm->failure, sizeof(sp->warm->failure),
+			 "could not start bwrap: %s: %s", oc->exec_what, strerror(oc->exec_errno));
+	}
 
 	/* The live relay: one destination per fd of ours, shared when stdout and stderr lead
 	 * to the same pipe or terminal (2>&1) so their order is kept. After the fork: the
@@ -730,22 +1229,6 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		}
 	}
 
-	/* Did bwrap start? The error pipe is CLOEXEC: EOF without data means exec worked. */
-	{
-		struct child_err ce;
-		ssize_t n = RETRY_EINTR(read(ep[0], &ce, sizeof(ce)));
-
-		(void) close(ep[0]);
-		ep[0] = -1;
-		if (n == (ssize_t) sizeof(ce)) {
-			oc->exec_errno = ce.err;
-			snprintf(oc->exec_what, sizeof(oc->exec_what), "%s", ce.what);
-		} else {
-			oc->started = true;
-			timing_mark("sandbox: bwrap exec'd");
-		}
-	}
-
 	deadline = t0 + (int64_t) sp->lp->timeout_ms;
 	next_tick = t0 + 50;
 	progress_init(&prog, sp->progress, t0);
@@ -766,7 +1249,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 
 				next_tick = now + 50;
 				if (cg_read_usage(sp->cg, &u) == 0 && u.valid &&
-				    u.cpu_usec / 1000 >= sp->lp->cpu_time_ms) {
+				    (u.cpu_usec - sp->cg_cpu_base_usec) / 1000 >=
+					    sp->lp->cpu_time_ms) {
 					oc->cpu_time_limited = true;
 					why = "cpu-time";
 				}
@@ -894,6 +1378,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 		}
 		if (!killed)
 			progress_tick(&prog, now_ms(), sp->cg);
+		else if (!sp->cg && oc->bwrap_reaped)
+			kill_orphans(pid);
 		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
 		for (;;) {
 			struct rusage ru;
@@ -917,6 +1403,8 @@ supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcom
 			break;
 		}
 	}
+	if (warm_r < 0)
+		r = warm_r; /* the claimed run could not start: err says why */
 	if (st_p[0] >= 0)
 		read_status(&st_p[0], oc);
 	if (!oc->bwrap_reaped)
@@ -933,6 +1421,13 @@ out_mask:
 out_close:
 	progress_done(&prog);
 	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
+	if (sp->warm) {
+		if (sp->warm->hook_fd >= 0)
+			(void) close(sp->warm->hook_fd);
+		if (sp->warm->hook_peer >= 0)
+			(void) close(sp->warm->hook_peer);
+		sp->warm->hook_fd = sp->warm->hook_peer = -1;
+	}
 	stream_close(&so);
 	stream_close(&se);
 	for (int i = 0; i < 2; i++)

@@ -9,6 +9,7 @@
  * first, so waitpid() returning ECHILD proves no process of the run is left. */
 #pragma once
 
+#include <jansson.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +23,45 @@
 #include "memwatch.h"
 #include "result.h"
 #include "util/err.h"
+#include "util/strv.h"
+
+struct ab_spawn;
+
+enum ab_warm_state {
+	AB_WARM_STARTING, /* the sandbox is being built, the interpreter starting */
+	AB_WARM_READY,    /* the interpreter's hook waits for its script */
+	AB_WARM_CLAIMED,  /* a run took the slot: from here it is that run */
+	AB_WARM_UNUSED,   /* let go before any run took it (the pool shrank or closed) */
+	AB_WARM_FAILED,   /* the slot could not be made ready (failure says why) */
+};
+
+/* A warm slot (warm.h; docs/design.md "Warm slots"). supervise_run starts the sandbox, sends
+ * the hook its config, and tells the library on ctl_fd when the interpreter is ready; the run
+ * proper (deadline, limits, relay, capture) starts when a claim arrives and is taken. */
+struct ab_warm {
+	int ctl_fd;         /* the library's control socket (SOCK_SEQPACKET), borrowed */
+	int hook_fd;        /* our end of the hook's socket (owned: closed by supervise_run) */
+	int hook_peer;      /* its end: AB_WARM_FD in the sandbox (owned: closed after the fork) */
+	const char *config; /* the hook's config message */
+	size_t config_len;
+	int64_t ready_timeout_ms; /* a slot not ready by then has failed */
+	/* A claim arrived (the message's JSON; fds it carried, taken over): 0 takes it, > 0
+	 * declines it (why filled; the slot waits for another), < 0 is an error. */
+	int (*claim)(void *ctx, const json_t *msg, int *fds, size_t nfds, char *why, size_t size);
+	/* The claim was taken: put the run's files in place and adjust sp (relay, inline
+	 * output, limits); returns 0 with the hook's go message (malloc'd), or -errno with err
+	 * set: the run then ends as a setup error. */
+	int (*prepare)(void *ctx, struct ab_spawn *sp, char **ret_go, size_t *ret_len,
+		       struct ab_err *err);
+	void *ctx;
+	/* results */
+	enum ab_warm_state state;
+	struct strv modules;   /* the top-level modules the hook's pre-imports added */
+	uint64_t base_cpu_ns;  /* CPU time of the sandbox's processes when it was ready */
+	uint64_t memory_bytes; /* what the slot held when ready (Pss, or RSS) */
+	int64_t ready_ms;      /* from start to ready */
+	char failure[400];     /* AB_WARM_FAILED: why */
+};
 
 struct ab_spawn {
 	const char *bwrap_path;
@@ -49,6 +89,8 @@ struct ab_spawn {
 	int watch_fd; /* EOF or POLLHUP here: whoever started us is gone; stop the run (0..2, as
 		       * in a zero-initialised struct, or -1: none) */
 	struct ab_memwatch *memwatch; /* the memory watchdog (memwatch.h), or NULL */
+	struct ab_warm *warm;         /* a warm slot, or NULL: a run */
+	uint64_t cg_cpu_base_usec;    /* the cgroup's CPU time when the run started (warm) */
 };
 
 struct ab_outcome {
@@ -78,5 +120,8 @@ struct ab_outcome {
 	char exec_what[64];
 };
 
-int supervise_run(const struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *ret,
+/* Starts the sandbox and supervises the run to its end. With sp->warm, first waits as a slot
+ * (see struct ab_warm): unless a claim was taken, the sandbox is killed and reaped, and the
+ * outcome is not a run's. sp is changed only by warm->prepare. */
+int supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *ret,
 		  struct ab_err *err);

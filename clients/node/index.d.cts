@@ -252,6 +252,7 @@ export interface Report {
   agentbox_max_rss_kib: number | null;
   agentbox_fds_left: number | null;
   run_id: string | null;
+  warm: boolean;
   script: string | null;
   lang: 'python' | 'node' | null;
   interpreter: string | null;

@@ -123,6 +123,56 @@ int ab_run_cancel(ab_run_handle *r);
 /* Waits for the run to finish (at once when its fd was readable) and frees r. */
 int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
 
+/* ---- warm slots (docs/api.md "Warm slots", docs/warm.md) ------------------------------- */
+
+/* A pool of warm slots for a long-lived caller. A slot is one future run's sandbox, built
+ * before the run is asked for: its cgroup, namespaces, mounts, empty workspace and the
+ * interpreter already started (and, if asked, modules imported), waiting for its script. A run
+ * whose spec is of a slot's class takes a ready slot: its files are copied in, its arguments
+ * handed over, and it runs and is reported as a cold run would be (the report says "warm";
+ * its clock, CPU time and memory peak start at the hand-over). A slot serves one run only and
+ * is replaced when that run ends (250 ms after the claim at the latest, so that the
+ * replacement is not built on the cores a short run uses); one no run took is killed and leaves
+ * nothing. Runs of no class, or with no slot ready, start cold (ab_run_start). Not thread-safe: one
+ * thread uses a pool. */
+typedef struct ab_pool ab_pool;
+
+/* An empty pool. ctx (NULL: a default context the pool owns) must outlive it. */
+ab_pool *ab_pool_new(ab_context *ctx, ab_error **err);
+/* Keeps `slots` slots (at most 64) ready for the class of tmpl: every key of tmpl but code,
+ * args, inputs, collect, quiet, progress, inline_output, on_output_limit and the timeout and
+ * output-limit limits, which each run brings. tmpl needs code (any), a language, no stdin, no
+ * workspace, no cpu-time limit and nofile above 1000 (-EINVAL otherwise). opts_json: NULL, or
+ * {"preimport":
+ * ["numpy", ...] (modules each slot's interpreter imports before it is ready), "idle_ms": N
+ * (let the slots go after N ms without a run of the class; the next run refills them)}.
+ * Starts the slots. Returns 0 or a negative errno with *err (-EEXIST: the class is in the
+ * pool already). */
+int ab_pool_add(ab_pool *p, const ab_spec *tmpl, unsigned slots, const char *opts_json,
+		ab_error **err);
+/* Starts a run: in a ready slot of its class when there is one, else cold. Never blocks on a
+ * slot being built. Then as ab_run_start (ab_run_fd, ab_run_cancel, ab_run_wait). */
+ab_run_handle *ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err);
+/* An fd to poll: readable when the pool has something to do (a slot became ready or ended);
+ * then call ab_pool_tick. */
+int ab_pool_fd(const ab_pool *p);
+/* Housekeeping, never blocking: notes ready and failed slots, reaps ended ones, replaces
+ * them (a class whose slots fail to start, or end while ready with no run, waits 1 s,
+ * doubling to a minute, before it starts another), lets idle classes go. Returns the ms
+ * until it wants to be called again, or -1. */
+int ab_pool_tick(ab_pool *p);
+/* Waits (at most timeout_ms) until every class that is not idle has its slots ready. 0, or
+ * -ETIMEDOUT, or -EIO when a class's last slot failed to start (the message says why). */
+int ab_pool_wait_ready(ab_pool *p, int timeout_ms, ab_error **err);
+/* The pool as JSON (malloc'd): per class its template, pre-imports, slots wanted, ready and
+ * starting, the memory the ready ones hold (Pss), warm and cold runs, slots started, failed
+ * (to start) and lost (ended while ready), the back-off left (retry_in_ms) and the last
+ * error; the total memory_bytes. */
+char *ab_pool_info(ab_pool *p);
+/* Lets every slot go and waits for their supervisors (a few ms each). Runs already started
+ * from the pool are the caller's and go on. */
+void ab_pool_free(ab_pool *p);
+
 /* ---- results ---------------------------------------------------------------------------- */
 
 const char *ab_result_json(const ab_result *r); /* the report (docs/report-schema.md) */

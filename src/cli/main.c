@@ -587,6 +587,69 @@ doctor_opt(int c, void *data)
 	return 0;
 }
 
+/* doctor's "warm slots" check, appended to the probe's checks when the host can run: a pool
+ * of one Python slot (docs/warm.md) is built, one run takes it, and the check says how long
+ * the slot took to be ready, what it holds in memory, and how long the warm run took. Warm
+ * slots are an optimisation of long-lived callers (agentbox mcp --warm, ab_pool_*): a host
+ * where they fail still runs everything cold, so a failure is a warning. */
+static void
+doctor_warm(json_t *checks)
+{
+	ab_error *e = NULL;
+	ab_pool *p = ab_pool_new(NULL, &e);
+	ab_spec *t = ab_spec_from_json("{\"language\":\"python\",\"code\":\"\",\"rm\":true}",
+				       (size_t) -1, e ? NULL : &e);
+	ab_spec *s = ab_spec_from_json(
+		"{\"language\":\"python\",\"code\":\"print('ok')\",\"rm\":true,\"quiet\":true}",
+		(size_t) -1, e ? NULL : &e);
+	ab_run_handle *h = NULL;
+	ab_result *res = NULL;
+	json_t *info = NULL, *c, *rep = NULL;
+	char detail[512] = "";
+	bool ok = false;
+
+	if (p && t && s && ab_pool_add(p, t, 1, NULL, &e) == 0 &&
+	    ab_pool_wait_ready(p, 20000, &e) == 0) {
+		char *text = ab_pool_info(p);
+
+		info = text ? json_loads(text, 0, NULL) : NULL;
+		free(text);
+		h = ab_pool_run_start(p, s, NULL, &e);
+	}
+	if (h && ab_run_wait(h, &res, &e) == 0)
+		rep = json_loads(ab_result_json(res), 0, NULL);
+	c = json_array_get(json_object_get(info, "classes"), 0);
+	if (rep && json_is_true(json_object_get(rep, "warm")) &&
+	    json_integer_value(json_object_get(rep, "exit_code")) == 0) {
+		ok = true;
+		snprintf(detail, sizeof(detail),
+			 "a Python slot was ready in %lld ms, holding %.1f MiB; a run in it took "
+			 "%lld ms (agentbox mcp --warm N, ab_pool_*)",
+			 (long long) json_integer_value(json_object_get(c, "slot_ready_ms")),
+			 (double) json_integer_value(json_object_get(info, "memory_bytes")) /
+				 1048576.0,
+			 (long long) json_integer_value(json_object_get(rep, "wall_ms")));
+	} else {
+		snprintf(detail, sizeof(detail), "no warm run: %s",
+			 e     ? ab_error_message(e)
+			 : rep ? "the run did not take the slot, or failed"
+			       : "no report");
+	}
+	json_array_append_new(
+		checks, json_pack("{s:s, s:s, s:s, s:s?}", "check", "warm slots", "result",
+				  ok ? "ok" : "warn", "detail", detail, "fix",
+				  ok ? NULL
+				     : "none needed: runs go cold (docs/warm.md); the message says "
+				       "why a slot could not be used"));
+	json_decref(rep);
+	json_decref(info);
+	ab_result_free(res);
+	ab_spec_free(s);
+	ab_spec_free(t);
+	ab_pool_free(p);
+	ab_error_free(e);
+}
+
 static int
 cmd_doctor(int argc, char **argv)
 {
@@ -608,14 +671,18 @@ cmd_doctor(int argc, char **argv)
 		return usage_operands("doctor", "takes no operands");
 	if (ab_probe(NULL, &out, &e) < 0)
 		return fail_with("doctor: ", e);
+	j = json_loads(out, 0, NULL);
+	if (json_is_true(json_object_get(j, "ok")))
+		doctor_warm(json_object_get(j, "checks"));
 	if (as_json) {
-		puts(out);
-		j = json_loads(out, 0, NULL);
+		char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+		puts(text ? text : "{}");
+		free(text);
 		ok = json_is_true(json_object_get(j, "ok"));
 		json_decref(j);
 		return ok ? 0 : 1;
 	}
-	j = json_loads(out, 0, NULL);
 	printf("agentbox %s doctor (%s)\n", AB_VERSION,
 	       json_is_true(json_object_get(j, "as_root"))
 		       ? "as root: the sandbox runs as an unprivileged uid"

@@ -2,7 +2,7 @@
  *
  *   agentbox-init --status-fd N [--memwatch-fd N] [--net-check INO] [--landlock
  *                 [--landlock-net] [--landlock-scope] [--landlock-connect PORT]
- *                 [--writable DIR]] -- CMD ARGS...
+ *                 [--writable DIR]] [--warm-fd N] -- CMD ARGS...
  *
  * --net-check INO: before anything else, the network namespace must not be the one whose
  * nsfs inode is INO (agentbox's own at start), and must hold lo and no other interface or
@@ -12,6 +12,9 @@
  *
  * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
  * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
+ *
+ * --warm-fd N: a warm slot's socket to agentbox (src/warm.h): kept open for CMD alone, whose
+ * hook closes it before the script runs; agentbox-init closes its own copy once CMD started.
  *
  * --memwatch-fd N (a unix socket): before anything else, send agentbox's memory watchdog
  * (src/memwatch.h) fds on the sandbox's /proc, /tmp and /dev/shm, then close it. Nothing the
@@ -230,7 +233,7 @@ main(int argc, char **argv)
 	int n_ports = 0;
 	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
 	struct timespec since = { 0, 0 };
-	int i, abi = 0, memwatch_fd = -1;
+	int i, abi = 0, memwatch_fd = -1, warm_fd = -1;
 	pid_t child;
 	sigset_t none;
 
@@ -252,6 +255,13 @@ main(int argc, char **argv)
 			if (*end != '\0' || fd < 3 || fd > 1024)
 				setup_failed(EINVAL, "agentbox-init: bad --memwatch-fd");
 			memwatch_fd = (int) fd;
+		} else if (strcmp(argv[i], "--warm-fd") == 0 && i + 1 < argc) {
+			char *end;
+			long fd = strtol(argv[++i], &end, 10);
+
+			if (*end != '\0' || fd < 3 || fd > 65535)
+				setup_failed(EINVAL, "agentbox-init: bad --warm-fd");
+			warm_fd = (int) fd;
 		} else if (strcmp(argv[i], "--writable") == 0 && i + 1 < argc) {
 			if (n_writable >= 7 || argv[i + 1][0] != '/')
 				setup_failed(EINVAL, "agentbox-init: bad --writable");
@@ -289,9 +299,15 @@ main(int argc, char **argv)
 		setup_failed(errno, "agentbox-init: status fd");
 	if (memwatch_fd >= 0 && memwatch_fd != status_fd)
 		memwatch_send(memwatch_fd);
-	/* Our own binary arrived as an fd (bwrap exec'd /proc/self/fd/N); nothing but 0-2 and
-	 * the status fd may reach the script. */
-	(void) fds_close_from_except(3, status_fd);
+	/* Our own binary arrived as an fd (bwrap exec'd /proc/self/fd/N); nothing but 0-2, the
+	 * status fd and a warm slot's socket (for the interpreter's hook) may reach CMD. */
+	{
+		int keep[2] = { status_fd, warm_fd };
+
+		(void) fds_close_from_keep(3, keep, 2);
+	}
+	if (warm_fd >= 0 && (fcntl(warm_fd, F_GETFD) < 0 || fcntl(warm_fd, F_SETFD, 0) < 0))
+		setup_failed(errno ? errno : EBADF, "agentbox-init: the warm slot's socket");
 
 	/* T10/T29: no terminal of the host reaches the script (agentbox gives it /dev/null or a
 	 * sealed copy of --stdin and pipes): the terminals it may adopt (TIOCSCTTY) are only the
@@ -336,6 +352,9 @@ main(int argc, char **argv)
 		send_msg(&f);
 		_exit(errno == ENOENT ? 127 : 126);
 	}
+	if (warm_fd >= 0)
+		(void) close(
+			warm_fd); /* the interpreter's alone: its end tells agentbox it is gone */
 	m.pid = child;
 	send_msg(&m);
 

@@ -60,8 +60,8 @@ error_new(int code, int exit, const char *fix, const char *fmt, va_list ap)
 }
 
 /* Sets *err (when err is not NULL) and returns code. */
-static int __attribute__((format(printf, 5, 6)))
-fail(ab_error **err, int code, int exit, const char *fix, const char *fmt, ...)
+int
+api_fail(ab_error **err, int code, int exit, const char *fix, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -73,8 +73,10 @@ fail(ab_error **err, int code, int exit, const char *fix, const char *fmt, ...)
 	return code < 0 ? code : -EIO;
 }
 
-static int
-fail_ab(ab_error **err, const struct ab_err *e)
+#define fail api_fail
+
+int
+api_fail_ab(ab_error **err, const struct ab_err *e)
 {
 	return fail(err, e->code, e->exit ? e->exit : 125, e->fix, "%s", e->msg);
 }
@@ -205,6 +207,12 @@ struct ab_spec {
 	json_t *j; /* an object; each key checked when set, the whole at run time */
 };
 
+const json_t *
+api_spec_json(const ab_spec *s)
+{
+	return s ? s->j : NULL;
+}
+
 AB_EXPORT ab_spec *
 ab_spec_new(void)
 {
@@ -229,7 +237,7 @@ check_key(const char *key, json_t *v, ab_error **err)
 	r = spec_parse(one, &o, &e);
 	run_opts_done(&o);
 	json_decref(one);
-	return r < 0 ? fail_ab(err, &e) : 0;
+	return r < 0 ? api_fail_ab(err, &e) : 0;
 }
 
 AB_EXPORT ab_spec *
@@ -255,7 +263,7 @@ ab_spec_from_json(const char *json, size_t len, ab_error **err)
 	run_opts_done(&o);
 	if (r < 0) {
 		json_decref(j);
-		fail_ab(err, &e);
+		api_fail_ab(err, &e);
 		return NULL;
 	}
 	s = xcalloc(1, sizeof(*s));
@@ -438,17 +446,8 @@ ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error *
 
 /* ---- starting a supervisor -------------------------------------------------------------- */
 
-struct ab_run_handle {
-	pid_t pid;       /* the intermediate process (see intermediate()) */
-	int pidfd;       /* its pidfd: readable once it, and so the supervisor, has ended */
-	int sup_pidfd;   /* the supervisor's, for signals (-1 once it is gone) */
-	int response_fd; /* memfd the supervisor writes its response into */
-	int watch_w;     /* our end of the watch pipe: closing it tells the supervisor */
-	bool waited;
-};
-
-static void run_free(ab_run_handle *r);
-static int finish_quietly(ab_run_handle *r);
+#define run_free       api_run_free
+#define finish_quietly api_finish_quietly
 
 /* agentbox-supervisor: the context's, else next to the running program (the build tree,
  * the CLI and the supervisor itself), else the installed one. */
@@ -489,10 +488,13 @@ sealed_memfd(const char *name, const char *text, size_t len)
 }
 
 /* Between clone3 and execve: async-signal-safe calls only (the caller may have threads). The
- * sources are all >= 10, so the dup2s onto 0..5 cannot clobber one another. */
+ * sources are all >= 10, so the dup2s onto 0..6 cannot clobber one another. src[6] (a slot's
+ * control socket) may be -1: none. */
 static _Noreturn void
-child_exec(const char *path, char *const argv[], char *const envp[], const int src[6])
+child_exec(const char *path, char *const argv[], char *const envp[], const int src[7])
 {
+	unsigned first = src[6] >= 0 ? 7 : 6;
+
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 
@@ -501,11 +503,11 @@ child_exec(const char *path, char *const argv[], char *const envp[], const int s
 		(void) sigaction(s, &dfl, NULL);
 	sigemptyset(&none);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int i = 0; i < 6; i++)
-		if (dup2(src[i], i) < 0)
+	for (unsigned i = 0; i < first; i++)
+		if (dup2(src[i], (int) i) < 0)
 			_exit(127);
-	if (syscall(SYS_close_range, 6U, ~0U, 0) < 0)
-		for (int fd = 6; fd < 65536; fd++)
+	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
+		for (int fd = (int) first; fd < 65536; fd++)
 			(void) close(fd);
 	execve(path, argv, envp);
 	_exit(127);
@@ -527,7 +529,7 @@ high(int fd)
  * sends the caller no SIGCHLD; the supervisor's exit (an exec resets exit_signal to SIGCHLD)
  * goes to this process, never to the caller. */
 static _Noreturn void
-intermediate(const char *path, char *const argv[], char *const envp[], const int src[6], int pid_w)
+intermediate(const char *path, char *const argv[], char *const envp[], const int src[7], int pid_w)
 {
 	struct sigaction dfl = { .sa_handler = SIG_DFL }, ign = { .sa_handler = SIG_IGN };
 	static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
@@ -571,8 +573,16 @@ static ab_run_handle *
 start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body, const ab_io *io,
       ab_error **err)
 {
+	return api_start(ctx, mode, body_key, body, NULL, NULL, io, -1, err);
+}
+
+ab_run_handle *
+api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body,
+	  const char *extra_key, const json_t *extra, const ab_io *io, int ctl_fd, ab_error **err)
+{
 	cleanup_free char *path = find_supervisor(ctx), *text = NULL;
 	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1, resp = -1;
+	cleanup_fd int ctl = -1;
 	json_t *request;
 	struct strv env = { 0 };
 	int watch[2] = { -1, -1 }, pp[2] = { -1, -1 }, pidfd = -1, sup = -1;
@@ -581,6 +591,8 @@ start(ab_context *ctx, const char *mode, const char *body_key, const json_t *bod
 	long mid;
 
 	request = json_pack("{s:o, s:O}", "config", cfg_to_json(&ctx->cfg), body_key, body);
+	if (extra_key)
+		json_object_set(request, extra_key, (json_t *) extra);
 	text = json_dumps(request, JSON_COMPACT);
 	json_decref(request);
 	if (!text)
@@ -600,8 +612,10 @@ start(ab_context *ctx, const char *mode, const char *body_key, const json_t *bod
 		watch_r = high(watch[0]);
 		r->watch_w = watch[1];
 	}
+	if (ctl_fd >= 0)
+		ctl = fcntl(ctl_fd, F_DUPFD_CLOEXEC, 10);
 	if (req < 0 || resp < 0 || in < 0 || out < 0 || errfd < 0 || watch_r < 0 ||
-	    pipe2(pp, O_CLOEXEC) < 0) {
+	    (ctl_fd >= 0 && ctl < 0) || pipe2(pp, O_CLOEXEC) < 0) {
 		int e = errno;
 
 		run_free(r);
@@ -611,7 +625,7 @@ start(ab_context *ctx, const char *mode, const char *body_key, const json_t *bod
 	STRV_FOREACH (kv, &ctx->sanitizer_env)
 		strv_push(&env, *kv);
 	{
-		int src[6] = { in, out, errfd, req, resp, watch_r };
+		int src[7] = { in, out, errfd, req, resp, watch_r, ctl };
 		char *argv[] = { (char *) "agentbox-supervisor", (char *) mode, NULL };
 
 		ca.flags = CLONE_PIDFD;
@@ -700,7 +714,7 @@ finish(ab_run_handle *r, char **ret_text, ab_error **err)
 	return 0;
 }
 
-static int
+int
 finish_quietly(ab_run_handle *r)
 {
 	siginfo_t si;
@@ -712,7 +726,7 @@ finish_quietly(ab_run_handle *r)
 	return 0;
 }
 
-static void
+void
 run_free(ab_run_handle *r)
 {
 	if (r->pidfd >= 0)
@@ -792,7 +806,7 @@ ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
 	rc = spec_parse(s->j, &o, &e);
 	run_opts_done(&o);
 	if (rc < 0)
-		return fail_ab(err, &e), NULL;
+		return api_fail_ab(err, &e), NULL;
 	if (!ctx)
 		ctx = own = ab_context_new(err);
 	r = start(ctx, "run", "spec", s->j, io, err);

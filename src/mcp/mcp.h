@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "../cli.h"
+#include "../util/strv.h"
 #include "agentbox/agentbox.h"
 
 #define MCP_ID_LEN 12 /* run and workspace ids: [a-z0-9]{12} */
@@ -57,6 +58,11 @@ struct mcp_policy {
 	uint64_t wait_ms;     /* default soft wait of run_code / wait_run */
 	uint64_t max_wait_ms; /* longest soft wait a call may ask for */
 	size_t max_message;   /* longest JSON-RPC line */
+	/* warm slots (docs/mcp.md "Warm slots"): per allowed language, slots kept ready for a
+	 * run_code without its own limits (other than timeout and output-limit), env or stdin */
+	int warm_slots;           /* per language; 0: none */
+	struct strv preimport[2]; /* modules each slot imports first: [0] Python, [1] Node */
+	uint64_t warm_idle_ms;    /* let a language's slots go after this long unused; 0: never */
 };
 
 struct mcp_job;
@@ -89,6 +95,7 @@ struct mcp {
 	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
 	json_t *info_langs;          /* what they answered so far */
 	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */
+	ab_pool *pool;               /* the warm slots, or NULL */
 	bool quit;
 };
 
@@ -106,6 +113,9 @@ const char *mcp_server_version(void);
  * a pending request (a run) behind. */
 json_t *mcp_tools_list(const struct mcp *m);
 void mcp_tools_call(struct mcp *m, const struct mcp_req *req, const char *name, json_t *args);
+/* The spec run_code builds for a call of lang that gives only code (its class is a warm
+ * slot's, docs/mcp.md "Warm slots"). */
+json_t *mcp_spec_template(struct mcp *m, const char *lang);
 /* A finished run's tool result: from its report (or the error that kept it from running). */
 json_t *mcp_result_from_report(struct mcp *m, const char *job_id, json_t *report, int64_t queue_ms);
 json_t *mcp_result_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -32,6 +32,7 @@
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
+#include "../warm.h"
 #include "agentbox/agentbox.h"
 #include "mcp.h"
 
@@ -97,6 +98,7 @@ mcp_policy_defaults(struct mcp_policy *p)
 	/* every result passes through this process: its output is bounded whatever a call asks */
 	p->cap_set[AB_LIM_OUTPUT] = true;
 	p->cap[AB_LIM_OUTPUT] = 16ULL << 20;
+	p->warm_idle_ms = 10ULL * 60 * 1000;
 }
 
 static const char usage_text[] =
@@ -125,6 +127,11 @@ static const char usage_text[] =
 	"  --wait DURATION        default soft wait before \"running\" (default 45s)\n"
 	"  --max-wait DURATION    longest soft wait a call may ask (default 300s)\n"
 	"  --max-message SIZE     longest JSON-RPC message (default 32M)\n"
+	"  --warm N               warm slots kept ready per language (default 0: none)\n"
+	"  --preimport LIST       Python modules each warm slot imports first (numpy,pandas)\n"
+	"  --preimport-node LIST  Node packages each warm Node slot requires first\n"
+	"  --warm-idle DURATION   let a language's slots go after this long unused (default\n"
+	"                         10m; 0: never); the next run refills them\n"
 	"  --config FILE          the same settings as a JSON object ({\"max-runs\": 2,\n"
 	"                         \"cap\": {\"timeout\": \"60s\"}}); flags after it win\n";
 
@@ -222,6 +229,27 @@ policy_set(struct mcp_policy *p, const char *name, const char *v, char *msg, siz
 		r = units_parse_duration_ms(v, &p->wait_ms);
 	} else if (strcmp(name, "max-wait") == 0) {
 		r = units_parse_duration_ms(v, &p->max_wait_ms);
+	} else if (strcmp(name, "warm") == 0) {
+		r = set_count(v, &p->warm_slots);
+		if (r == 0 && p->warm_slots > 64)
+			r = -ERANGE;
+	} else if (strcmp(name, "preimport") == 0 || strcmp(name, "preimport-node") == 0) {
+		struct strv *sv = &p->preimport[name[9] == '-'];
+		enum ab_lang lang = name[9] == '-' ? AB_LANG_NODE : AB_LANG_PYTHON;
+		cleanup_free char *copy = xstrdup(v);
+		char *save = NULL;
+
+		strv_done(sv);
+		for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+			if (!warm_module_ok(lang, t) || sv->n >= AB_WARM_MAX_MODS) {
+				snprintf(msg, msg_size, "--%s: '%s' is not a %s module name", name,
+					 t, lang == AB_LANG_NODE ? "Node" : "Python");
+				return -EINVAL;
+			}
+			strv_push(sv, t);
+		}
+	} else if (strcmp(name, "warm-idle") == 0) {
+		r = units_parse_duration_ms(v, &p->warm_idle_ms);
 	} else if (strcmp(name, "max-message") == 0) {
 		r = set_size(v, &u);
 		if (r == 0 && u < 4096)
@@ -277,7 +305,23 @@ policy_config(struct mcp_policy *p, const char *file, char *msg, size_t msg_size
 			s = json_string_value(v);
 		else if (json_is_integer(v))
 			snprintf(buf, sizeof(buf), "%lld", (long long) json_integer_value(v));
-		else if (json_is_array(v) && strcmp(key, "languages") == 0) {
+		else if (json_is_array(v) && strncmp(key, "preimport", 9) == 0) {
+			cleanup_free char *list = xstrdup("");
+			size_t i;
+			json_t *e;
+
+			json_array_foreach(v, i, e)
+			{
+				char *next = xasprintf("%s%s%s", list, i ? "," : "",
+						       json_string_value(e) ?: "");
+
+				free(list);
+				list = next;
+			}
+			if ((r = policy_set(p, key, list, msg, msg_size)) < 0)
+				goto out;
+			continue;
+		} else if (json_is_array(v) && strcmp(key, "languages") == 0) {
 			size_t i;
 			json_t *e;
 
@@ -874,6 +918,51 @@ wants_progress(struct mcp *m, const char *job)
 	return false;
 }
 
+/* The warm slots (--warm N): a class per allowed language, the spec a run_code of it builds
+ * when the call gives only code. */
+static int
+warm_start(struct mcp *m)
+{
+	static const char *const langs[2] = { "python", "node" };
+	bool allowed[2] = { m->pol.allow_python, m->pol.allow_node };
+	ab_error *e = NULL;
+
+	m->pool = ab_pool_new(ctx, &e);
+	for (int i = 0; i < 2 && m->pool; i++) {
+		json_t *tmpl = allowed[i] ? mcp_spec_template(m, langs[i]) : NULL;
+		json_t *opts = json_pack("{s:[], s:I}", "preimport", "idle_ms",
+					 (json_int_t) m->pol.warm_idle_ms);
+		char *t = tmpl ? json_dumps(tmpl, JSON_COMPACT) : NULL;
+		char *o = NULL;
+		ab_spec *s = t ? ab_spec_from_json(t, (size_t) -1, &e) : NULL;
+		int r = 0;
+
+		STRV_FOREACH (mod, &m->pol.preimport[i])
+			json_array_append_new(json_object_get(opts, "preimport"),
+					      json_string(*mod));
+		o = json_dumps(opts, JSON_COMPACT);
+		if (s)
+			r = ab_pool_add(m->pool, s, (unsigned) m->pol.warm_slots, o, &e);
+		if (r < 0 || (tmpl && !s))
+			fprintf(stderr, "agentbox mcp: no warm slots for %s: %s\n", langs[i],
+				ab_error_message(e));
+		ab_error_free(e);
+		e = NULL;
+		ab_spec_free(s);
+		free(t);
+		free(o);
+		json_decref(tmpl);
+		json_decref(opts);
+	}
+	if (!m->pool) {
+		fprintf(stderr, "agentbox mcp: warm slots: %s\n", ab_error_message(e));
+		ab_error_free(e);
+		return -EIO;
+	}
+	fprintf(stderr, "agentbox mcp: %d warm slot(s) per language\n", m->pol.warm_slots);
+	return 0;
+}
+
 static void
 job_start(struct mcp *m, struct mcp_job *j)
 {
@@ -893,7 +982,11 @@ job_start(struct mcp *m, struct mcp_job *j)
 	text = json_dumps(j->spec, JSON_COMPACT);
 	s = text ? ab_spec_from_json(text, (size_t) -1, &e) : NULL;
 	free(text);
-	j->h = s ? ab_run_start(ctx, s, &(ab_io){ live ? ow : -1, live ? ew : -1 }, &e) : NULL;
+	/* in a warm slot of its class when one is ready (ab_pool_run_start), else cold */
+	j->h = !s        ? NULL
+	       : m->pool ? ab_pool_run_start(m->pool, s, &(ab_io){ live ? ow : -1, live ? ew : -1 },
+					     &e)
+			 : ab_run_start(ctx, s, &(ab_io){ live ? ow : -1, live ? ew : -1 }, &e);
 	ab_spec_free(s);
 	if (ow >= 0)
 		(void) close(ow);
@@ -1277,15 +1370,63 @@ info_build(struct mcp *m)
 	return info;
 }
 
-static void
-info_reply(struct mcp *m, const struct mcp_req *req, json_t *info)
+/* The warm slots as sandbox_info shows them, live: the operator's settings, and per class
+ * the slots ready and the memory they hold (ab_pool_info). */
+static json_t *
+info_warm(struct mcp *m)
 {
-	char *text = json_dumps(info, JSON_INDENT(1) | JSON_SORT_KEYS);
+	json_t *w = json_pack("{s:i, s:I, s:{s:o, s:o}}", "slots_per_language", m->pol.warm_slots,
+			      "idle_ms", (json_int_t) m->pol.warm_idle_ms, "preimport", "python",
+			      json_array(), "node", json_array());
 
+	for (int i = 0; i < 2; i++)
+		STRV_FOREACH (mod, &m->pol.preimport[i])
+			json_array_append_new(json_object_get(json_object_get(w, "preimport"),
+							      i ? "node" : "python"),
+					      json_string(*mod));
+	if (m->pool) {
+		char *t = ab_pool_info(m->pool);
+		json_t *pi = t ? json_loads(t, 0, NULL) : NULL;
+		json_t *classes = json_array();
+		size_t i;
+		json_t *c;
+
+		free(t);
+		json_array_foreach(json_object_get(pi, "classes"), i, c)
+		{
+			json_t *e = json_deep_copy(c);
+
+			json_object_del(e, "spec"); /* the limits are in "limits" already */
+			json_array_append_new(classes, e);
+		}
+		json_object_set_new(w, "classes", classes);
+		json_object_set_new(
+			w, "memory_bytes",
+			json_integer(json_integer_value(json_object_get(pi, "memory_bytes"))));
+		json_decref(pi);
+	}
+	json_object_set_new(
+		w, "note",
+		json_string(
+			"a run_code whose limits (timeout and output-limit aside), env and stdin "
+			"are the defaults runs in a sandbox started before the call, its "
+			"pre-imports already imported; it is used once, then replaced"));
+	return w;
+}
+
+static void
+info_reply(struct mcp *m, const struct mcp_req *req, json_t *cached)
+{
+	json_t *info = json_deep_copy(cached);
+	char *text;
+
+	json_object_set_new(info, "warm", info_warm(m));
+	text = json_dumps(info, JSON_INDENT(1) | JSON_SORT_KEYS);
 	mcp_reply(m, req,
 		  json_pack("{s:[{s:s, s:s}], s:O}", "content", "type", "text", "text",
 			    text ? text : "{}", "structuredContent", info));
 	free(text);
+	json_decref(info);
 }
 
 /* every probe has answered: the info is built once, cached, sent to whoever waits */
@@ -1458,6 +1599,9 @@ shutdown_all(struct mcp *m)
 {
 	struct mcp_job *j;
 
+	/* the slots no run took: killed, nothing of them kept */
+	ab_pool_free(m->pool);
+	m->pool = NULL;
 	for (int i = 0; i < 2; i++) {
 		if (m->info_runs[i]) {
 			(void) ab_run_cancel(m->info_runs[i]);
@@ -1507,8 +1651,12 @@ mcp_done(struct mcp *m)
 	json_decref(m->info_langs);
 	json_decref(m->info_waiting);
 	free(m->version);
+	ab_pool_free(m->pool);
+	m->pool = NULL;
 	free(m->pol.state_dir);
 	free(m->pol.env_dir);
+	strv_done(&m->pol.preimport[0]);
+	strv_done(&m->pol.preimport[1]);
 	for (int *fd = &m->state_fd; fd <= &m->staging_fd; fd++)
 		if (*fd >= 0)
 			(void) close(*fd);
@@ -1538,6 +1686,10 @@ mcp_main(int argc, char **argv)
 		{ "wait", required_argument, NULL, 0 },
 		{ "max-wait", required_argument, NULL, 0 },
 		{ "max-message", required_argument, NULL, 0 },
+		{ "warm", required_argument, NULL, 0 },
+		{ "preimport", required_argument, NULL, 0 },
+		{ "preimport-node", required_argument, NULL, 0 },
+		{ "warm-idle", required_argument, NULL, 0 },
 		{ "config", required_argument, NULL, 0 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1601,6 +1753,11 @@ mcp_main(int argc, char **argv)
 		(void) ab_context_set(ctx, "keep_runs", "0");
 		(void) ab_context_set(ctx, "keep_age", "0");
 	}
+	if (m.pol.warm_slots > 0 && warm_start(&m) < 0) {
+		mcp_done(&m);
+		ab_context_free(ctx);
+		return 125;
+	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
@@ -1632,15 +1789,24 @@ mcp_main(int argc, char **argv)
 		}
 		if (next_tick < next)
 			next = next_tick;
+		if (m.pool) {
+			int w = ab_pool_tick(m.pool);
+
+			if (w >= 0 && now + w < next)
+				next = now + w;
+		}
 		if (in_eof && !m.jobs)
 			break;
 		for (struct mcp_job *j = m.jobs; j; j = j->next)
 			max += 3;
-		max += 2; /* sandbox_info's probes */
+		max += 3; /* sandbox_info's probes, the warm slots */
 		pfd = xcalloc(max, sizeof(*pfd));
 		who = xcalloc(max, sizeof(*who));
 		pfd[n++] = (struct pollfd){ .fd = in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
 		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		/* news from a warm slot: the next ab_pool_tick takes it (who[] stays NULL) */
+		pfd[n++] =
+			(struct pollfd){ .fd = m.pool ? ab_pool_fd(m.pool) : -1, .events = POLLIN };
 		for (struct mcp_job *j = m.jobs; j; j = j->next) {
 			if (j->state != JOB_RUNNING)
 				continue;
@@ -1678,7 +1844,9 @@ mcp_main(int argc, char **argv)
 		for (size_t i = 2; r > 0 && i < n; i++) {
 			struct mcp_job *j = who[i];
 
-			if (!j) { /* a sandbox_info probe */
+			if (!j && i == 2)
+				continue; /* the warm slots' fd */
+			if (!j) {         /* a sandbox_info probe */
 				for (int k = 0; k < 2 && pfd[i].revents; k++)
 					if (m.info_runs[k] &&
 					    pfd[i].fd == ab_run_fd(m.info_runs[k])) {

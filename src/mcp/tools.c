@@ -112,6 +112,10 @@ run_output_schema(void)
 		json_pack("{s:s, s:{s:s}}", "type", "array", "items", "type", "string"));
 
 	json_object_set_new(props, "elapsed_ms", json_pack("{s:s}", "type", "integer"));
+	json_object_set_new(props, "warm",
+			    json_pack("{s:s, s:s}", "type", "boolean", "description",
+				      "the run took a warm slot: its sandbox and interpreter were "
+				      "ready before the call; wall_ms and cpu_ms count from then"));
 	json_object_set_new(props, "limits", json_pack("{s:s}", "type", "object"));
 	json_object_set_new(props, "files_truncated", json_pack("{s:s}", "type", "boolean"));
 	return json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props, "required",
@@ -504,6 +508,7 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		       json_object_get(rep, "limits_hit") ?: json_null(), "wall_ms",
 		       json_object_get(rep, "wall_ms") ?: json_null(), "cpu_ms",
 		       json_object_get(rep, "cpu_ms") ?: json_null());
+	json_object_set_new(sc, "warm", json_boolean(json_is_true(json_object_get(rep, "warm"))));
 	if (!json_is_string(json_object_get(sc, "agentbox_run_id")))
 		json_object_del(sc, "agentbox_run_id");
 	if (!json_is_array(json_object_get(sc, "limits_hit")))
@@ -809,6 +814,20 @@ check_files_arg(struct mcp *m, json_t *files)
 	return NULL;
 }
 
+json_t *
+mcp_spec_template(struct mcp *m, const char *lang)
+{
+	json_t *err = NULL, *limits = build_limits(m, NULL, &err), *spec;
+
+	json_decref(err);
+	if (!limits)
+		return NULL;
+	spec = json_pack("{s:s, s:s, s:o}", "language", lang, "code", "", "limits", limits);
+	if (m->pol.env_dir)
+		json_object_set_new(spec, "env_dir", json_string(m->pol.env_dir));
+	return spec;
+}
+
 static void
 run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 {
@@ -847,6 +866,7 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 	if (!limits)
 		goto fail;
 	spec = json_pack("{s:s, s:s, s:o}", "language", lang, "code", code, "limits", limits);
+	/* keep in step with mcp_spec_template: the keys a warm slot's class is made of */
 	if (json_object_get(args, "args"))
 		json_object_set(spec, "args", json_object_get(args, "args"));
 	if (json_object_get(args, "env"))

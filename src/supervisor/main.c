@@ -3,12 +3,20 @@
  * mount namespaces, the child subreaper, the signalfd, cgroup membership, the cwd. The caller
  * of the library is never touched.
  *
- *   argv:  agentbox-supervisor MODE [--in-scope]     MODE: run prepare probe collect rm gc
+ *   argv:  agentbox-supervisor MODE [--in-scope]  MODE: run slot prepare probe collect rm gc
  *   fd 0, 1, 2   the script's stdin default (/dev/null), and where output is relayed
  *   fd 3         the request: {"config": {...}, "spec"|"request": {...}} (sealed memfd)
  *   fd 4         the response: a run's report text, or {"result": ...} / {"error": ...}
  *   fd 5         the caller's watch pipe: EOF means the caller is gone; the run is stopped
- * Exit status 0 when a response was written. */
+ *   fd 6         slot mode only: the pool's control socket (SOCK_SEQPACKET, src/lib/pool.c)
+ * Exit status 0 when a response was written.
+ *
+ * Slot mode (warm.h, docs/design.md "Warm slots"): the request is {"config", "spec": the
+ * template, "slot": {"preimport": [...], "ready_timeout_ms": N}}. The sandbox is built for the
+ * template and waits; on fd 6 the supervisor says {"ready": {...}} or {"failed": {...}}, and
+ * answers a {"claim": {}} (fds: the run's spec in a memfd, its stdout and stderr) with
+ * {"accepted": true} or {"declined": WHY}. A claimed slot responds with the run's report, as
+ * run mode; one no run took responds with an error and keeps nothing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -18,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "../cfg.h"
@@ -27,14 +36,17 @@
 #include "../result.h"
 #include "../run.h"
 #include "../spec.h"
+#include "../supervise.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/proc.h"
 #include "../util/xalloc.h"
+#include "../warm.h"
 
 #define SUP_FD_REQUEST  3
 #define SUP_FD_RESPONSE 4
 #define SUP_FD_WATCH    5
+#define SUP_FD_CTL      6
 
 static int response_fd = -1;
 
@@ -158,6 +170,99 @@ mode_run(const json_t *req, int argc, char **argv)
 	return r;
 }
 
+/* The slot's request beyond its spec: the pre-imports (checked names), the ready timeout. */
+static int
+slot_request(const json_t *slot, enum ab_lang lang, struct ab_slot_opts *so, struct ab_err *err)
+{
+	const json_t *pre = json_object_get(slot, "preimport");
+	const json_t *t = json_object_get(slot, "ready_timeout_ms");
+	size_t i;
+	json_t *m;
+
+	if (pre && (!json_is_array(pre) || json_array_size(pre) > AB_WARM_MAX_MODS))
+		return ab_err_usage(err, "slot: \"preimport\" must be an array of at most %d names",
+				    AB_WARM_MAX_MODS);
+	json_array_foreach(pre, i, m)
+	{
+		if (!json_is_string(m) || !warm_module_ok(lang, json_string_value(m)))
+			return ab_err_usage(err, "slot: pre-import '%s' is not a module name",
+					    json_is_string(m) ? json_string_value(m) : "?");
+		strv_push(&so->preimport, json_string_value(m));
+	}
+	if (json_is_integer(t) && json_integer_value(t) > 0)
+		so->ready_timeout_ms = json_integer_value(t);
+	return 0;
+}
+
+/* A warm slot: run_main builds the sandbox for the template and waits; a claim makes it a run,
+ * whose report is the response. */
+static int
+mode_slot(const json_t *req, int argc, char **argv)
+{
+	const json_t *spec = json_object_get(req, "spec");
+	struct ab_slot_opts so = { .ctl_fd = SUP_FD_CTL, .state = AB_WARM_STARTING };
+	struct ab_run_opts o;
+	struct ab_result res;
+	struct ab_err err = { 0 };
+	int r, fds_before = 0;
+
+	run_opts_init(&o);
+	result_init(&res, &o);
+	r = fcntl(SUP_FD_CTL, F_GETFD) < 0 ? ab_err_usage(&err, "slot mode without fd 6") : 0;
+	if (r == 0)
+		r = spec_parse(spec, &o, &err);
+	if (r == 0)
+		r = slot_request(json_object_get(req, "slot"), o.lang, &so, &err);
+	if (r == 0) {
+		so.class_key = warm_class_key(spec);
+		o.slot = &so;
+		run_maybe_reexec_in_scope(argc, argv, &o);
+		(void) fcntl(SUP_FD_CTL, F_SETFD, FD_CLOEXEC);
+		fds_before = fds_count_from(3);
+		o.watch_fd = fcntl(SUP_FD_WATCH, F_GETFD) >= 0 ? SUP_FD_WATCH : -1;
+		r = run_main(&o, &res, &err);
+	}
+	if (so.state != AB_WARM_CLAIMED) {
+		/* no run: the library hears why on fd 6 (supervise.c said it when it knew) */
+		if (so.state == AB_WARM_STARTING || (r < 0 && so.state != AB_WARM_FAILED)) {
+			json_t *m = json_pack("{s:{s:s}}", "failed", "message",
+					      r < 0 ? err.msg : "the slot could not start");
+			char *t = json_dumps(m, JSON_COMPACT);
+
+			if (t)
+				(void) send(SUP_FD_CTL, t, strlen(t), MSG_NOSIGNAL | MSG_DONTWAIT);
+			free(t);
+			json_decref(m);
+		}
+		if (r >= 0)
+			ab_err_set(&err, -ECANCELED, "%s",
+				   so.state == AB_WARM_FAILED ? so.failure
+							      : "the slot was not used");
+		r = respond(NULL, &err);
+	} else {
+		res.supervisor_fds_left =
+			fds_count_from(3) - fds_before - (res.run_dir_fd >= 0 ? 1 : 0);
+		if (r < 0) {
+			res.status = err.exit == AB_EXIT_USAGE ? AB_STATUS_USAGE_ERROR
+							       : AB_STATUS_SETUP_ERROR;
+			result_set_message(&res, err.msg, err.fix);
+			res.agentbox_exit = err.exit ? err.exit : AB_EXIT_SETUP;
+		} else {
+			res.agentbox_exit = run_exit_code(&res);
+		}
+		r = respond_report(&res);
+	}
+	result_done(&res);
+	if (so.claimed) {
+		run_opts_done(so.claimed);
+		free(so.claimed);
+	}
+	run_opts_done(&o);
+	strv_done(&so.preimport);
+	free(so.class_key);
+	return r;
+}
+
 static int
 mode_other(const char *mode, const json_t *req)
 {
@@ -223,6 +328,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		r = mode_run(req, argc, argv);
+	else if (strcmp(argv[1], "slot") == 0)
+		r = mode_slot(req, argc, argv);
 	else
 		r = mode_other(argv[1], req);
 	json_decref(req);

@@ -13,8 +13,17 @@
 #define FDS_BRUTE_MAX 65536 /* without close_range and /proc: close() every fd below this */
 
 /* fallback: close_range() needs Linux 5.9 */
+static bool
+kept(int fd, const int *keep, int nkeep)
+{
+	for (int i = 0; i < nkeep; i++)
+		if (keep[i] == fd)
+			return true;
+	return false;
+}
+
 static int
-proc_fds_walk(int first, int keep, bool close_them)
+proc_fds_walk(int first, const int *keep, int nkeep, bool close_them)
 {
 	int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char buf[4096];
@@ -24,7 +33,7 @@ proc_fds_walk(int first, int keep, bool close_them)
 		if (!close_them)
 			return -errno;
 		for (int fd = first; fd < FDS_BRUTE_MAX; fd++)
-			if (fd != keep)
+			if (!kept(fd, keep, nkeep))
 				(void) close(fd);
 		return 0;
 	}
@@ -40,7 +49,7 @@ proc_fds_walk(int first, int keep, bool close_them)
 
 			off += d->d_reclen;
 			if (*end != '\0' || end == d->d_name || fd < first || fd == dfd ||
-			    fd == keep)
+			    kept((int) fd, keep, nkeep))
 				continue;
 			count++;
 			if (close_them)
@@ -58,17 +67,43 @@ close_range_ok(int from, int to)
 }
 
 int
+fds_close_from_keep(int first, const int *keep, int nkeep)
+{
+	int sorted[8], n = 0, from = first;
+
+	/* the fds to keep at or above first, in order (a handful: insertion sort) */
+	for (int i = 0; i < nkeep && n < (int) (sizeof(sorted) / sizeof(sorted[0])); i++) {
+		int j = n;
+
+		if (keep[i] < first || kept(keep[i], sorted, n))
+			continue;
+		while (j > 0 && sorted[j - 1] > keep[i]) {
+			sorted[j] = sorted[j - 1];
+			j--;
+		}
+		sorted[j] = keep[i];
+		n++;
+	}
+	/* close_range() over each gap between them */
+	for (int i = 0; i <= n; i++) {
+		int to = i < n ? sorted[i] - 1 : -1;
+
+		if (i < n && to < from) {
+			from = sorted[i] + 1;
+			continue;
+		}
+		if (!close_range_ok(from, to))
+			return proc_fds_walk(first, sorted, n, true);
+		if (i < n)
+			from = sorted[i] + 1;
+	}
+	return 0;
+}
+
+int
 fds_close_from_except(int first, int keep)
 {
-	if (keep < first) {
-		if (close_range_ok(first, -1))
-			return 0;
-		keep = -1;
-	} else if ((keep == first || close_range_ok(first, keep - 1)) &&
-		   close_range_ok(keep + 1, -1)) {
-		return 0;
-	}
-	return proc_fds_walk(first, keep, true);
+	return fds_close_from_keep(first, &keep, 1);
 }
 
 int
@@ -80,5 +115,5 @@ fds_close_from(int first)
 int
 fds_count_from(int first)
 {
-	return proc_fds_walk(first, -1, false);
+	return proc_fds_walk(first, NULL, 0, false);
 }

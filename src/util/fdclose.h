@@ -7,6 +7,9 @@
  * to 65536. Async-signal-safe enough for a forked child: no allocation, no stdio. Returns 0. */
 int fds_close_from_except(int first, int keep);
 
+/* The same with up to 8 fds kept (those below first are ignored). Returns 0. */
+int fds_close_from_keep(int first, const int *keep, int nkeep);
+
 /* fds_close_from_except(first, -1). Returns 0. */
 int fds_close_from(int first);
 

@@ -40,6 +40,8 @@ chmod 755 "$stage"
 useradd --system --no-create-home --home-dir "$stage/home" --shell /usr/sbin/nologin "$user"
 mkdir -p "$stage/bin" "$stage/home"
 cp "$AGENTBOX" "$AGENTBOX_INIT" "$AB_PROBE" "$stage/bin/"
+# the warm-slot helper (test-warm.sh), built from the library's sources
+if [ -n "${AB_WARM:-}" ]; then cp "$AB_WARM" "$stage/bin/"; fi
 # prepare's registry proxy: found next to agentbox
 if [ -n "${AGENTBOX_NETPROXY:-}" ]; then cp "$AGENTBOX_NETPROXY" "$stage/bin/"; fi
 # each run's supervisor: found next to agentbox too
@@ -66,6 +68,7 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/home
     AGENTBOX_INIT="$stage/bin/$(basename "$AGENTBOX_INIT")" \
     ${AGENTBOX_SUPERVISOR:+AGENTBOX_SUPERVISOR="$stage/bin/$(basename "$AGENTBOX_SUPERVISOR")"} \
     AB_PROBE="$stage/bin/$(basename "$AB_PROBE")" \
+    ${AB_WARM:+AB_WARM="$stage/bin/$(basename "$AB_WARM")"} \
     AB_SRCDIR="$stage" AB_TESTDIR="$stage/tests" AB_AS_USER=1 \
     ${sdk:+AB_MCP_SDK="$sdk"} \
     ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \

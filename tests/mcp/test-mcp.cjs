@@ -404,6 +404,93 @@ async function v2Client() {
     }
 }
 
+// Warm slots (issue 19, docs/mcp.md "Warm slots"): --warm 1 keeps a slot per language; a
+// run_code of the default class takes one, anything else runs cold.
+const WARM_PROBES = {
+    python: 'import os, sys\nprint(sys.argv, __name__, __file__, sys.path[0], os.getcwd())\n' +
+        'print(sorted(os.environ.items()), sorted(os.listdir("/proc/self/fd")))\n' +
+        'open("out.txt", "w").write("x")\ndef f():\n    1 / 0\nf()\n',
+    node: 'console.log(process.argv.slice(1), process.execArgv, __filename, require.main === module, process.cwd());\n' +
+        'console.log(Object.keys(process.env).sort().map((k) => k + "=" + process.env[k]));\n' +
+        'require("fs").writeFileSync("out.txt", "x");\nthrow new Error("boom");\n',
+};
+// structuredContent without what differs run to run: ids (also in the files' links), timings
+function runShape(x) {
+    const c = JSON.parse(JSON.stringify(x));
+    for (const k of ['agentbox_run_id', 'wall_ms', 'cpu_ms', 'queue_ms', 'memory_peak_bytes', 'warm']) delete c[k];
+    return JSON.stringify(c).split(x.run_id).join('RUN').split(x.agentbox_run_id || '\0').join('ABRUN');
+}
+async function probeRuns(client) {
+    const out = {};
+    for (const lang of ['python', 'node']) {
+        out[lang] = sc(await client.callTool({ name: 'run_code', arguments: { language: lang, code: WARM_PROBES[lang], args: ['a', 'b c'] } }));
+    }
+    return out;
+}
+async function closed(client, transport) {
+    await client.close();
+    await new Promise((res) => { if (transport._process && transport._process.exitCode === null) transport._process.on('exit', res); else res(); });
+}
+
+async function warmTests() {
+    // the same calls on a server without warm slots first (cold), compared below
+    const c0 = await connect([]);
+    const cold = await probeRuns(c0.client);
+    await closed(c0.client, c0.transport);
+    const { client, transport, log } = await connect(['--warm', '1', '--preimport', 'json,csv', '--warm-idle', '5m']);
+    const info = async () => sc(await client.callTool({ name: 'sandbox_info', arguments: {} })).warm || {};
+    const ready = async (lang) => {
+        for (let i = 0; i < 300; i++) {
+            const w = await info();
+            const c = (w.classes || []).find((x) => x.language === lang);
+            if (c && c.ready >= 1) return w;
+            await sleep(100);
+        }
+        return info();
+    };
+    let w = await ready('python');
+    await ready('node');
+    const py = (w.classes || []).find((x) => x.language === 'python') || {};
+    ok(w.slots_per_language === 1 && JSON.stringify(w.preimport && w.preimport.python) === '["json","csv"]' && py.ready === 1 && w.memory_bytes > 1000000, 'sandbox_info: the warm settings, a ready Python slot and the memory the slots hold', w);
+    let r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import sys\nprint(sys.argv[1:], "json" in sys.modules, __file__)', args: ['x y'], limits: { timeout: 7 } } });
+    ok(!r.isError && sc(r).warm === true && sc(r).stdout.text === "['x y'] True /work/script.py\n" && sc(r).limits.timeout === 7000, 'a run_code of the default class takes the warm slot (its own args and timeout, the pre-imports in place)', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code: 'console.log(process.argv.length, require.main === module)' } });
+    ok(!r.isError && sc(r).warm === true && sc(r).stdout.text === '2 true\n', 'node: warm too', sc(r));
+    await ready('python');
+    await ready('node');
+    const warm = await probeRuns(client);
+    for (const lang of ['python', 'node']) {
+        ok(cold[lang].warm === false && warm[lang].warm === true && cold[lang].status === 'exited' && cold[lang].exit_code === 1 &&
+            cold[lang].files.length === 1 && runShape(cold[lang]) === runShape(warm[lang]),
+        `${lang}: the same call cold (a server without --warm) and warm: the results are the same, ids and timings aside`,
+        { cold: runShape(cold[lang]), warm: runShape(warm[lang]) });
+    }
+    await ready('python');
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'import json; print(json.__file__)', files: [{ path: 'json.py', content: 'print("mine")' }] } });
+    ok(!r.isError && sc(r).warm === false && sc(r).stdout.text === 'mine\n/work/json.py\n', 'a file that shadows a pre-imported module: the slot declines, the run is cold and imports the file', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'print(input())', stdin: 'in' } });
+    ok(!r.isError && sc(r).warm === false && sc(r).stdout.text === 'in\n', 'stdin: cold', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'print(1)', limits: { memory: '300M' } } });
+    ok(!r.isError && sc(r).warm === false, 'a limit of its own (memory): cold', sc(r));
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'raise SystemExit(5)' } });
+    ok(r.isError === true && sc(r).warm === true && sc(r).exit_code === 5, 'the slot was still there for the next run of the class', sc(r));
+    w = await ready('python');
+    const py2 = (w.classes || []).find((x) => x.language === 'python') || {};
+    ok(py2.warm_runs === 3 && py2.cold_runs === 1 && py2.slots_started >= 4 && py2.slots_lost === 0, 'sandbox_info counts the warm and cold runs of the class', py2);
+    // the slots are the server's grandchildren (the library's intermediate process between;
+    // argv[0] agentbox-supervisor, then "slot")
+    const procs = spawnSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' }).stdout.split('\n')
+        .map((l) => l.trim().match(/^(\d+)\s+(\d+)\s+(.*)$/)).filter(Boolean);
+    const parent = Object.fromEntries(procs.map((m) => [m[1], m[2]]));
+    const mine = procs.filter((m) => m[3].startsWith('agentbox-supervisor slot') &&
+        parent[m[2]] === String(transport._process.pid)).length;
+    ok(mine >= 2, 'while it runs, the server has a slot per language', mine);
+    await closed(client, transport);
+    await sleep(300);
+    const left = spawnSync('sh', ['-c', 'ps -eo args | grep -c "^[a]gentbox-supervisor slot"'], { encoding: 'utf8' }).stdout.trim();
+    ok(left === '0', 'the server lets its slots go when it exits', { left, log: log.join('').slice(-2000) });
+}
+
 async function signalTest() {
     // SIGTERM with a run going: every run killed, clean exit
     const s = raw();
@@ -424,6 +511,7 @@ async function signalTest() {
         await rawTests();
         await restartAndRetention();
         await v2Client();
+        await warmTests();
         await signalTest();
     } catch (e) {
         ok(false, 'the tests ran to the end', String(e && e.stack));

@@ -26,6 +26,7 @@
 #define N_CHECKS (N_HIGH + 1)
 
 static const int high[N_HIGH] = { 20, 21, 22, 30, 500 };
+static const int two[] = { 500, 21 }; /* keep == -3: fds_close_from_keep with these */
 
 enum path {
 	NATIVE,
@@ -87,7 +88,9 @@ child(enum path p, int keep, int wfd)
 		r.count = fds_count_from(FIRST) - before;
 	if (p != NATIVE && !install_filter(p == BRUTE))
 		r.setup_ok = 0;
-	r.ret = keep == -2 ? fds_close_from(FIRST) : fds_close_from_except(FIRST, keep);
+	r.ret = keep == -2   ? fds_close_from(FIRST)
+		: keep == -3 ? fds_close_from_keep(FIRST, two, ARRAY_SIZE(two))
+			     : fds_close_from_except(FIRST, keep);
 	for (int i = 0; i < N_HIGH; i++)
 		r.open[i] = is_open(high[i]);
 	r.open[N_HIGH] = is_open(BELOW);
@@ -95,7 +98,7 @@ child(enum path p, int keep, int wfd)
 	_exit(0);
 }
 
-/* keep: the fd to keep, -1 none, -2: call fds_close_from() instead */
+/* keep: the fd to keep, -1 none, -2: call fds_close_from() instead, -3: keep both of two[] */
 static void
 check(enum path p, int keep)
 {
@@ -124,7 +127,8 @@ check(enum path p, int keep)
 		       path_name[p], keep, r.count, N_HIGH);
 	TAP_OK(r.ret == 0, "%s, keep %d: returns 0", path_name[p], keep);
 	for (int i = 0; i < N_HIGH; i++)
-		if (r.open[i] != (high[i] == keep))
+		if (r.open[i] !=
+		    (high[i] == keep || (keep == -3 && (high[i] == two[0] || high[i] == two[1]))))
 			want_ok = false;
 	TAP_OK(want_ok, "%s, keep %d: every fd >= %d closed but the kept one", path_name[p], keep,
 	       FIRST);
@@ -135,7 +139,7 @@ check(enum path p, int keep)
 int
 main(void)
 {
-	static const int keeps[] = { -2, -1, 20, 21, 500, 7 };
+	static const int keeps[] = { -2, -1, 20, 21, 500, 7, -3 };
 
 	for (int p = NATIVE; p <= BRUTE; p++)
 		for (size_t k = 0; k < ARRAY_SIZE(keeps); k++)

@@ -91,6 +91,7 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 	r->supervisor_max_rss_kib = 20480;
 	r->supervisor_fds_left = 0;
 	r->run_id = xstrdup("AbC123");
+	r->warm = true;
 	r->out.inline_max = r->err.inline_max = AB_INLINE_OUTPUT_DEFAULT;
 	stream_keep(&r->out, out, sizeof(out) - 1);
 	r->out.bytes = 1 << 20;

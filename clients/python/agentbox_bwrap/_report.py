@@ -290,6 +290,7 @@ class Result:
     agentbox_max_rss_kib: Optional[int]
     agentbox_fds_left: Optional[int]
     run_id: Optional[str]
+    warm: bool
     script: Optional[str]
     lang: Optional[str]
     interpreter: Optional[str]
