@@ -340,9 +340,8 @@ put_strv(json_t *o, const char *key, const struct strv *sv)
 	json_object_set_new(o, key, a);
 }
 
-/* An explicit limit in a form the parser reads back to the same value. */
-static json_t *
-limit_value(enum ab_limit_id id, uint64_t v)
+json_t *
+spec_limit_value(enum ab_limit_id id, uint64_t v)
 {
 	char buf[48];
 
@@ -404,8 +403,9 @@ spec_build(const struct ab_run_opts *o)
 	put_strv(j, "allow_binds", &o->allow_binds);
 	for (int i = 0; i < AB_LIM_COUNT; i++)
 		if (o->limits[i].set)
-			json_object_set_new(lim, cli_limit_name((enum ab_limit_id) i),
-					    limit_value((enum ab_limit_id) i, o->limits[i].value));
+			json_object_set_new(
+				lim, cli_limit_name((enum ab_limit_id) i),
+				spec_limit_value((enum ab_limit_id) i, o->limits[i].value));
 	if (json_object_size(lim))
 		json_object_set(j, "limits", lim);
 	for (int p = 0; p < AB_PROT_COUNT; p++)

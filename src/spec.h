@@ -21,3 +21,7 @@ int spec_parse_text(const char *text, size_t len, struct ab_run_opts *o, struct 
 /* The spec of o: only what differs from the defaults; limits the caller set as explicit
  * values in base units. A new reference. */
 json_t *spec_build(const struct ab_run_opts *o);
+
+/* One limit's value (base units) as spec_parse reads it back: "30000ms", "1.500", or a
+ * number. A new reference. */
+json_t *spec_limit_value(enum ab_limit_id id, uint64_t v);

@@ -13,6 +13,7 @@
 
 #include <sys/stat.h>
 
+#include "../spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/strv.h"
@@ -731,7 +732,6 @@ build_limits(struct mcp *m, json_t *given, json_t **err)
 	}
 	for (int id = 0; id < AB_LIM_COUNT; id++) {
 		uint64_t v64;
-		char val[64];
 
 		if (o.limits[id].set)
 			v64 = o.limits[id].value;
@@ -740,28 +740,8 @@ build_limits(struct mcp *m, json_t *given, json_t **err)
 			v64 = m->pol.cap[id];
 		else
 			continue;
-		switch ((enum ab_limit_id) id) {
-		case AB_LIM_TIMEOUT_MS:
-		case AB_LIM_CPU_TIME_MS:
-			snprintf(val, sizeof(val), "%llums", (unsigned long long) v64);
-			break;
-		case AB_LIM_CPUS_MILLI:
-			snprintf(val, sizeof(val), "%.3f", (double) v64 / 1000.0);
-			break;
-		case AB_LIM_MEMORY:
-		case AB_LIM_PIDS:
-		case AB_LIM_DISK:
-		case AB_LIM_INODES:
-		case AB_LIM_TMP_SIZE:
-		case AB_LIM_FILE_SIZE:
-		case AB_LIM_NOFILE:
-		case AB_LIM_OUTPUT:
-		case AB_LIM_COUNT:
-		default:
-			snprintf(val, sizeof(val), "%llu", (unsigned long long) v64);
-			break;
-		}
-		json_object_set_new(out, cli_limit_name((enum ab_limit_id) id), json_string(val));
+		json_object_set_new(out, cli_limit_name((enum ab_limit_id) id),
+				    spec_limit_value((enum ab_limit_id) id, v64));
 	}
 	run_opts_done(&defaults);
 	run_opts_done(&o);
