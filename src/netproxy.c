@@ -309,15 +309,6 @@ netproxy_enter_netns(struct ab_netproxy *np, struct ab_err *err)
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_port = htons(AB_NETPROXY_PORT),
 				   .sin_addr = { htonl(INADDR_LOOPBACK) } };
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cm = { 0 };
-	struct iovec iov = { .iov_base = (char *) "listen", .iov_len = 6 };
-	struct msghdr m = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm)
-	};
-	struct cmsghdr *c;
 	cleanup_fd int lfd = -1;
 	char msg[512];
 	ssize_t n;
@@ -342,14 +333,10 @@ netproxy_enter_netns(struct ab_netproxy *np, struct ab_err *err)
 				  "listen on 127.0.0.1:%d in the install's network "
 				  "namespace: %s",
 				  AB_NETPROXY_PORT, strerror(errno));
-	c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &lfd, sizeof(int));
-	if (sendmsg(np->ctl_fd, &m, MSG_NOSIGNAL) < 0)
-		return ab_err_set(err, -errno, "hand the listening socket to the network proxy: %s",
-				  strerror(errno));
+	r = fd_send(np->ctl_fd, "listen", 6, &lfd, 1);
+	if (r < 0)
+		return ab_err_set(err, r, "hand the listening socket to the network proxy: %s",
+				  strerror(-r));
 	n = ctl_read(np->ctl_fd, msg, sizeof(msg), CTL_WAIT);
 	if (n <= 0 || strcmp(msg, "listening") != 0)
 		return ab_err_set(err, n < 0 ? (int) n : -EIO,

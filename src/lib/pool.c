@@ -550,18 +550,8 @@ claim(ab_pool *p, struct pool_slot *sl, const ab_spec *s, const ab_io *io, bool 
 {
 	cleanup_free char *text = json_dumps(api_spec_json(s), JSON_COMPACT);
 	cleanup_fd int mfd = -1, nul = -1;
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	static const char msg[] = "{\"claim\":{}}";
-	struct iovec iov = { .iov_base = (void *) msg, .iov_len = sizeof(msg) - 1 };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
 	struct pollfd pfd = { .fd = sl->ctl, .events = POLLIN };
-	struct cmsghdr *cm;
 	char reply[4096];
 	int fds[3];
 	json_t *rj;
@@ -577,13 +567,7 @@ claim(ab_pool *p, struct pool_slot *sl, const ab_spec *s, const ab_io *io, bool 
 	fds[0] = mfd;
 	fds[1] = io && io->out_fd >= 0 ? io->out_fd : nul;
 	fds[2] = io && io->err_fd >= 0 ? io->err_fd : nul;
-	memset(u.buf, 0, sizeof(u.buf));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (RETRY_EINTR(sendmsg(sl->ctl, &mh, MSG_NOSIGNAL)) < 0)
+	if (fd_send(sl->ctl, msg, sizeof(msg) - 1, fds, 3) < 0)
 		goto dead;
 	/* a ready slot answers at once; the claim is the only thing it waits for */
 	for (;;) {

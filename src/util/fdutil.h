@@ -27,6 +27,11 @@ int write_small_file_at(int dirfd, const char *path, const char *s);
 int64_t now_ms(void);
 int64_t now_ns(void);
 
+/* Sends msg (len >= 1 bytes) on the socket with nfds (at most FD_SEND_MAX) fds attached
+ * (SCM_RIGHTS), MSG_NOSIGNAL. Returns 0 or -errno. */
+#define FD_SEND_MAX 4
+int fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds);
+
 /* Makes fd blocking (on == false) or non-blocking (on == true). Returns 0 or -errno. */
 int fd_set_nonblock(int fd, int on);
 
