@@ -736,6 +736,25 @@ test_cache(const char *ref, size_t ref_len, const char *ref_strict, size_t stric
 	       rm == 0 ? "empty" : strerror(errno));
 }
 
+/* Does this kernel take 32-bit (int 0x80) system calls at all? Some hypervisors' guests
+ * fault on the entry itself, filter or no filter: the i386 cases then cannot show what the
+ * filter does and are skipped, with the reason (the control test below says it too). */
+static int i386_entry = -1;
+
+static bool
+i386_entry_works(void)
+{
+	char *argv[] = { (char *) probe_path, "try-syscall", "i386_getpid", NULL };
+	struct run r;
+
+	if (i386_entry < 0) {
+		run_cmd(argv, NULL, -1, &r);
+		i386_entry = exited_ok(&r) && strstr(r.out, "i386_getpid OK");
+		free(r.out);
+	}
+	return i386_entry;
+}
+
 static void
 test_filtered_probe(enum ab_seccomp_policy p, const char *bytes, size_t len)
 {
@@ -756,6 +775,11 @@ test_filtered_probe(enum ab_seccomp_policy p, const char *bytes, size_t len)
 		const char *what = i == 0 ? "x32_getpid" : "i386_getpid";
 		char *argv[] = { (char *) probe_path, "try-syscall", (char *) what, NULL };
 
+		if (i == 1 && !i386_entry_works()) {
+			TAP_SKIP("prctl %s: %s: this kernel faults on the 32-bit entry itself",
+				 filter_policy_name(p), what);
+			continue;
+		}
 		run_cmd(argv, &prog, -1, &r);
 		TAP_OK(WIFSIGNALED(r.wstatus) && WTERMSIG(r.wstatus) == SIGSYS,
 		       "prctl %s: %s is killed by SIGSYS", filter_policy_name(p), what);
@@ -803,10 +827,15 @@ test_control(void)
 	free(r.out);
 	strv_done(&av);
 
-	run_cmd(argv_x, NULL, -1, &r);
-	TAP_OK(exited_ok(&r) && strstr(r.out, "i386_getpid OK"),
-	       "control: the 32-bit entry point works without the filter");
-	free(r.out);
+	if (i386_entry_works()) {
+		run_cmd(argv_x, NULL, -1, &r);
+		TAP_OK(exited_ok(&r) && strstr(r.out, "i386_getpid OK"),
+		       "control: the 32-bit entry point works without the filter");
+		free(r.out);
+	} else {
+		TAP_SKIP("control: this kernel faults on the 32-bit entry point without any "
+			 "filter (a hypervisor's guest): the i386 cases are skipped");
+	}
 }
 
 static void
@@ -839,6 +868,11 @@ test_bwrap(enum ab_seccomp_policy p, int prog_fd)
 	for (int i = 0; i < 2; i++) {
 		const char *what = i == 0 ? "x32_getpid" : "i386_getpid";
 
+		if (i == 1 && !i386_entry_works()) {
+			TAP_SKIP("bwrap %s: %s: this kernel faults on the 32-bit entry itself",
+				 name, what);
+			continue;
+		}
 		push_bwrap(&av);
 		strv_push_n(&av, 3, "/probe", "try-syscall", what);
 		run_cmd(strv_array(&av), NULL, prog_fd, &r);
