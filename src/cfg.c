@@ -39,7 +39,6 @@ static const struct {
 	size_t off;
 } bools[] = {
 	CFG_BOOL("timing", "AGENTBOX_TIMING", timing),
-	CFG_BOOL("in_scope", "AGENTBOX_IN_SCOPE", in_scope),
 	CFG_BOOL("no_systemd_scope", "AGENTBOX_NO_SYSTEMD_SCOPE", no_systemd_scope),
 };
 

@@ -21,7 +21,6 @@ struct ab_cfg {
 	char *xdg_runtime_dir; /* XDG_RUNTIME_DIR (the systemd user scope) */
 	char *dbus_address;    /* DBUS_SESSION_BUS_ADDRESS (likewise) */
 	bool timing;           /* AGENTBOX_TIMING=1 */
-	bool in_scope;         /* AGENTBOX_IN_SCOPE: already re-executed inside a scope */
 	bool no_systemd_scope; /* AGENTBOX_NO_SYSTEMD_SCOPE */
 	/* Tests only, never from the environment nor the request: the /proc the host probe
 	 * reads sysctls from (e.g. a fake kernel.apparmor_restrict_unprivileged_userns); NULL is

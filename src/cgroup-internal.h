@@ -47,6 +47,12 @@ enum {
  * (v2). */
 extern const char *const cg_names[CG_N];
 
+/* Why this process is not in a scope of its own when cg_enter_scope() tried and failed ("" when
+ * it did not try or succeeded): the probe appends it to its own why. */
+extern char cg_scope_why[256];
+/* The scope cg_enter_scope() put this process in ("agentbox-PID-RAND.scope"), or "". */
+extern char cg_scope_unit[64];
+
 /* nanosleep, resumed after EINTR. */
 void cg_sleep_ms(long ms);
 

@@ -12,15 +12,18 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 
 #include "cfg.h"
 #include "cgroup-internal.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
 
-#define CG_FIX_DELEGATE                                                                \
-	"run under `systemd-run --user --scope -p Delegate=yes agentbox ...`, or set " \
-	"AGENTBOX_CGROUP to a delegated cgroup that holds no processes"
+#define CG_FIX_DELEGATE                                                                          \
+	"on a systemd host agentbox gets a delegated scope from systemd for each run (it needs " \
+	"busctl and a reachable systemd manager: for a user, its user manager, e.g. "            \
+	"`loginctl enable-linger USER`); elsewhere set AGENTBOX_CGROUP to a delegated cgroup "   \
+	"that holds no processes"
 
 static void why_add(struct ab_cg_host *h, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -391,15 +394,56 @@ probe_v2_env(struct ab_cg_host *h, int rootfd, const char *env, const char *proc
 		}
 	}
 	v2_fill(h, dfd, rel, mask, offered);
+	snprintf(h->how, sizeof(h->how), "AGENTBOX_CGROUP");
 }
 
-/* The process's own cgroup: runs go under "<own>/agentbox". */
+/* Does systemd manage this cgroup tree (systemd is the init of this mount namespace's world,
+ * sd_booted())? Then a cgroup is ours to write only when systemd delegated it. */
+static bool
+systemd_manages(bool real)
+{
+	if (cg_test_systemd >= 0)
+		return cg_test_systemd > 0;
+	return real && access("/run/systemd/system", F_OK) == 0;
+}
+
+/* Did systemd delegate dfd's cgroup rel (Delegate=yes)? Either this process asked for it
+ * (cg_enter_scope made the scope rel ends in), or systemd marked it: systemd >= 251 sets the
+ * xattr trusted.delegate=1 (readable by root) on a cgroup the system manager delegates, and
+ * from 253 user.delegate=1 too (user managers: Debian 12's 252 sets neither there). */
+static bool
+delegated(int dfd, const char *rel)
+{
+	static const char *const names[] = { "user.delegate", "trusted.delegate" };
+	const char *base = strrchr(rel, '/');
+	char v[8];
+
+	if (cg_scope_unit[0] && strcmp(base ? base + 1 : rel, cg_scope_unit) == 0)
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		ssize_t n = fgetxattr(dfd, names[i], v, sizeof(v));
+
+		if (n == 1 && v[0] == '1')
+			return true;
+	}
+	return false;
+}
+
+/* The process's own cgroup D. Usable when systemd delegated it (or no systemd manages the
+ * tree, as in a container's cgroup namespace) and it holds this process alone: then this
+ * process steps aside into the leaf D/agentbox-supervisor, enables the controllers in D's
+ * subtree_control (legal now: D holds no process) and runs go in sibling leaves D/run-*. A
+ * supervisor that already stepped aside finds itself in D/agentbox-supervisor and uses D.
+ * D the root of a cgroup namespace (".", which may hold processes): runs go under
+ * "agentbox/". Nothing is ever written into a cgroup systemd manages and did not delegate, nor
+ * into one that holds other processes. */
 static void
-probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
+probe_v2_own(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgroup)
 {
 	cleanup_fd int dfd = -1, pfd = -1;
-	char rel[1024], parent[1024], offered[256];
-	const char *bad;
+	char rel[1024], offered[256];
+	const char *bad, *base;
+	bool stepped_aside = false, managed = systemd_manages(real);
 	unsigned mask, enabled;
 	int r;
 
@@ -409,9 +453,22 @@ probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
 			strerror(-r));
 		return;
 	}
+	base = strrchr(rel, '/');
+	if (base && strcmp(base + 1, CG_SUPERVISOR) == 0) {
+		rel[base - rel] = '\0';
+		stepped_aside = true;
+	}
 	dfd = openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		why_add(h, "cannot open own cgroup %s/%s: %s", h->root, rel, strerror(errno));
+		return;
+	}
+	if (managed && strcmp(rel, ".") != 0 && !delegated(dfd, rel)) {
+		why_add(h,
+			"own cgroup '/%s' belongs to systemd and is not delegated (no "
+			"Delegate=yes), "
+			"so agentbox leaves it alone%s%s",
+			rel, cg_scope_why[0] ? "; " : "", cg_scope_why[0] ? cg_scope_why : "");
 		return;
 	}
 	if ((bad = v2_unwritable(dfd))) {
@@ -427,39 +484,53 @@ probe_v2_own(struct ab_cg_host *h, int rootfd, const char *proc_self_cgroup)
 			rel, offered, CG_FIX_DELEGATE);
 		return;
 	}
-	enabled = v2_enable(dfd, mask, &r);
-	/* No internal processes: a cgroup holding processes cannot hand controllers to its
-	 * children. When the only process is us, step aside into a leaf and retry. */
-	if (!(enabled & CG_MEM_OR_PIDS) && v2_only_self(dfd) && v2_move_self(dfd) == 0)
-		enabled = v2_enable(dfd, mask, &r);
-	if (!(enabled & CG_MEM_OR_PIDS)) {
-		why_add(h,
-			"own cgroup '/%s' holds processes, so controllers cannot be enabled in its "
-			"cgroup.subtree_control (%s); %s",
-			rel, strerror(-r), CG_FIX_DELEGATE);
-		return;
-	}
-	r = cg_ensure_dir(dfd, CG_PARENT);
-	if (r >= 0) {
-		pfd = openat(dfd, CG_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (pfd < 0)
-			r = -errno;
-		else
-			enabled = v2_enable(pfd, enabled, &r);
-	}
-	if (pfd < 0 || !(enabled & CG_MEM_OR_PIDS)) {
-		why_add(h, "cannot prepare '/%s/" CG_PARENT "' for runs: %s", rel, strerror(-r));
-		return;
-	}
-	mask = enabled;
 	if (strcmp(rel, ".") == 0) {
-		snprintf(parent, sizeof(parent), CG_PARENT);
-	} else if ((size_t) snprintf(parent, sizeof(parent), "%s/" CG_PARENT, rel) >=
-		   sizeof(parent)) {
-		why_add(h, "own cgroup path '/%s' is too long", rel);
+		/* a namespace's root may hold processes and still hand out controllers */
+		enabled = v2_enable(dfd, mask, &r);
+		r = enabled & CG_MEM_OR_PIDS ? cg_ensure_dir(dfd, CG_PARENT) : r;
+		if (r >= 0) {
+			pfd = openat(dfd, CG_PARENT,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			r = pfd < 0 ? -errno : 0;
+			if (pfd >= 0)
+				enabled = v2_enable(pfd, enabled, &r);
+		}
+		if (pfd < 0 || !(enabled & CG_MEM_OR_PIDS)) {
+			why_add(h, "cannot prepare '/" CG_PARENT "' for runs: %s", strerror(-r));
+			return;
+		}
+		v2_fill(h, pfd, CG_PARENT, enabled, offered);
+		snprintf(h->how, sizeof(h->how), "the cgroup namespace's root");
 		return;
 	}
-	v2_fill(h, pfd, parent, mask, offered);
+	if (!stepped_aside) {
+		/* No internal processes: D can hand controllers to its children only once it
+		 * holds no process, so this process, the only one, moves into a leaf first. */
+		if (!v2_only_self(dfd)) {
+			why_add(h,
+				"own cgroup '/%s' holds other processes, so it cannot hand "
+				"controllers to run cgroups; %s",
+				rel, CG_FIX_DELEGATE);
+			return;
+		}
+		r = v2_move_self(dfd);
+		if (r < 0) {
+			why_add(h, "cannot move into '/%s/" CG_SUPERVISOR "': %s", rel,
+				strerror(-r));
+			return;
+		}
+	}
+	enabled = v2_enable(dfd, mask, &r);
+	if (!(enabled & CG_MEM_OR_PIDS)) {
+		why_add(h, "cannot enable controllers in '/%s/cgroup.subtree_control': %s", rel,
+			strerror(-r));
+		return;
+	}
+	v2_fill(h, dfd, rel, enabled, offered);
+	snprintf(h->how, sizeof(h->how), "%s",
+		 !managed           ? "its own cgroup"
+		 : cg_scope_unit[0] ? "a scope systemd delegated to this run"
+				    : "a cgroup systemd delegated");
 }
 
 /* Returns 1 when root is no cgroup v2 hierarchy with controllers (try v1), 0 when decided
@@ -513,7 +584,7 @@ probe_v2(struct ab_cg_host *h, int rootfd, bool real, const char *proc_self_cgro
 	if (env && *env)
 		probe_v2_env(h, rootfd, env, proc_self_cgroup);
 	else
-		probe_v2_own(h, rootfd, proc_self_cgroup);
+		probe_v2_own(h, rootfd, real, proc_self_cgroup);
 	return 0;
 }
 
@@ -585,6 +656,7 @@ probe_v1(struct ab_cg_host *h, int rootfd, bool real)
 	h->cpuacct = usable[CG_CPUACCT];
 	h->swap = swap;
 	h->kill_file = false;
+	snprintf(h->how, sizeof(h->how), "the cgroup v1 hierarchies");
 	for (int i = 0; i < CG_N; i++)
 		if (!usable[i])
 			why_add(h, "cgroup v1 %s: %s (%s)", cg_names[i], missing[i],

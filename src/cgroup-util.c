@@ -17,6 +17,9 @@
 void (*cg_test_after_mkdir)(int parent_dirfd, const char *name);
 void (*cg_test_before_rmdir)(int parent_dirfd, const char *name);
 int (*cg_test_subtree_write)(int dirfd, const char *value);
+int cg_test_systemd = -1;
+char cg_scope_why[256];
+char cg_scope_unit[64];
 
 const char *const cg_names[CG_N] = { "memory", "pids", "cpu", "cpuacct" };
 

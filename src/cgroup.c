@@ -244,9 +244,10 @@ create_v2(const struct ab_cg_host *h, int rootfd, const struct ab_cg_limits *l, 
 		if ((r = cg_write_opt(d, "memory.swap.max", "0", where, err)) < 0)
 			return r;
 	}
-	/* an OOM kill (ours or an ancestor's) takes the whole run, not one random process */
-	if (h->memory && (r = cg_write_opt(d, "memory.oom.group", "1", where, err)) < 0)
-		return r;
+	/* memory.oom.group stays 0, as on cgroup v1: with 1 an OOM kill takes agentbox-init and
+	 * bwrap too, and the run ends with no exact status (exit 125, issue 23). The kernel kills
+	 * the biggest task, in practice the interpreter or a child of it; agentbox-init reports
+	 * its wait status and ends the sandbox, which ends every other process. */
 	if (l->pids) {
 		snprintf(val, sizeof(val), "%" PRIu64, l->pids);
 		if ((r = cg_write(d, "pids.max", val, where, err)) < 0)

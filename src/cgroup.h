@@ -27,26 +27,39 @@ struct ab_cg_host {
 	bool swap;                       /* v2 memory.swap.max / v1 memory.memsw.* present */
 	bool kill_file;                  /* v2 cgroup.kill present */
 	char why[512]; /* when kind == AB_CG_NONE or a controller is missing: why, and the fix */
+	char how[64];  /* how the place was had, for messages: "a cgroup systemd delegated", ... */
 };
 
 /* Probes root (NULL = "/sys/fs/cgroup") for a place this process may create run cgroups.
  * v2: the parent is, in order, $AGENTBOX_CGROUP (relative to root, or an absolute path under
- * root), else the process's own cgroup (from /proc/self/cgroup, or proc_self_cgroup in tests)
- * when it is writable and its subtree_control has (or can be given) the controllers.
+ * root; it must hold no processes of its own; runs go directly under it), else the process's
+ * own cgroup D (from /proc/self/cgroup, or proc_self_cgroup in tests) when it is ours to use:
+ * delegated by systemd (a scope cg_enter_scope made, or a cgroup with the xattr
+ * user.delegate / trusted.delegate = 1), or any writable cgroup where systemd does not
+ * manage the tree (a container's). A cgroup systemd manages and did not delegate is never
+ * written. The no-internal-processes rule forbids a cgroup that holds processes to hand
+ * controllers to its children, so this process, when it is the only one in D, moves itself
+ * into the leaf D/agentbox-supervisor and enables the controllers in D; runs go in sibling
+ * leaves D/run-*. A D that holds other processes is left alone (kind NONE, with why). A
+ * cgroup namespace's root (".") may hold processes: runs go under "agentbox/".
  * v1 (only when the v2 mount at root has no controllers): the memory/pids/cpu/cpuacct
  * hierarchies under root, each must be writable (in practice: root); runs go under
- * "<controller>/agentbox/". Returns 0 (kind may be AB_CG_NONE, with why set) or -errno.
- *
- * Side effects (it is a probe that prepares the place): creates the "agentbox" parent
- * directories (v1: "<controller>/agentbox"; v2 own cgroup: "<own>/agentbox") and enables
- * controllers in cgroup.subtree_control. v2 own cgroup only: when that cgroup holds this
- * process and nothing else (e.g. `systemd-run --user --scope -p Delegate=yes agentbox ...`),
- * the no-internal-processes rule forbids enabling controllers there, so this process moves
- * itself into the leaf "<own>/agentbox-supervisor" first. $AGENTBOX_CGROUP must name a cgroup
- * without processes of its own; runs go directly under it.
+ * "<controller>/agentbox/" (created here). Returns 0 (kind may be AB_CG_NONE, with why set)
+ * or -errno.
  * With root == NULL (or "/sys/fs/cgroup") the filesystem types are checked with fstatfs();
- * any other root is a fake tree for tests and only the files present decide. */
+ * any other root is a fake tree for tests and only the files present decide (and
+ * cg_test_systemd whether systemd manages it). */
 int cg_probe(const char *root, const char *proc_self_cgroup, struct ab_cg_host *ret);
+
+/* On a systemd host with a cgroup v2 tree where cg_probe() finds no place of this process's
+ * own (its cgroup is systemd's and not delegated): asks systemd for a transient scope with
+ * Delegate=yes holding this process (the system manager as root, the user's manager
+ * otherwise; AGENTBOX_NO_SYSTEMD_SCOPE=1 or AGENTBOX_CGROUP turn this off) and waits until
+ * the kernel shows this process in it; cg_probe() then finds the scope. Call it before this
+ * process enters any namespace (systemd takes the PID and the credentials as it sees them).
+ * Returns 1 when this process is now in its own scope, 0 otherwise; when it tried and failed,
+ * cg_probe()'s why says why. Implemented in cgroup-scope.c. */
+int cg_enter_scope(void);
 
 struct ab_cg_limits {
 	/* memory_bytes: 0 = no limit; swap is always set to 0 when a memory limit is set */
@@ -153,3 +166,6 @@ extern void (*cg_test_before_rmdir)(int parent_dirfd, const char *name);
  * controllers that only grows, refusals (a controller the cgroup is not offered, processes in
  * a non-root cgroup, a busy one). Returns 0 or -errno like the write it replaces. */
 extern int (*cg_test_subtree_write)(int dirfd, const char *value);
+/* cg_test_systemd: 1 = systemd manages the (fake) tree, 0 = it does not, -1 (the default) =
+ * look (/run/systemd/system, for the real tree only). */
+extern int cg_test_systemd;

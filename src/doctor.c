@@ -373,8 +373,9 @@ doctor_checks(json_t **ret, struct ab_err *err)
 	}
 	if (h.cg.kind == AB_CG_NONE) {
 		report_check(&d, "cgroups", CHECK_WARN, h.cg.why,
-			     "run as root, or under `systemd-run --user --scope -p Delegate=yes`, "
-			     "or set AGENTBOX_CGROUP to a delegated cgroup v2 directory");
+			     "run as root; on a cgroup v2 host with systemd agentbox asks systemd "
+			     "for a delegated scope per run (the message says why it got none); "
+			     "elsewhere set AGENTBOX_CGROUP to a delegated cgroup v2 directory");
 		warns++;
 	} else {
 		snprintf(detail, sizeof(detail), "%s: memory %s, pids %s, cpu %s",

@@ -60,8 +60,8 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	lp->cpu_affinity = -1;
 	snprintf(fixbuf, sizeof(fixbuf), "%s",
 		 cg->why[0] ? cg->why
-			    : "run as root, or on a cgroup v2 host with a delegated cgroup "
-			      "(systemd-run --user --scope -p Delegate=yes, or AGENTBOX_CGROUP)");
+			    : "run as root, or on a cgroup v2 host with systemd (agentbox asks it "
+			      "for a delegated scope) or a delegated AGENTBOX_CGROUP");
 
 	limits_plan_run(o, lp, res);
 

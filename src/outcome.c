@@ -247,7 +247,9 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		else if (WIFSIGNALED(ws))
 			res->signal = WTERMSIG(ws);
 	} else if (oc->timed_out || oc->output_limited || oc->cpu_time_limited ||
-		   oc->interrupted_by || oc->mem_limited) {
+		   oc->interrupted_by || oc->mem_limited || (u && u->valid && u->oom_kills > 0)) {
+		/* an OOM kill that took agentbox-init itself left no exact status: SIGKILL is
+		 * what the kernel sent */
 		res->signal = SIGKILL;
 	}
 	if (u && u->valid) {
@@ -482,9 +484,24 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 			(unsigned long long) c->lp.sigpending, (unsigned long long) c->lp.msgqueue);
 	else
 		result_protect(r, "caller_quotas", false, "not set up (the run stopped before)");
-	result_protect(r, "cgroup", c->cg_made, "%s",
-		       c->cg_made
-			       ? (c->host.cg.kind == AB_CG_V2 ? "cgroup v2" : "cgroup v1")
-			       : (c->o->without[AB_PROT_CGROUP] ? "opted out with --without cgroup"
-								: c->host.cg.why));
+	if (c->cg_made) {
+		/* where the run was, and how agentbox had the place (doctor shows it) */
+		const struct ab_cg_host *g = &c->host.cg;
+		char ctl[40];
+
+		snprintf(ctl, sizeof(ctl), "%s%s%s%s", g->memory ? " memory" : "",
+			 g->pids ? " pids" : "", g->cpu ? " cpu" : "",
+			 g->kind == AB_CG_V1 && g->cpuacct ? " cpuacct" : "");
+		if (g->kind == AB_CG_V2)
+			result_protect(r, "cgroup", true, "cgroup v2 %s/%s/%s (%s; controllers:%s)",
+				       g->root, g->v2_parent, c->cg.name, g->how, ctl);
+		else
+			result_protect(r, "cgroup", true,
+				       "cgroup v1 %s/CONTROLLER/agentbox/%s (controllers:%s)",
+				       g->root, c->cg.name, ctl);
+	} else {
+		result_protect(r, "cgroup", false, "%s",
+			       c->o->without[AB_PROT_CGROUP] ? "opted out with --without cgroup"
+							     : c->host.cg.why);
+	}
 }

@@ -32,11 +32,5 @@ int run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err);
  * the user `agentbox` if it exists, else 64000:64000. Never 0. Returns 0 or -errno. */
 int run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err *err);
 
-/* Unprivileged, on a cgroup v2 host with systemd but no delegated cgroup: re-exec
- * `agentbox ARGS` (argv[0] = "agentbox") inside a transient delegated scope
- * (`systemd-run --user --scope -p Delegate=yes`), so the limits get a cgroup. Returns only
- * when it did not re-exec. AGENTBOX_NO_SYSTEMD_SCOPE=1 or --without cgroup turn it off. */
-void run_maybe_reexec_in_scope(int argc, char **argv, const struct ab_run_opts *o);
-
 /* The exit status agentbox leaves with, from a finished result. */
 int run_exit_code(const struct ab_result *res);

@@ -3,7 +3,7 @@
  * mount namespaces, the child subreaper, the signalfd, cgroup membership, the cwd. The caller
  * of the library is never touched.
  *
- *   argv:  agentbox-supervisor MODE [--in-scope]  MODE: run slot prepare probe collect rm gc
+ *   argv:  agentbox-supervisor MODE    MODE: run slot prepare probe collect rm gc
  *   fd 0, 1, 2   the script's stdin default (/dev/null), and where output is relayed
  *   fd 3         the request: {"config": {...}, "spec"|"request": {...}} (sealed memfd)
  *   fd 4         the response: a run's report text, or {"result": ...} / {"error": ...}
@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "../cfg.h"
+#include "../cgroup.h"
 #include "../cmds.h"
 #include "../prepare.h"
 #include "../report.h"
@@ -50,8 +51,7 @@
 
 static int response_fd = -1;
 
-/* Reads the whole request from fd 3 (from offset 0: a re-exec inside a systemd scope reads it
- * again). */
+/* Reads the whole request from fd 3. */
 static json_t *
 read_request(void)
 {
@@ -134,8 +134,18 @@ respond_report(struct ab_result *res)
 	return respond_text(text, len);
 }
 
+/* A run's cgroup (cgroup.h cg_enter_scope): on a systemd host this process first asks systemd
+ * for a delegated scope of its own, before it enters any namespace. Not for a run that wants no
+ * cgroup, nor for a dry run (which makes nothing). */
+static void
+enter_scope(const struct ab_run_opts *o)
+{
+	if (!o || (!o->without[AB_PROT_CGROUP] && !o->dry_run))
+		(void) cg_enter_scope();
+}
+
 static int
-mode_run(const json_t *req, int argc, char **argv)
+mode_run(const json_t *req)
 {
 	struct ab_run_opts o;
 	struct ab_result res;
@@ -146,7 +156,7 @@ mode_run(const json_t *req, int argc, char **argv)
 	result_init(&res, &o);
 	r = spec_parse(json_object_get(req, "spec"), &o, &err);
 	if (r == 0) {
-		run_maybe_reexec_in_scope(argc, argv, &o);
+		enter_scope(&o);
 		fds_before = fds_count_from(3);
 		o.watch_fd = fcntl(SUP_FD_WATCH, F_GETFD) >= 0 ? SUP_FD_WATCH : -1;
 		r = run_main(&o, &res, &err);
@@ -197,7 +207,7 @@ slot_request(const json_t *slot, enum ab_lang lang, struct ab_slot_opts *so, str
 /* A warm slot: run_main builds the sandbox for the template and waits; a claim makes it a run,
  * whose report is the response. */
 static int
-mode_slot(const json_t *req, int argc, char **argv)
+mode_slot(const json_t *req)
 {
 	const json_t *spec = json_object_get(req, "spec");
 	struct ab_slot_opts so = { .ctl_fd = SUP_FD_CTL, .state = AB_WARM_STARTING };
@@ -216,7 +226,7 @@ mode_slot(const json_t *req, int argc, char **argv)
 	if (r == 0) {
 		so.class_key = warm_class_key(spec);
 		o.slot = &so;
-		run_maybe_reexec_in_scope(argc, argv, &o);
+		enter_scope(&o);
 		(void) fcntl(SUP_FD_CTL, F_SETFD, FD_CLOEXEC);
 		fds_before = fds_count_from(3);
 		o.watch_fd = fcntl(SUP_FD_WATCH, F_GETFD) >= 0 ? SUP_FD_WATCH : -1;
@@ -271,6 +281,9 @@ mode_other(const char *mode, const json_t *req)
 	json_t *result = NULL;
 	int r;
 
+	/* prepare's install sandbox gets its cgroup as a run does; doctor sees what a run sees */
+	if (strcmp(mode, "prepare") == 0 || strcmp(mode, "probe") == 0)
+		enter_scope(NULL);
 	if (strcmp(mode, "prepare") == 0)
 		r = prepare_do(q, &result, &err);
 	else if (strcmp(mode, "probe") == 0)
@@ -322,14 +335,13 @@ main(int argc, char **argv)
 	(void) fcntl(SUP_FD_WATCH, F_SETFD, FD_CLOEXEC);
 	(void) close(SUP_FD_RESPONSE);
 	if (cfg_from_json(json_object_get(req, "config"), &c) == 0) {
-		c.in_scope = c.in_scope || (argc > 2 && strcmp(argv[2], "--in-scope") == 0);
 		cfg_set(&c);
 		cfg_done(&c);
 	}
 	if (strcmp(argv[1], "run") == 0)
-		r = mode_run(req, argc, argv);
+		r = mode_run(req);
 	else if (strcmp(argv[1], "slot") == 0)
-		r = mode_slot(req, argc, argv);
+		r = mode_slot(req);
 	else
 		r = mode_other(argv[1], req);
 	json_decref(req);

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 
 #include "src/cfg.h"
 #include "src/cgroup.h"
@@ -571,14 +572,11 @@ test_v2_faithful(void)
 		  "faithful v2: we stepped aside into agentbox-supervisor first");
 	TAP_STREQ(get(P("%s/cgroup.subtree_control", sd)), "cpu memory pids",
 		  "faithful v2: then the scope's subtree_control got all three (a set, in order)");
-	TAP_STREQ(get(P("%s/agentbox/cgroup.controllers", sd)), "cpu memory pids",
-		  "faithful v2: the agentbox parent is offered what the scope enabled");
-	TAP_STREQ(get(P("%s/agentbox/cgroup.subtree_control", sd)), "cpu memory pids",
-		  "faithful v2: and enables it for the runs");
+	TAP_STREQ(h.v2_parent, scope, "faithful v2: runs go in the scope, beside our leaf");
 	cg_init(&cg);
 	r = cg_create(&h, "run-1-2-faithful", &l, &cg, &err);
 	TAP_OK(r == 0, "faithful v2: cg_create (%s)", err.msg);
-	STRP(run, "%s/agentbox/run-1-2-faithful", sd);
+	STRP(run, "%s/run-1-2-faithful", sd);
 	TAP_OK(strcmp(get(P("%s/memory.max", run)), "67108864") == 0 &&
 		       strcmp(get(P("%s/memory.swap.max", run)), "0") == 0 &&
 		       strcmp(get(P("%s/pids.max", run)), "16") == 0 &&
@@ -613,7 +611,7 @@ test_v2_faithful(void)
 		  "faithful v2: ... memory and pids enabled");
 	r = cg_create(&h, "run-1-2-nocpu", &(struct ab_cg_limits){ .memory_bytes = MiB, .pids = 4 },
 		      &cg, &err);
-	TAP_OK(r == 0 && !exists(P("%s/agentbox/run-1-2-nocpu/cpu.max", sd)),
+	TAP_OK(r == 0 && !exists(P("%s/run-1-2-nocpu/cpu.max", sd)),
 	       "faithful v2: the run cgroup has no cpu interface without the controller");
 	(void) cg_destroy(&cg);
 
@@ -634,9 +632,9 @@ test_v2_faithful(void)
 	put(P("%s/cgroup.procs", sd), P("1\n%s", self));
 	put(psc, "0::/user.slice/busy.scope\n");
 	r = cg_probe(root, psc, &h);
-	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "holds processes") &&
+	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "holds other processes") &&
 		       !exists(P("%s/agentbox-supervisor", sd)),
-	       "faithful v2: a shared scope: EBUSY from the kernel, NONE with the fix");
+	       "faithful v2: a shared scope: NONE with the fix, nothing moved");
 
 	faithful_root = NULL;
 	cg_test_subtree_write = NULL;
@@ -704,64 +702,158 @@ test_v2_probe_env(void)
 	set_cgroup_cfg(NULL);
 }
 
+/* Marks a fake cgroup delegated the way systemd does (issue 23): the xattr user.delegate=1
+ * (or trusted.delegate=1, root only). Returns false when this filesystem has no user xattrs. */
+static bool
+mark_delegated(const char *dir, const char *name)
+{
+	return setxattr(dir, name, "1", 1, 0) == 0;
+}
+
+/* The files of a fake cgroup, to show the probe wrote nothing: subtree_control and procs. */
+static char *
+snapshot(const char *dir)
+{
+	char *out = NULL;
+
+	if (asprintf(&out, "%s|%s|%d|%d", get(P("%s/cgroup.subtree_control", dir)),
+		     get(P("%s/cgroup.procs", dir)), exists(P("%s/agentbox-supervisor", dir)),
+		     exists(P("%s/agentbox", dir))) < 0)
+		abort();
+	return out;
+}
+
 static void
 test_v2_probe_own(void)
 {
 	STRP(root, "%s/v2own", tmp);
 	STRP(psc, "%s/psc-own", tmp);
-	char self[32];
+	char self[32], dir[1200];
 	struct ab_cg_host h;
+	struct ab_cg cg;
+	struct ab_err err = { 0 };
+	char *before;
 	int r;
 
 	set_cgroup_cfg(NULL);
 	snprintf(self, sizeof(self), "%d\n", (int) getpid());
+	cg_test_subtree_write = faithful_subtree_write;
+	cg_test_after_mkdir = faithful_after_mkdir;
+	faithful_root = root;
 
-	/* delegated scope whose subtree_control accepts controllers */
-	fake_v2_path(root, "user.slice/a.scope", "memory pids cpu");
-	put(psc, "0::/user.slice/a.scope\n");
+	/* issue 23: a cgroup systemd manages and did not delegate (root's login session or
+	 * service, even holding only us) is never written: not its subtree_control, no leaf */
+	cg_test_systemd = 1;
+	faithful_tree(root, "system.slice/svc.service", "cpu memory pids");
+	fmt_into(dir, sizeof(dir), "%s/system.slice/svc.service", root);
+	put(P("%s/cgroup.procs", dir), self);
+	put(psc, "0::/system.slice/svc.service\n");
+	before = snapshot(dir);
 	r = cg_probe(root, psc, &h);
-	TAP_OK(r == 0 && h.kind == AB_CG_V2, "v2 own: delegated own cgroup gives V2 ('%s')", h.why);
-	TAP_STREQ(h.v2_parent, "user.slice/a.scope/agentbox",
-		  "v2 own: runs go under <own>/agentbox");
-	TAP_OK(h.memory && h.pids && h.cpu && h.why[0] == '\0', "v2 own: all controllers, no why");
-	TAP_OK(exists(P("%s/user.slice/a.scope/agentbox/cgroup.procs", root)),
-	       "v2 own: agentbox parent created (test hook populated it)");
+	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "belongs to systemd") &&
+		       contains(h.why, "not delegated"),
+	       "v2 own, systemd: an undelegated own cgroup gives NONE: '%s'", h.why);
+	TAP_STREQ(snapshot(dir), before,
+		  "v2 own, systemd: ... and nothing in it was written, moved or made");
+	free(before);
 
-	/* the scope holds only us: we step aside into a leaf, then enable controllers */
-	fake_v2_path(root, "user.slice/b.scope", "memory pids cpu");
-	put(P("%s/user.slice/b.scope/cgroup.procs", root), self);
-	rm_file(P("%s/user.slice/b.scope/cgroup.subtree_control", root));
-	mkdir_p(P("%s/user.slice/b.scope/cgroup.subtree_control", root)); /* writes: EISDIR */
-	put(psc, "0::/user.slice/b.scope\n");
-	fake_fix_subtree_on_supervisor = true;
+	/* delegated (user.delegate=1, as systemd >= 253 marks it), holding only us: we step
+	 * aside into a leaf, enable the controllers, and runs are sibling leaves */
+	faithful_tree(root, "user.slice/deleg.scope", "cpu memory pids");
+	fmt_into(dir, sizeof(dir), "%s/user.slice/deleg.scope", root);
+	put(P("%s/cgroup.procs", dir), self);
+	put(psc, "0::/user.slice/deleg.scope\n");
+	if (!mark_delegated(dir, "user.delegate")) {
+		TAP_SKIP("v2 own, systemd: this filesystem has no user xattrs to mark delegation");
+	} else {
+		r = cg_probe(root, psc, &h);
+		TAP_OK(r == 0 && h.kind == AB_CG_V2 && h.memory && h.pids && h.cpu,
+		       "v2 own, systemd: a delegated scope holding only us gives V2 ('%s')", h.why);
+		TAP_STREQ(h.v2_parent, "user.slice/deleg.scope",
+			  "v2 own, systemd: runs go directly in the scope, beside our leaf");
+		TAP_STREQ(h.how, "a cgroup systemd delegated",
+			  "v2 own, systemd: how, for the report");
+		TAP_STREQ(get(P("%s/agentbox-supervisor/cgroup.procs", dir)), "0",
+			  "v2 own, systemd: we stepped aside into agentbox-supervisor first");
+		TAP_STREQ(get(P("%s/cgroup.subtree_control", dir)), "cpu memory pids",
+			  "v2 own, systemd: then the scope's subtree_control got the controllers");
+		cg_init(&cg);
+		r = cg_create(&h, "run-1-2-sibling", &(struct ab_cg_limits){ .pids = 8 }, &cg,
+			      &err);
+		TAP_OK(r == 0 && strcmp(get(P("%s/run-1-2-sibling/pids.max", dir)), "8") == 0,
+		       "v2 own, systemd: the run cgroup is a sibling leaf with its limit (%s)",
+		       err.msg);
+		(void) cg_destroy(&cg);
+
+		/* the same supervisor probing again (host probe after cg_enter_scope): it is in
+		 * its leaf now, and finds the scope ready, writing nothing more */
+		put(psc, "0::/user.slice/deleg.scope/agentbox-supervisor\n");
+		put(P("%s/cgroup.procs", dir), "");
+		put(P("%s/agentbox-supervisor/cgroup.procs", dir), self);
+		before = snapshot(dir);
+		r = cg_probe(root, psc, &h);
+		TAP_OK(r == 0 && h.kind == AB_CG_V2 &&
+			       strcmp(h.v2_parent, "user.slice/deleg.scope") == 0,
+		       "v2 own, systemd: from the leaf, the scope again ('%s')", h.why);
+		TAP_STREQ(snapshot(dir), before, "v2 own, systemd: ... with no further write");
+	}
+
+	/* delegated (trusted.delegate=1, as the system manager marks it; root only), but other
+	 * processes share it: left alone */
+	faithful_tree(root, "system.slice/busy.scope", "cpu memory pids");
+	fmt_into(dir, sizeof(dir), "%s/system.slice/busy.scope", root);
+	put(P("%s/cgroup.procs", dir), P("1\n%s", self));
+	put(psc, "0::/system.slice/busy.scope\n");
+	if (geteuid() != 0 || !mark_delegated(dir, "trusted.delegate")) {
+		TAP_SKIP("v2 own, systemd: trusted.delegate needs root and a filesystem with it");
+	} else {
+		before = snapshot(dir);
+		r = cg_probe(root, psc, &h);
+		TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "holds other processes") &&
+			       contains(h.why, "AGENTBOX_CGROUP"),
+		       "v2 own, systemd: a delegated cgroup shared with others gives NONE: '%s'",
+		       h.why);
+		TAP_STREQ(snapshot(dir), before, "v2 own, systemd: ... and is not written");
+	}
+
+	/* no systemd (a container's cgroup namespace): a writable own cgroup holding only us */
+	cg_test_systemd = 0;
+	faithful_tree(root, "ctr/app", "cpu memory pids");
+	fmt_into(dir, sizeof(dir), "%s/ctr/app", root);
+	put(P("%s/cgroup.procs", dir), self);
+	put(psc, "0::/ctr/app\n");
 	r = cg_probe(root, psc, &h);
-	fake_fix_subtree_on_supervisor = false;
-	TAP_OK(r == 0 && h.kind == AB_CG_V2,
-	       "v2 own: only-us scope gives V2 after self-move ('%s')", h.why);
-	TAP_STREQ(get(P("%s/user.slice/b.scope/agentbox-supervisor/cgroup.procs", root)), "0",
-		  "v2 own: moved ourselves into agentbox-supervisor");
-
-	/* the scope holds other processes: nothing to do but explain */
-	fake_v2_path(root, "user.slice/c.scope", "memory pids cpu");
-	put(P("%s/user.slice/c.scope/cgroup.procs", root), P("1\n%s", self));
-	rm_file(P("%s/user.slice/c.scope/cgroup.subtree_control", root));
-	mkdir_p(P("%s/user.slice/c.scope/cgroup.subtree_control", root));
-	put(psc, "0::/user.slice/c.scope\n");
+	TAP_OK(r == 0 && h.kind == AB_CG_V2 && strcmp(h.v2_parent, "ctr/app") == 0 &&
+		       strcmp(h.how, "its own cgroup") == 0,
+	       "v2 own, no systemd: own cgroup, runs beside our leaf ('%s')", h.why);
+	/* ... holding others too: left alone */
+	faithful_tree(root, "ctr/shared", "cpu memory pids");
+	fmt_into(dir, sizeof(dir), "%s/ctr/shared", root);
+	put(P("%s/cgroup.procs", dir), P("1\n%s", self));
+	put(psc, "0::/ctr/shared\n");
+	before = snapshot(dir);
 	r = cg_probe(root, psc, &h);
-	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "holds processes") &&
-		       contains(h.why, "Delegate=yes") && contains(h.why, "AGENTBOX_CGROUP"),
-	       "v2 own: busy own cgroup gives NONE with the fix: '%s'", h.why);
-	TAP_OK(!exists(P("%s/user.slice/c.scope/agentbox-supervisor", root)),
-	       "v2 own: no self-move when others share the cgroup");
+	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "holds other processes") &&
+		       !strcmp(snapshot(dir), before),
+	       "v2 own, no systemd: a shared own cgroup gives NONE, unwritten: '%s'", h.why);
+	free(before);
+	/* the namespace's root may hold processes and hand out controllers */
+	faithful_tree(root, "x", "cpu memory pids");
+	put(P("%s/cgroup.procs", root), P("1\n%s", self));
+	put(psc, "0::/\n");
+	r = cg_probe(root, psc, &h);
+	TAP_OK(r == 0 && h.kind == AB_CG_V2 && strcmp(h.v2_parent, "agentbox") == 0,
+	       "v2 own, no systemd: the namespace's root: runs under agentbox/ ('%s')", h.why);
+	put(P("%s/cgroup.procs", root), "");
 
-	/* not delegated (no writable cgroup.procs) */
+	/* not delegated to this uid (no writable cgroup.procs) */
 	fake_v2_path(root, "user.slice/d.scope", "memory pids cpu");
 	rm_file(P("%s/user.slice/d.scope/cgroup.procs", root));
 	put(psc, "0::/user.slice/d.scope\n");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE && contains(h.why, "not delegated") &&
-		       contains(h.why, "systemd-run --user --scope -p Delegate=yes"),
-	       "v2 own: undelegated cgroup gives NONE: '%s'", h.why);
+		       contains(h.why, "delegated scope"),
+	       "v2 own: unwritable cgroup gives NONE: '%s'", h.why);
 
 	put(psc, "0::/user.slice/gone.scope (deleted)\n");
 	r = cg_probe(root, psc, &h);
@@ -770,6 +862,11 @@ test_v2_probe_own(void)
 	put(psc, "12:pids:/\n1:name=systemd:/\n");
 	r = cg_probe(root, psc, &h);
 	TAP_OK(r == 0 && h.kind == AB_CG_NONE, "v2 own: no 0:: line gives NONE: '%s'", h.why);
+
+	cg_test_systemd = -1;
+	faithful_root = NULL;
+	cg_test_subtree_write = NULL;
+	hooks_on();
 }
 
 static void
@@ -820,7 +917,9 @@ test_v2_create(void)
 	fmt_into(run, sizeof(run), "%s/deleg/run-1-2-create", root);
 	TAP_STREQ(get(P("%s/memory.max", run)), "67108864", "v2 create: memory.max");
 	TAP_STREQ(get(P("%s/memory.swap.max", run)), "0", "v2 create: memory.swap.max");
-	TAP_STREQ(get(P("%s/memory.oom.group", run)), "1", "v2 create: memory.oom.group");
+	TAP_STREQ(
+		get(P("%s/memory.oom.group", run)), "",
+		"v2 create: memory.oom.group left at 0 (an OOM kill must not take agentbox-init)");
 	TAP_STREQ(get(P("%s/pids.max", run)), "16", "v2 create: pids.max");
 	TAP_STREQ(get(P("%s/cpu.max", run)), "50000 100000", "v2 create: cpu.max");
 	TAP_OK(cg.kind == AB_CG_V2 && cg.dirfd[0] >= 0 && cg.procs_fd[0] >= 0 && cg.dirfd[1] < 0 &&

@@ -10,9 +10,9 @@
 #include "src/limitplan.h"
 #include "tests/tap.h"
 
-#define DEFAULT_FIX                                                                        \
-	"run as root, or on a cgroup v2 host with a delegated cgroup (systemd-run --user " \
-	"--scope -p Delegate=yes, or AGENTBOX_CGROUP)"
+#define DEFAULT_FIX                                                                           \
+	"run as root, or on a cgroup v2 host with systemd (agentbox asks it for a delegated " \
+	"scope) or a delegated AGENTBOX_CGROUP"
 #define NO_CG_WHY "no delegated cgroup v2: use systemd-run --user --scope -p Delegate=yes"
 #define WS_WHY    "--workspace DIR is bound as it is, with no quota"
 /* no memory cgroup: the supervisor's watchdog (memwatch.h, issue 18) */

@@ -290,6 +290,17 @@ test_limits(void)
 	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
 	fx_done(&f);
 
+	/* issue 23: an OOM kill that took agentbox-init too (no status record from it) is
+	 * still the kernel's SIGKILL: 137 and oom, never 125 */
+	fx_init(&f);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 4;
+	fx_run(&f);
+	expect(&f, "OOM that took agentbox-init", AB_STATUS_OOM, -1, SIGKILL, "memory",
+	       "memory limit reached: 4 process(es) OOM-killed", "raise --memory", 137);
+	fx_done(&f);
+
 	/* tmpfs caps over the memory limit (issue 15): the message and the fix say so */
 	fx_init(&f);
 	f.oc.script_done = true;
@@ -900,6 +911,11 @@ test_protections(void)
 	f.c.sb_uid = 64000;
 	f.c.cg_made = true;
 	f.c.host.cg.kind = AB_CG_V2;
+	f.c.host.cg.memory = f.c.host.cg.pids = f.c.host.cg.cpu = true;
+	snprintf(f.c.host.cg.root, sizeof(f.c.host.cg.root), "/sys/fs/cgroup");
+	snprintf(f.c.host.cg.v2_parent, sizeof(f.c.host.cg.v2_parent), "system.slice/a.scope");
+	snprintf(f.c.host.cg.how, sizeof(f.c.host.cg.how), "a scope systemd delegated to this run");
+	snprintf(f.c.cg.name, sizeof(f.c.cg.name), "run-1-2-abcdef");
 	outcome_record_protections(&f.c, &f.oc);
 	in_order = f.res.n_prot == sizeof(order) / sizeof(order[0]);
 	for (size_t i = 0; in_order && i < f.res.n_prot; i++)
@@ -923,7 +939,9 @@ test_protections(void)
 		"ABI 6, TCP bind/connect denied, abstract sockets and signals scoped");
 	prot_is(&f.res, "all on", "no_host_root", true, "started as root: runs as uid 64000");
 	prot_is(&f.res, "all on", "pid1_nondumpable", true, "agentbox-init is PID 1");
-	prot_is(&f.res, "all on", "cgroup", true, "cgroup v2");
+	prot_is(&f.res, "all on", "cgroup", true,
+		"cgroup v2 /sys/fs/cgroup/system.slice/a.scope/run-1-2-abcdef (a scope systemd "
+		"delegated to this run; controllers: memory pids cpu)");
 	prot_is(&f.res, "all on", "caller_quotas", true,
 		"the script runs as uid 64000: no quota of the caller's is shared");
 	prot_fx_done(&f);
@@ -1020,9 +1038,14 @@ test_protections(void)
 	f.c.drop = false;
 	f.c.cg_made = true;
 	f.c.host.cg.kind = AB_CG_V1;
+	f.c.host.cg.memory = f.c.host.cg.pids = f.c.host.cg.cpuacct = true;
+	snprintf(f.c.host.cg.root, sizeof(f.c.host.cg.root), "/sys/fs/cgroup");
+	snprintf(f.c.cg.name, sizeof(f.c.cg.name), "run-1-2-abcdef");
 	outcome_record_protections(&f.c, &f.oc);
 	TAP_OK(!prot(&f.res, "no_host_root")->enforced, "root without drop: no_host_root false");
-	prot_is(&f.res, "root, v1", "cgroup", true, "cgroup v1");
+	prot_is(&f.res, "root, v1", "cgroup", true,
+		"cgroup v1 /sys/fs/cgroup/CONTROLLER/agentbox/run-1-2-abcdef (controllers: memory "
+		"pids cpuacct)");
 	prot_fx_done(&f);
 
 	/* agentbox prepare: the host's network, or the install's own with the proxy */
