@@ -1,6 +1,7 @@
 /* doctor.c: `agentbox doctor` (doctor_checks, cmds.h): what this host offers, each check with
- * its fix, the host's class in words (the rows of README "Where it runs"), and two real
- * sandbox runs. Runs in the supervisor, like a run. */
+ * its fix, and the host's class in words (the rows of README "Where it runs"). Runs in a
+ * supervisor, in the systemd scope a run would get (supervisor/main.c); the library's ab_probe
+ * then makes two real sandbox runs through the path every run takes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -90,54 +91,6 @@ filter_loads(char *detail, size_t size)
 	}
 	snprintf(detail, size, "filter loads; %zd instructions", n / 8);
 	return true;
-}
-
-static int
-doctor_run_script(const char *lang, const char *src, char *detail, size_t size)
-{
-	struct ab_run_opts o;
-	struct ab_result res;
-	struct ab_err err = { 0 };
-	int r, ok;
-	pid_t pid;
-	int ws, pfd[2];
-
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return -errno;
-	/* In a child: run_main enters its own namespaces; keep doctor's process clean. The
-	 * script is code in memory: nothing is written to the host for it. */
-	pid = fork();
-	if (pid == 0) {
-		(void) close(pfd[0]);
-		run_opts_init(&o);
-		result_init(&res, &o);
-		o.quiet = o.rm = true;
-		o.code = src;
-		o.code_len = strlen(src);
-		o.script = "--code";
-		if (cli_set_lang(&o, lang, &err) < 0 ||
-		    cli_set_limit(&o, AB_LIM_TIMEOUT_MS, "20s", &err) < 0)
-			_exit(3);
-		r = run_main(&o, &res, &err);
-		if (r < 0)
-			dprintf(pfd[1], "%s%s%s", err.msg, err.fix[0] ? " (fix: " : "",
-				err.fix[0] ? err.fix : "");
-		else
-			dprintf(pfd[1], "status %s, exit %d, %lld ms",
-				result_status_name(res.status), res.exit_code,
-				(long long) res.wall_ms);
-		ok = r == 0 && res.status == AB_STATUS_EXITED && res.exit_code == 0;
-		_exit(ok ? 0 : 1);
-	}
-	(void) close(pfd[1]);
-	{
-		ssize_t n = read(pfd[0], detail, size - 1);
-
-		detail[n > 0 ? n : 0] = '\0';
-	}
-	(void) close(pfd[0]);
-	r = (pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws)) ? WEXITSTATUS(ws) : 1;
-	return r == 0 ? 0 : -1;
 }
 
 /* Unprivileged: can the run's own user namespace cap the caller's inotify quota
@@ -433,15 +386,8 @@ doctor_checks(json_t **ret, struct ab_err *err)
 		     access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "not installed",
 		     "apt-get install python3");
 	doctor_runs_dir(&d);
-	if (d.fails == 0) {
-		int r = doctor_run_script("python", "print('ok')\n", detail, sizeof(detail));
-
-		report_check(&d, "sandbox run", r == 0 ? CHECK_OK : CHECK_FAIL, detail,
-			     "see the message above");
-		r = doctor_run_script("node", "console.log('ok')\n", detail, sizeof(detail));
-		report_check(&d, "sandbox run node", r == 0 ? CHECK_OK : CHECK_WARN, detail,
-			     "install nodejs, or pass --node PATH");
-	}
+	/* the sandbox runs themselves: ab_probe makes them through the library, the path every
+	 * run takes (a supervisor of their own, its scope and cgroup), after these checks */
 	if (d.fails)
 		snprintf(detail, sizeof(detail),
 			 "%s: agentbox refuses to run here until the FAIL lines are fixed", cls);

@@ -1023,6 +1023,108 @@ dump(json_t *j, char **ret)
 	return 0;
 }
 
+/* "memory: M; pids: P; cpus: C" from a report's limits, as the probe's "limits" check says it
+ * (doctor.c), so the two can be compared word for word. */
+static char *
+limits_line(const json_t *rep)
+{
+	const json_t *l = json_object_get(rep, "limits");
+	const char *m[3];
+	static const char *const names[] = { "memory", "pids", "cpus" };
+	char *out = NULL;
+
+	for (int i = 0; i < 3; i++) {
+		m[i] = json_string_value(
+			json_object_get(json_object_get(l, names[i]), "mechanism"));
+		m[i] = m[i] ? m[i] : "not enforced";
+	}
+	if (asprintf(&out, "memory: %s; pids: %s; cpus: %s", m[0], m[1], m[2]) < 0)
+		return NULL;
+	return out;
+}
+
+/* doctor's sandbox runs (issue 23): a real run of a one-line script through this library,
+ * the very path every run takes (a supervisor of its own, its systemd scope, its cgroup), so
+ * doctor can never pass where runs fail. The check names the cgroup the run got, and the run's
+ * limit mechanisms must be the ones the probe predicted. required: a failure is a FAIL (and
+ * "ok" false), else a warning. */
+static void
+probe_run(ab_context *ctx, json_t *probe, const char *check, const char *lang, const char *code,
+	  bool required)
+{
+	json_t *checks = json_object_get(probe, "checks"), *c, *rep = NULL;
+	const char *predicted = NULL, *status;
+	cleanup_free char *got = NULL, *detail = NULL, *fix = NULL, *cg_text = NULL;
+	ab_error *e = NULL;
+	ab_result *res = NULL;
+	ab_spec *s;
+	size_t i;
+	bool ok = false;
+
+	json_array_foreach(checks, i, c)
+	{
+		if (strcmp(json_string_value(json_object_get(c, "check")) ?: "", "limits") == 0)
+			predicted = json_string_value(json_object_get(c, "detail"));
+	}
+	s = ab_spec_new();
+	if (ab_spec_set_language(s, lang, &e) == 0 &&
+	    ab_spec_set_code(s, code, strlen(code), &e) == 0 && ab_spec_set_rm(s, 1, &e) == 0 &&
+	    ab_spec_set_limit(s, "timeout", "30s", &e) == 0 && ab_run(ctx, s, &res, &e) == 0)
+		rep = json_loads(ab_result_json(res), 0, NULL);
+	ab_spec_free(s);
+	status = json_string_value(json_object_get(rep, "status"));
+	{
+		const json_t *g = json_object_get(json_object_get(rep, "sandbox"), "cgroup");
+		const char *d = json_string_value(json_object_get(g, "detail"));
+
+		cg_text = json_is_true(json_object_get(g, "enforced"))
+				  ? xasprintf("%s", d ? d : "?")
+				  : xasprintf("none (%s)", d ? d : "not set up");
+	}
+	got = rep ? limits_line(rep) : NULL;
+	if (!rep) {
+		detail = xasprintf("no run: %s", e ? ab_error_message(e) : "no report");
+		fix = xasprintf("%s",
+				e && ab_error_fix(e)[0] ? ab_error_fix(e) : "see the message");
+	} else if (!status || strcmp(status, "exited") != 0 ||
+		   json_integer_value(json_object_get(rep, "exit_code")) != 0) {
+		detail =
+			xasprintf("status %s, exit %lld: %s", status ? status : "?",
+				  (long long) json_integer_value(json_object_get(rep, "exit_code")),
+				  json_string_value(json_object_get(rep, "message"))
+					  ?: "the script did not print ok");
+		fix = xasprintf("%s", json_string_value(json_object_get(rep, "fix"))
+					      ?: "see the message");
+	} else if (required && predicted && got && strcmp(predicted, got) != 0) {
+		detail = xasprintf("the run got %s, but the checks above predicted %s", got,
+				   predicted);
+		fix = xasprintf("report a bug: doctor and a run must agree");
+	} else {
+		ok = true;
+		detail = xasprintf("status exited, exit 0, %lld ms; cgroup: %s%s%s",
+				   (long long) json_integer_value(json_object_get(rep, "wall_ms")),
+				   cg_text, required ? "; " : "", required ? got : "");
+	}
+	json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s?}", "check", check, "result",
+						ok         ? "ok"
+						: required ? "FAIL"
+							   : "warn",
+						"detail", detail, "fix", ok ? NULL : fix));
+	if (!ok && required) {
+		const char *cls =
+			json_string_value(json_object_get(json_object_get(probe, "host"), "class"));
+
+		json_object_set_new(probe, "ok", json_false());
+		json_object_set_new(probe, "summary",
+				    json_sprintf("%s: agentbox refuses to run here until the FAIL "
+						 "lines are fixed",
+						 cls ? cls : "this host"));
+	}
+	json_decref(rep);
+	ab_result_free(res);
+	ab_error_free(e);
+}
+
 AB_EXPORT int
 ab_probe(ab_context *ctx, char **ret, ab_error **err)
 {
@@ -1032,6 +1134,11 @@ ab_probe(ab_context *ctx, char **ret, ab_error **err)
 	if (r < 0) {
 		json_decref(j);
 		return r;
+	}
+	/* the host checks passed: now a run through the path every run takes */
+	if (json_is_true(json_object_get(j, "ok"))) {
+		probe_run(ctx, j, "sandbox run", "python", "print('ok')\n", true);
+		probe_run(ctx, j, "sandbox run node", "node", "console.log('ok')\n", false);
 	}
 	return dump(j, ret);
 }

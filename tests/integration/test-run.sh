@@ -248,4 +248,31 @@ printf 'print(1)\n' >"$WORK/mjs_is_node.mjs"
 abb 60 "$WORK/mjs_is_node.mjs"
 is "$(jr .lang)" node ".mjs is Node (by extension)"
 
+# ---- doctor takes the path a run takes (issue 23) ---------------------------------------------
+# Its sandbox run is a real run through the library: it passes only where runs pass, names the
+# cgroup that run got, and its limit mechanisms are those of an ordinary run here.
+rc=0
+timeout 120 "$AGENTBOX" doctor --json >"$WORK/doctor.json" 2>"$WORK/doctor.err" || rc=$?
+is "$rc" 0 "doctor: ok here"
+drun=$(jq -r '.checks[] | select(.check == "sandbox run") | "\(.result) \(.detail)"' "$WORK/doctor.json")
+abb 60 --lang python --code 'print(1)'
+mech="memory: $(jr .limits.memory.mechanism); pids: $(jr '.limits.pids.mechanism // "not enforced"'); cpus: $(jr '.limits.cpus.mechanism // "not enforced"')"
+is "$(jq -r '.checks[] | select(.check == "limits") | .detail' "$WORK/doctor.json")" "$mech" \
+    "doctor: its limits line is what a run gets here"
+case "$drun" in
+"ok status exited, exit 0, "*"; cgroup: "*"; $mech") ok "doctor: its sandbox run passed with the mechanisms a run gets" ;;
+*) not_ok "doctor: its sandbox run passed with the mechanisms a run gets" "$drun" ;;
+esac
+if [ "$(jr .sandbox.cgroup.enforced)" = true ]; then
+    case "$drun" in
+    *"cgroup: cgroup v"[12]" /sys/fs/cgroup/"*) ok "doctor: it names the run's cgroup" ;;
+    *) not_ok "doctor: it names the run's cgroup" "$drun" ;;
+    esac
+else
+    case "$drun" in
+    *"cgroup: none"*) ok "doctor: it says the run had no cgroup" ;;
+    *) not_ok "doctor: it says the run had no cgroup" "$drun" ;;
+    esac
+fi
+
 done_testing
