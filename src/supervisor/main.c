@@ -140,8 +140,10 @@ respond_report(struct ab_result *res)
 static void
 enter_scope(const struct ab_run_opts *o)
 {
-	if (!o || (!o->without[AB_PROT_CGROUP] && !o->dry_run))
+	if (!o || (!o->without[AB_PROT_CGROUP] && !o->dry_run)) {
 		(void) cg_enter_scope();
+		timing_mark("systemd scope");
+	}
 }
 
 static int
