@@ -252,5 +252,8 @@ cg_enter_scope(void)
 		waited += (int) ms;
 	}
 	snprintf(cg_scope_unit, sizeof(cg_scope_unit), "%s", unit);
+	/* step aside into the scope's leaf now, while this process is the only one in it:
+	 * whatever it starts before its run (prepare's registry proxy) is born there too */
+	(void) cg_probe(NULL, NULL, &h);
 	return 1;
 }

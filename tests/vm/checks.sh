@@ -9,8 +9,9 @@
 # bus) and the user without one (runuser, a bare environment) runs the same checks: a run gets
 # a cgroup v2 place of its own from systemd with memory.max, pids.max and cpu.max set (read on
 # the host side while the run is alive), an OOM is status oom and exit 137, a fork bomb stops
-# at --pids. Then: systemd's own cgroups are as they were, no agentbox scope is left, doctor
-# agrees with a run, a warm slot and MCP calls through the official SDK run with a cgroup.
+# at --pids. Then: prepare's install sandbox gets its cgroup too, systemd's own cgroups are as
+# they were, no agentbox scope is left, doctor agrees with a run, a warm slot and MCP calls
+# through the official SDK run with a cgroup.
 #   checks.sh BINDIR   BINDIR: the shared build's directory in the VM (default /mnt/host/build)
 set -u
 cd /mnt/host || exit 1
@@ -144,6 +145,19 @@ print(\"forked\", kids)
         test -n "$kids" -a "${kids:-999}" -lt 16
     check "$who: ... and the report says pids" jqe '.limits_hit | index("pids")' "$r"
     check "$who: no agentbox scope is left after the runs" scopes_gone
+done
+
+# prepare's install sandbox gets its cgroup the same way (an empty requirements file, no index:
+# the VM has no network; once, as the user: a venv takes most of a minute under emulation)
+: >"$W/empty.txt"
+chmod 644 "$W/empty.txt"
+for who in session; do
+    as "$who" "$A prepare --python $W/empty.txt --no-index --cache-dir $W/pc-$who --report $W/prep-$who.json >$W/$who.out 2>$W/$who.err"
+    rc=$?
+    is "$rc/$(jq -r '[.limits.memory.mechanism, .limits.pids.mechanism] | join("|")' "$W/prep-$who.json" 2>/dev/null)" \
+        "0/cgroup v2 memory.max, memory.swap.max=0|cgroup v2 pids.max" \
+        "$who: prepare's install sandbox has its cgroup v2 limits"
+    [ "$rc" = 0 ] || sed 's/^/#   /' "$W/$who.err"
 done
 
 # systemd's own cgroups are as they were: nothing enabled in them, nothing of ours left
