@@ -52,6 +52,18 @@ r = subprocess.run(["/work/ab-probe", "ids"], capture_output=True, text=True)
 print(r.stdout, end="")
 EOF
 
+# Some hypervisors' guests fault on the 32-bit entry itself (int 0x80), filter or no filter: the
+# i386 cases then cannot show what the filter does, and are skipped with the reason.
+i386_entry=yes
+"$AB_PROBE" try-syscall i386_getpid >/dev/null 2>&1 || i386_entry=no
+abi_is() { # WHAT WANT DESC
+    if [ "$1" = i386_getpid ] && [ "$i386_entry" = no ]; then
+        skip "$3" "this kernel faults on the 32-bit entry itself, with no filter"
+    else
+        is "$(sed -n "s/^ABI $1 \([-0-9]*\) .*/\1/p" "$WORK/out")" "$2" "$3"
+    fi
+}
+
 for pol in default strict; do
     col=2
     [ $pol = strict ] && col=3
@@ -75,8 +87,7 @@ for pol in default strict; do
     done <"$TABLE"
     # SIGSYS = 31: subprocess reports a signal death as -31
     for what in x32_getpid i386_getpid; do
-        is "$(sed -n "s/^ABI $what \([-0-9]*\) .*/\1/p" "$WORK/out")" -31 \
-            "$pol: $what (another ABI) is killed by SIGSYS"
+        abi_is "$what" -31 "$pol: $what (another ABI) is killed by SIGSYS"
     done
     check "$pol: the sandbox runs in seccomp filter mode" grep -q "^Seccomp:[[:space:]]*2$" "$WORK/out"
     check "$pol: no_new_privs is set" grep -q "^NoNewPrivs:[[:space:]]*1$" "$WORK/out"
@@ -103,8 +114,7 @@ for name in keyctl add_key request_key ptrace userfaultfd bpf perf_event_open io
     fi
 done
 for what in x32_getpid i386_getpid; do
-    is "$(sed -n "s/^ABI $what \([-0-9]*\) .*/\1/p" "$WORK/out")" 0 \
-        "control: $what works without the filter (so the SIGSYS above is the filter's)"
+    abi_is "$what" 0 "control: $what works without the filter (so the SIGSYS above is the filter's)"
 done
 
 # ---- issue 12 (T27): no setuid/setgid file ever leaves the sandbox ------------------------------

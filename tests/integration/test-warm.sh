@@ -131,6 +131,8 @@ is "$rc" 0 "ab-warm ran every spec cold and warm"
 NORM='del(.started_unix_ms, .wall_ms, .cpu_ms, .max_rss_kib, .kill_to_reaped_ms,
     .agentbox_max_rss_kib, .run_id, .warm, .usage.cpu_ms, .usage.memory_peak_bytes,
     .usage.tasks_peak, .files_summary.walk_ms, .files_summary.pre_run.walk_ms)
+  | (.. | strings) |= gsub("run-[0-9]+-[0-9]+-[A-Za-z0-9]{6}"; "run-CGROUP")
+  | (.. | strings) |= gsub("agentbox-[0-9]+-[0-9a-f]{8}[.]scope"; "agentbox-SCOPE")
   | (.. | strings) |= gsub("run-[A-Za-z0-9]{6}"; "run-ID")
   | if .status == "oom" then .message |= gsub("[0-9]+ bytes against"; "N bytes against") else . end'
 for f in "$SPECS"/*.json; do
