@@ -244,13 +244,15 @@ binds_add_etc(struct ab_plan *p, const char *host, const char *dest, const struc
 		return ab_err_usage(err,
 				    "invalid --ro-bind '%s:%s': a file of /etc is bound at its own "
 				    "path only",
-				    host, dest);
+				    host, dest),
+		       ab_err_fix(err, "drop ':%s': --ro-bind %s", dest, host);
 	if (!is_normalized(host))
 		return ab_err_usage(
-			err,
-			"invalid --ro-bind '%s': it must be a normalized path (no //, ., "
-			".., trailing /)",
-			host);
+			       err,
+			       "invalid --ro-bind '%s': it must be a normalized path (no //, ., "
+			       ".., trailing /)",
+			       host),
+		       ab_err_fix(err, "write the path without //, . or .. components");
 	if (etcgen_is_generated(rel)) {
 		ab_err_set(err, -EPERM, "refusing --ro-bind '%s': agentbox generates /etc/%s", host,
 			   rel);
@@ -327,7 +329,9 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, 
 	if (colon)
 		*colon = '\0';
 	if (!host[0])
-		return ab_err_usage(err, "invalid --ro-bind '%s': expected HOST[:SANDBOX]", spec);
+		return ab_err_usage(err, "invalid --ro-bind '%s': expected HOST[:SANDBOX]", spec),
+		       ab_err_fix(err, "name the host path: --ro-bind /opt/data or --ro-bind "
+				       "/opt/data:/data");
 	if (strncmp(host, "/etc/", 5) == 0 && host[5])
 		return binds_add_etc(p, host, colon ? colon + 1 : NULL, allowed, err);
 	r = binds_add_checked(p, host, colon ? colon + 1 : NULL, allowed, "--ro-bind", err);
@@ -336,6 +340,7 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, 
 	why = binds_bad_dest(p->ro_binds[p->n_ro_binds - 1].dest);
 	if (why)
 		return ab_err_usage(err, "invalid --ro-bind destination '%s': it %s",
-				    p->ro_binds[p->n_ro_binds - 1].dest, why);
+				    p->ro_binds[p->n_ro_binds - 1].dest, why),
+		       ab_err_fix(err, "mount it somewhere else, e.g. /data or /opt/NAME");
 	return 0;
 }

@@ -96,6 +96,10 @@ struct ab_run_opts {
 	/* --net-strict: Landlock denies TCP bind and connect even on the sandbox's own loopback
 	 * (by default the script may use it; the namespace keeps it off the network). */
 	bool net_strict;
+	/* Messages and fixes name the command line's flags (--memory): the run was asked for
+	 * with flags. Otherwise (a spec: the library, the clients, the MCP server, --spec) they
+	 * name the spec's keys (limits.memory); words.h. */
+	bool flag_words;
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
 	bool share_net; /* share agentbox's network namespace (installs need one) */
 	/* prepare: a fresh tmpfs (env_bytes, env_inodes) bound read-write at env_path in the

@@ -17,6 +17,7 @@
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
+#include "words.h"
 
 static const char *const status_names[AB_STATUS_COUNT] = {
 	[AB_STATUS_EXITED] = "exited",
@@ -329,6 +330,31 @@ str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
+/* Text for people, in the words of the interface that asked for the run (words.h): the
+ * command line's flags, or a spec's keys. */
+static json_t *
+words_json(const struct ab_result *r, const char *s)
+{
+	cleanup_free char *t = NULL;
+
+	if (!s)
+		return json_null();
+	if (!r->opts || r->opts->flag_words)
+		return json_string(s);
+	t = words_for_spec(s);
+	return json_string(t);
+}
+
+static json_t *
+words_strv_json(const struct ab_result *r, const struct strv *sv)
+{
+	json_t *a = json_array();
+
+	STRV_FOREACH (s, sv)
+		json_array_append_new(a, words_json(r, *s));
+	return a;
+}
+
 static json_t *
 limits_json(const struct ab_result *r)
 {
@@ -347,7 +373,7 @@ limits_json(const struct ab_result *r)
 			      l->mechanism ? json_integer((json_int_t) l->enforced) : json_null(),
 			      "mechanism", str_or_null(l->mechanism), "whole_run", l->enforced_ok);
 		if (l->note)
-			json_object_set_new(e, "note", json_string(l->note));
+			json_object_set_new(e, "note", words_json(r, l->note));
 		json_object_set_new(o, cli_limit_name((enum ab_limit_id) i), e);
 	}
 	return o;
@@ -380,8 +406,8 @@ report_build(const struct ab_result *r)
 		r->signal > 0 ? json_string(sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?")
 			      : json_null());
 	json_object_set_new(o, "agentbox_exit", json_integer(r->agentbox_exit));
-	json_object_set_new(o, "message", str_or_null(r->message));
-	json_object_set_new(o, "fix", str_or_null(r->fix));
+	json_object_set_new(o, "message", words_json(r, r->message));
+	json_object_set_new(o, "fix", words_json(r, r->fix));
 	json_object_set_new(o, "limits_hit", strv_json(&r->limits_hit));
 	json_object_set_new(o, "started_unix_ms", int_or_null(r->started_unix_ms));
 	json_object_set_new(o, "wall_ms", int_or_null(r->wall_ms));
@@ -425,7 +451,7 @@ report_build(const struct ab_result *r)
 		json_t *e = json_pack("{s:b}", "enforced", r->prot[i].enforced);
 
 		if (r->prot[i].detail)
-			json_object_set_new(e, "detail", json_string(r->prot[i].detail));
+			json_object_set_new(e, "detail", words_json(r, r->prot[i].detail));
 		if (r->net_mode && strcmp(r->prot[i].name, "network") == 0)
 			json_object_set_new(e, "mode", json_string(r->net_mode));
 		json_object_set_new(prot, r->prot[i].name, e);
@@ -436,7 +462,7 @@ report_build(const struct ab_result *r)
 							      : json_integer(r->sandbox_host_uid));
 	json_object_set_new(o, "workspace_mode",
 			    r->workspace_mode ? json_string(r->workspace_mode) : json_null());
-	json_object_set_new(o, "warnings", strv_json(&r->warnings));
+	json_object_set_new(o, "warnings", words_strv_json(r, &r->warnings));
 	return o;
 }
 

@@ -92,8 +92,11 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 			g = strtoul(end + 1, &end, 10);
 		if (errno || *end || u > 0x7fffffffUL || g > 0x7fffffffUL)
 			return ab_err_usage(
-				err, "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
-				spec);
+				       err,
+				       "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
+				       spec),
+			       ab_err_fix(err, "name a user, e.g. --sandbox-user agentbox or "
+					       "--sandbox-user 64000:64000");
 		*ret_uid = (uid_t) u;
 		*ret_gid = (gid_t) g;
 	} else if (!passwd_lookup(spec, ret_uid, ret_gid)) {
@@ -329,6 +332,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	timing_mark("start");
 	if (o->slot && warm_refusal(o)) {
 		r = ab_err_usage(err, "this spec cannot have a warm slot: %s", warm_refusal(o));
+		ab_err_fix(err, "run it cold; docs/warm.md says which specs a slot can serve");
 		goto out;
 	}
 	{
@@ -392,6 +396,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 					 "--env-dir '%s' is a Python environment but the script "
 					 "is %s",
 					 o->env_dir, interp_lang_name(c.plan.lang));
+			ab_err_fix(err, "pass a Node environment (agentbox prepare --node), or "
+					"--lang python");
 			goto out;
 		}
 		if (env_nm && c.plan.lang != AB_LANG_NODE) {
@@ -399,6 +405,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 					 "--env-dir '%s' is a Node environment but the script "
 					 "is %s",
 					 o->env_dir, interp_lang_name(c.plan.lang));
+			ab_err_fix(err, "pass a Python environment (agentbox prepare --python), or "
+					"--lang node");
 			goto out;
 		}
 		if (env_venv)
@@ -572,6 +580,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	bwargv_build(&av, &cmd, &c.plan);
 	if (cmd.n > 250) {
 		r = ab_err_usage(err, "too many script arguments (at most 240)");
+		ab_err_fix(err, "pass the rest in a file (--input) or on stdin");
 		goto out;
 	}
 	if (o->dry_run) {

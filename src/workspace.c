@@ -535,7 +535,8 @@ code_memfd(struct run_ctx *c, struct ab_err *err)
 		len = (size_t) n;
 	}
 	if (len > AB_CODE_MAX)
-		return ab_err_usage(err, "--code is longer than 16 MiB: pass a script file");
+		return ab_err_usage(err, "--code is longer than 16 MiB"),
+		       ab_err_fix(err, "pass a script file");
 	mfd = memfd_create("agentbox-script", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
@@ -765,7 +766,8 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 				return ab_err_usage(err,
 						    "--input '%s': cannot create '%s' in the "
 						    "workspace: %s",
-						    *in, name, strerror(errno));
+						    *in, name, strerror(errno)),
+				       ab_err_fix(err, "give each --input a different name");
 			sub = openat(c->work_fd, name,
 				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0 || (ou != (uid_t) -1 && fchown(sub, ou, og) < 0))

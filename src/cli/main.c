@@ -395,7 +395,8 @@ cmd_run(int argc, char **argv)
 	/* --report-fd: must be open now, and is not passed on to anything */
 	fd_ok = o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) >= 0;
 	if (r == 0 && o.report_fd > 0 && !fd_ok)
-		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd);
+		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd),
+		ab_err_fix(&err, "open it first, e.g. --report-fd 3 3>report.json");
 	if (fd_ok)
 		(void) fcntl(o.report_fd, F_SETFD, FD_CLOEXEC);
 	/* --spec: the whole run as JSON; other flags may not be mixed in */
@@ -410,6 +411,7 @@ cmd_run(int argc, char **argv)
 			r = ab_err_usage(&err, "--spec '%s': %s", o.spec_path,
 					 fd < 0 ? strerror(errno)
 						: "cannot read it (over 64 MiB?)");
+			ab_err_fix(&err, "pass a readable JSON file, or - for stdin");
 		} else {
 			run_opts_init(&so);
 			r = spec_parse_text(spec_text, (size_t) -1, &so, &err);
@@ -424,7 +426,8 @@ cmd_run(int argc, char **argv)
 
 		if (n < 0)
 			r = ab_err_usage(&err, "reading the script from stdin: %s",
-					 n == -EFBIG ? "more than 16 MiB" : strerror((int) -n));
+					 n == -EFBIG ? "more than 16 MiB" : strerror((int) -n)),
+			ab_err_fix(&err, "pass a script file instead");
 		else {
 			o.code = code;
 			o.code_len = (size_t) n;
@@ -468,6 +471,9 @@ cmd_run(int argc, char **argv)
 		json_decref(j);
 	}
 	ctx = ab_context_new(NULL);
+	/* flags asked for the run: its messages name them (a --spec run's name the spec's keys) */
+	if (!o.spec_path)
+		api_context_flag_words(ctx);
 	spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
 	/* --report -: our stdout carries the report and nothing else (one JSON document for a
 	 * caller that parses it), so the script's stdout is not relayed there: it is in the

@@ -20,6 +20,10 @@ struct ab_run_handle {
 	bool waited;
 };
 
+/* The command line's context: its runs' reports name its flags (--memory), not the spec's
+ * keys (limits.memory); words.h. */
+void api_context_flag_words(ab_context *ctx);
+
 /* Sends sig to the run's supervisor (which stops the run and reports the signal). */
 int api_run_signal(ab_run_handle *r, int sig);
 

@@ -18,6 +18,7 @@
 #include "../util/macro.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
+#include "../words.h"
 #include "mcp.h"
 
 #define MAX_LINKS 50 /* resource links per result; list_files has the rest */
@@ -719,7 +720,8 @@ build_limits(struct mcp *m, json_t *given, json_t **err)
 			goto fail;
 		}
 		if (cli_set_limit(&o, (enum ab_limit_id) id, val, &e) < 0) {
-			*err = argerr("%s", e.msg);
+			words_err_for_spec(&e); /* the call's words: limits.memory, not --memory */
+			*err = argerr("%s (fix: %s)", e.msg, e.fix);
 			goto fail;
 		}
 		if (m->pol.cap_set[id] && o.limits[id].value > m->pol.cap[id]) {
@@ -863,7 +865,9 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 
 		free(text);
 		if (!s) {
-			err = argerr("%s", e ? ab_error_message(e) : "out of memory");
+			err = argerr("%s%s%s%s", e ? ab_error_message(e) : "out of memory",
+				     e && *ab_error_fix(e) ? " (fix: " : "",
+				     e ? ab_error_fix(e) : "", e && *ab_error_fix(e) ? ")" : "");
 			ab_error_free(e);
 			goto fail;
 		}

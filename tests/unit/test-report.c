@@ -76,6 +76,7 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 	static const char out[] = "h\xc3\xa9llo \x1b[31mred\x1b[0m \xff\n\"quoted\" \\ tab\t\n";
 
 	run_opts_init(o);
+	o->flag_words = true; /* asked for with flags: the golden text names them */
 	o->limits[AB_LIM_MEMORY] = (struct ab_limit){ 64ULL << 20, true };
 	o->limits[AB_LIM_CPU_TIME_MS] = (struct ab_limit){ 5000, true };
 	o->limits[AB_LIM_TIMEOUT_MS] = (struct ab_limit){ 30000, true };
@@ -167,6 +168,58 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 	result_warn(r, "a second warning with \"quotes\" and \\ backslashes");
 	strv_push(&r->limits_hit, "memory");
 	strv_push(&r->limits_hit, "file-size");
+}
+
+/* issue 25: a run asked for with a spec reads the spec's keys in every text for people; one
+ * asked for with flags reads the flags */
+static void
+test_words(void)
+{
+	for (int flags = 0; flags < 2; flags++) {
+		struct ab_run_opts o;
+		struct ab_result r;
+		json_t *j;
+		const char *what = flags ? "flags" : "a spec";
+		const char *t;
+
+		run_opts_init(&o);
+		o.flag_words = flags;
+		result_init(&r, &o);
+		r.status = AB_STATUS_TIMEOUT;
+		r.message = xstrdup("wall-clock limit of 1000 ms reached");
+		r.fix = xstrdup("raise --timeout (now 1.0 s), or make the script faster");
+		result_warn(&r, "the report has only the first and last bytes (drop --rm, or raise "
+				"--inline-output)");
+		result_protect(&r, "landlock", false, "opted out with --without landlock");
+		r.limits[AB_LIM_DISK] = (struct ab_limit_result){
+			true, 1 << 20, "tmpfs size= on the workspace", true,
+			xstrdup("the workspace is RAM: its bytes also count against --memory")
+		};
+		j = report_build(&r);
+		t = json_string_value(json_object_get(j, "fix"));
+		TAP_STREQ(t,
+			  flags ? "raise --timeout (now 1.0 s), or make the script faster"
+				: "raise limits.timeout (now 1.0 s), or make the script faster",
+			  "%s: the fix names %s", what, flags ? "--timeout" : "limits.timeout");
+		t = json_string_value(json_array_get(json_object_get(j, "warnings"), 0));
+		TAP_OK(t && (flags ? strstr(t, "--rm") && strstr(t, "--inline-output")
+				   : strstr(t, "\"rm\": true") &&
+					     strstr(t, "raise inline_output") && !strstr(t, "--")),
+		       "%s: a warning in its words: %s", what, t);
+		t = json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "sandbox"), "landlock"), "detail"));
+		TAP_OK(t && (flags ? strstr(t, "--without landlock") != NULL
+				   : strstr(t, "\"without\": [\"landlock\"]") != NULL),
+		       "%s: a protection's detail in its words: %s", what, t);
+		t = json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "limits"), "disk"), "note"));
+		TAP_OK(t && (flags ? strstr(t, "--memory") != NULL
+				   : strstr(t, "limits.memory") != NULL),
+		       "%s: a limit's note in its words: %s", what, t);
+		json_decref(j);
+		result_done(&r);
+		run_opts_done(&o);
+	}
 }
 
 static void
@@ -524,6 +577,7 @@ main(void)
 	test_patch();
 	test_patch_rebuild();
 	test_golden();
+	test_words();
 	test_stream_keep();
 	test_excerpt();
 	return tap_done();
