@@ -159,11 +159,13 @@ mcp_tools_list(const struct mcp *m)
 		"{s:{s:s, s:o, s:s}, s:o, s:o, s:{s:s, s:{s:s}, s:s}, s:o, s:{s:s, "
 		"s:{s:s}, s:s}, s:o, s:o, s:{s:s, s:i, s:s}}",
 		"language", "type", "string", "enum", langs(m), "description",
-		"the interpreter: python (python3) or node", "code",
-		str_schema("the program, run as /work/script.py or /work/script.js"), "files",
-		files_schema(), "args", "type", "array", "items", "type", "string", "description",
-		"the program's arguments", "stdin", str_schema("the program's standard input"),
-		"env", "type", "object", "additionalProperties", "type", "string", "description",
+		"the interpreter: python (python3) or node; default python, or node for code "
+		"that starts with a node shebang",
+		"code", str_schema("the program, run as /work/script.py or /work/script.js"),
+		"files", files_schema(), "args", "type", "array", "items", "type", "string",
+		"description", "the program's arguments", "stdin",
+		str_schema("the program's standard input"), "env", "type", "object",
+		"additionalProperties", "type", "string", "description",
 		"environment variables added to the sandbox's clean environment", "limits",
 		limits_schema(), "workspace_id",
 		str_schema("a workspace from create_workspace: its files are copied into this "
@@ -183,8 +185,7 @@ mcp_tools_list(const struct mcp *m)
 		     "in /work: images (PNG, JPEG, SVG) inline, every other file as an "
 		     "agentbox://runs/{run_id}/files/{path} resource (read_file reads it). "
 		     "isError is true when the program failed or hit a limit.",
-		     obj_schema(run_in, "language", "code"), run_output_schema(), false, false,
-		     false));
+		     obj_schema(run_in, "code", NULL), run_output_schema(), false, false, false));
 	json_array_append_new(
 		tools,
 		tool("wait_run", "Wait for a run",
@@ -824,8 +825,14 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 
 	if ((err = check_keys(args, keys)))
 		goto fail;
-	lang = get_str(args, "language", true, &err);
+	lang = get_str(args, "language", false, &err);
 	code = err ? NULL : get_str(args, "code", true, &err);
+	/* issue 25: Python unless the call or a node shebang says otherwise (as agentbox run) */
+	if (!err && !lang)
+		lang = strncmp(code, "#!", 2) == 0 && strstr(code, "node") &&
+				       strstr(code, "node") < code + strcspn(code, "\n")
+			       ? "node"
+			       : "python";
 	stdin_data = err ? NULL : get_str(args, "stdin", false, &err);
 	ws = err ? NULL : get_str(args, "workspace_id", false, &err);
 	if (err)

@@ -248,4 +248,20 @@ printf 'print(1)\n' >"$WORK/mjs_is_node.mjs"
 abb 60 "$WORK/mjs_is_node.mjs"
 is "$(jr .lang)" node ".mjs is Node (by extension)"
 
+# issue 25: code given on the command line or on stdin is Python unless a shebang or --lang
+# says otherwise (as python3 -c)
+abb 60 --code 'import sys; print("CODE-PY", sys.version_info[0])'
+is "$rc/$(jr .lang)/$(outtext)" "0/python/CODE-PY 3" "--code without --lang runs as Python"
+rm -f "$WORK/r.json"
+rc=0
+printf 'print("STDIN-PY")\n' | bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" - \
+    >"$WORK/out" 2>"$WORK/err" || rc=$?
+keep_report "$WORK/r.json"
+is "$rc/$(jr .lang)/$(outtext)" 0/python/STDIN-PY "SCRIPT - without --lang runs as Python"
+abb 60 --code '#!/usr/bin/env node
+console.log("CODE-JS")'
+is "$rc/$(jr .lang)/$(outtext)" 0/node/CODE-JS "--code with a node shebang runs as Node"
+abb 60 --lang node --code 'console.log("CODE-LANG-JS")'
+is "$rc/$(jr .lang)/$(outtext)" 0/node/CODE-LANG-JS "--code with --lang node runs as Node"
+
 done_testing
