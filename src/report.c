@@ -85,6 +85,7 @@ result_done(struct ab_result *r)
 	for (size_t i = 0; i < r->n_prot; i++)
 		free(r->prot[i].detail);
 	strv_done(&r->warnings);
+	strv_done(&r->defaults_not_applied);
 	strv_done(&r->limits_hit);
 	memset(r, 0, sizeof(*r));
 }
@@ -97,6 +98,17 @@ result_warn(struct ab_result *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	strv_vpushf(&r->warnings, fmt, ap);
 	va_end(ap);
+}
+
+void
+result_default_unapplied(struct ab_result *r, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	strv_vpushf(&r->warnings, fmt, ap);
+	va_end(ap);
+	strv_push(&r->defaults_not_applied, name);
 }
 
 void
@@ -463,6 +475,7 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "workspace_mode",
 			    r->workspace_mode ? json_string(r->workspace_mode) : json_null());
 	json_object_set_new(o, "warnings", words_strv_json(r, &r->warnings));
+	json_object_set_new(o, "defaults_not_applied", strv_json(&r->defaults_not_applied));
 	return o;
 }
 

@@ -122,6 +122,9 @@ struct ab_result {
 	json_t *environment; /* prepare: what was copied into the cache (owned), or NULL */
 	bool env_copied;     /* prepare: the environment was copied out */
 	struct strv warnings;
+	/* defaults this host cannot apply as documented ("cpus", "pids", "hostname"): each has
+	 * the warning that begins "default NAME " (result_default_unapplied) */
+	struct strv defaults_not_applied;
 	struct strv limits_hit; /* every limit with evidence it was reached */
 	/* what the walk of the workspace skipped and why (owned) or NULL */
 	json_t *files_summary;
@@ -130,6 +133,11 @@ struct ab_result {
 void result_init(struct ab_result *r, struct ab_run_opts *opts);
 void result_done(struct ab_result *r);
 void result_warn(struct ab_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A default this host cannot apply (issue 25): the warning, which must begin "default NAME ",
+ * and NAME in defaults_not_applied, so that a terminal can get one short line for all of them
+ * (agentbox doctor explains) while the report keeps the whole text. */
+void result_default_unapplied(struct ab_result *r, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 void result_protect(struct ab_result *r, const char *name, bool enforced, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void result_set_message(struct ab_result *r, const char *msg, const char *fix);

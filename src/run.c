@@ -250,12 +250,13 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	 * A container's seccomp profile may refuse sethostname: run without, and say so. */
 	if (!h->hostname_ok) {
 		c->plan.no_hostname = true;
-		result_warn(res,
-			    "the sandbox keeps this %s's hostname: bwrap cannot set one here (%s) "
-			    "(fix: %s)",
-			    h->container[0] ? "container" : "host",
-			    h->hostname_error[0] ? h->hostname_error : "sethostname refused",
-			    host_hostname_fix(h));
+		result_default_unapplied(
+			res, "hostname",
+			"default hostname not applied: the sandbox keeps this %s's "
+			"hostname: bwrap cannot set one here (%s) (fix: %s)",
+			h->container[0] ? "container" : "host",
+			h->hostname_error[0] ? h->hostname_error : "sethostname refused",
+			host_hostname_fix(h));
 	}
 	if (h->landlock_abi <= 0 && !c->o->without[AB_PROT_LANDLOCK]) {
 		ab_err_set(err, -ENOTSUP,

@@ -422,10 +422,19 @@ class StderrFilter {
   }
 }
 
+// What agentbox printed on its stderr for this report after the script's output: each warning,
+// but for the defaults this host cannot apply, which get one short note line.
 function ownLines(report) {
   if (!report) return null;
   if (report.status === 'setup_error' || report.status === 'usage_error') return null;
-  return (report.warnings || []).map((w) => `agentbox: warning: ${w}\n`).join('');
+  const defaults = (report.defaults_not_applied || []).map(String);
+  const ofDefault = (w) => defaults.some((d) => w.startsWith(`default ${d} `));
+  let lines = (report.warnings || []).filter((w) => !ofDefault(String(w)))
+    .map((w) => `agentbox: warning: ${w}\n`).join('');
+  if (defaults.length) {
+    lines += `agentbox: note: defaults this host cannot fully apply: ${defaults.join(', ')} (agentbox doctor explains)\n`;
+  }
+  return lines;
 }
 
 function finish(inv, reportText, stderrText, exitCode) {
@@ -596,4 +605,5 @@ module.exports = {
   FILE_ORIGINS,
   NETWORK_MODES,
   _StderrFilter: StderrFilter, // for the tests
+  _ownLines: ownLines,
 };

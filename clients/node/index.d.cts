@@ -273,6 +273,9 @@ export interface Report {
   sandbox_host_uid: number | null;
   workspace_mode: 'tmpfs' | 'idmapped' | 'bind' | null;
   warnings: string[];
+  /** Defaults this host cannot apply as documented ('cpus', 'pids', 'hostname'), each with the
+   * entry of `warnings` that begins `default NAME `; `agentbox doctor` explains them. */
+  defaults_not_applied: string[];
 }
 
 /** The report of one run, with helpers. */

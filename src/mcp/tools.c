@@ -600,9 +600,33 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				   (long long) json_integer_value(json_object_get(f, "size")));
 		}
 	}
-	if (json_array_size(json_object_get(rep, "warnings")) > 0)
-		strv_pushf(&sum, "\nwarnings: %zu (see structuredContent.warnings)",
-			   json_array_size(json_object_get(rep, "warnings")));
+	/* a default this host cannot apply (defaults_not_applied: cpus without a cgroup...) is
+	 * the same on every run: structuredContent.warnings has it, sandbox_info says it once;
+	 * the text counts the warnings about this run (issue 25) */
+	{
+		json_t *defaults = json_object_get(rep, "defaults_not_applied"), *w, *d;
+		size_t j, n_warn = 0;
+
+		json_array_foreach(json_object_get(rep, "warnings"), i, w)
+		{
+			const char *t = json_string_value(w) ?: "";
+			bool of_default = false;
+
+			json_array_foreach(defaults, j, d)
+			{
+				const char *name = json_string_value(d) ?: "";
+
+				if (strncmp(t, "default ", 8) == 0 &&
+				    strncmp(t + 8, name, strlen(name)) == 0 &&
+				    t[8 + strlen(name)] == ' ')
+					of_default = true;
+			}
+			n_warn += !of_default;
+		}
+		if (n_warn > 0)
+			strv_pushf(&sum, "\nwarnings: %zu (see structuredContent.warnings)",
+				   n_warn);
+	}
 	summary = strv_join(&sum, "");
 	strv_done(&sum);
 	json_array_insert_new(content, 0, text_block(summary));

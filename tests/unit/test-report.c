@@ -163,8 +163,9 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 			result_protect(r, prots[i][0], prots[i][1][0] == '1', NULL);
 	r->sandbox_host_uid = 64000;
 	r->workspace_mode = "tmpfs";
-	result_warn(r, "default pids limit not enforced: no writable pids cgroup (fix: %s)",
-		    "run as root");
+	result_default_unapplied(
+		r, "pids", "default pids limit not enforced: no writable pids cgroup (fix: %s)",
+		"run as root");
 	result_warn(r, "a second warning with \"quotes\" and \\ backslashes");
 	strv_push(&r->limits_hit, "memory");
 	strv_push(&r->limits_hit, "file-size");

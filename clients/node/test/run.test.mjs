@@ -157,7 +157,9 @@ test('long output: elided, and kept with the run directory', async () => {
   assert.ok(r.ok && r.stdout.elided_bytes > 0 && r.stdout.file === null);
   assert.equal(r.stdout.head_bytes + r.stdout.tail_bytes + r.stdout.elided_bytes, want.length);
   assert.ok(r.stdout.text.startsWith('line 0\n') && r.stdout.text.endsWith('line 1999\n'));
-  assert.ok(r.warnings.some((w) => w.includes('inline-output')), r.warnings.join('\n'));
+  // in the spec's words (issue 25): this caller never used a flag
+  assert.ok(r.warnings.some((w) => w.includes('inline_output')), r.warnings.join('\n'));
+  assert.ok(!r.warnings.some((w) => w.includes('--')), r.warnings.join('\n'));
   await assert.rejects(r.readStream('stdout'), { code: 'ENOENT' });
   assert.equal((await r.readStream('stderr')).length, 0);
   assert.equal(await r.readStreamText('stderr'), '');
@@ -219,6 +221,15 @@ test('a setup error rejects with message and fix', async () => {
 test('a usage error rejects', async () => {
   await assert.rejects(run({ code: 'print(1)', limits: { memory: 'lots' } }), (e) => e instanceof UsageError && /memory/.test(e.message));
   await assert.rejects(run({ code: 'print(1)', spec: { no_such_key: true } }), (e) => e instanceof UsageError && /no_such_key/.test(e.message));
+  // issue 25: the caller's words (limits.memory, not --memory), and always a fix
+  for (const limits of [{ memory: '5' }, { memory: 'lots' }, { timeout: 'soon' }]) {
+    await assert.rejects(run({ code: 'print(1)', limits }), (e) => {
+      assert.ok(e instanceof UsageError);
+      assert.ok(e.message.includes(`limits.${Object.keys(limits)[0]}`), e.message);
+      assert.ok(e.fix && !(e.message + e.fix).includes('--'), `${e.message} / ${e.fix}`);
+      return true;
+    });
+  }
 });
 
 test('binary not found; the version found', async () => {
@@ -309,6 +320,11 @@ test("onStderr: agentbox's own lines are left out, the script's kept in order", 
   assert.equal(through(['a\nb', 'c\nagen', 'tbox: warning: w1\n'], 'agentbox: warning: w1\n'), 'a\nbc\n');
   assert.equal(through(['x\nagentbox: mine\ny\n', 'agentbox: warning: w\n'], 'agentbox: warning: w\n'), 'x\nagentbox: mine\ny\n');
   assert.equal(through(['ag', 'ent', 'x\n', 'agentbo'], null), 'agentx\nagentbo');
+  // issue 25: a default this host cannot apply is one note line, which is agentbox's too
+  const { _ownLines: ownLines } = require('../index.cjs');
+  const ours = ownLines({ warnings: ['default cpus limit only approximated: ...', 'other'], defaults_not_applied: ['cpus'] });
+  assert.equal(ours, 'agentbox: warning: other\nagentbox: note: defaults this host cannot fully apply: cpus (agentbox doctor explains)\n');
+  assert.equal(through(['s\n', ours], ours), 's\n');
   let err = '';
   const r = await run({
     code: 'import sys\nprint("agentbox: not really", file=sys.stderr)\nprint("partial", end="", file=sys.stderr)',

@@ -306,6 +306,9 @@ class Result:
     sandbox_host_uid: Optional[int]
     workspace_mode: Optional[str]
     warnings: List[str]
+    #: defaults this host cannot apply as documented ("cpus", "pids", "hostname"), each with
+    #: the entry of `warnings` that begins "default NAME "; `agentbox doctor` explains them
+    defaults_not_applied: List[str]
     files_summary: Optional[WalkSummary] = None
     inputs: Optional[List[InputEntry]] = None
     collected: Optional[Collected] = None

@@ -332,6 +332,22 @@ class _StderrFilter:
             self.emit(rest)
 
 
+def _own_lines(rep: Mapping[str, Any]) -> str:
+    """What agentbox printed on its stderr for this report after the script's output: each
+    warning, but for the defaults this host cannot apply, which get one short note line."""
+    defaults = [str(d) for d in rep.get("defaults_not_applied") or []]
+
+    def of_default(w: str) -> bool:
+        return any(w.startswith("default %s " % d) for d in defaults)
+
+    lines = "".join("agentbox: warning: %s\n" % w for w in rep.get("warnings") or []
+                    if not of_default(str(w)))
+    if defaults:
+        lines += ("agentbox: note: defaults this host cannot fully apply: %s "
+                  "(agentbox doctor explains)\n" % ", ".join(defaults))
+    return lines
+
+
 class _Streams:
     """The live relay, for on_stdout / on_stderr: UTF-8 decoded as it comes."""
 
@@ -361,7 +377,7 @@ class _Streams:
                 rep = None
             ours = None
             if isinstance(rep, dict) and rep.get("status") not in ("setup_error", "usage_error"):
-                ours = "".join("agentbox: warning: %s\n" % w for w in rep.get("warnings") or [])
+                ours = _own_lines(rep)
             self.filter.end(ours)
 
 

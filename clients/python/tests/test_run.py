@@ -103,7 +103,9 @@ def test_long_output_elided_and_kept(agentbox_bin):
     assert r.ok and r.stdout.elided and r.stdout.file is None
     assert r.stdout.head_bytes + r.stdout.tail_bytes + r.stdout.elided_bytes == len(want)
     assert r.stdout.text.startswith("line 0\n") and r.stdout.text.endswith("line 1999\n")
-    assert any("inline-output" in w for w in r.warnings), r.warnings
+    # in the spec's words (issue 25): this caller never used a flag
+    assert any("inline_output" in w for w in r.warnings), r.warnings
+    assert not any("--" in w for w in r.warnings), r.warnings
     with pytest.raises(FileNotFoundError):
         r.stdout.read()
     assert not r.stderr.elided and r.stderr.read() == b"" and r.stderr.read_text() == ""
@@ -205,6 +207,16 @@ def test_usage_error_raises():
     with pytest.raises(agentbox.UsageError) as e:
         agentbox.run("print(1)", limits={"memory": "lots"})
     assert "memory" in e.value.message and e.value.result.status is agentbox.Status.USAGE_ERROR
+    # issue 25: the caller's words (limits.memory, not --memory), and always a fix
+    for lim in ({"memory": "5"}, {"memory": "lots"}, {"timeout": "soon"}):
+        with pytest.raises(agentbox.UsageError) as e:
+            agentbox.run("print(1)", limits=lim)
+        assert "limits.%s" % next(iter(lim)) in e.value.message, e.value.message
+        assert e.value.fix and "--" not in e.value.message + e.value.fix, (e.value.message,
+                                                                            e.value.fix)
+    with pytest.raises(agentbox.UsageError) as e:
+        agentbox.run("print(1)", limits={"memory": "5"})
+    assert "a bare number is bytes" in e.value.fix, e.value.fix
     with pytest.raises(agentbox.UsageError) as e:
         agentbox.run("print(1)", options={"no_such_key": True})
     assert "no_such_key" in e.value.message
@@ -338,6 +350,15 @@ def test_stderr_filter_keeps_the_scripts_lines_in_order():
     assert through(["x\nagentbox: mine\ny\n", "agentbox: warning: w\n"],
                    "agentbox: warning: w\n") == "x\nagentbox: mine\ny\n"
     assert through(["ag", "ent", "x\n", "agentbo"], None) == "agentx\nagentbo"
+    # issue 25: a default this host cannot apply is one note line, which is agentbox's too
+    from agentbox_bwrap._run import _own_lines
+    rep = {"warnings": ["default cpus limit only approximated: ...", "other"],
+           "defaults_not_applied": ["cpus"]}
+    ours = _own_lines(rep)
+    assert ours == ("agentbox: warning: other\n"
+                    "agentbox: note: defaults this host cannot fully apply: cpus "
+                    "(agentbox doctor explains)\n"), ours
+    assert through(["s\n", ours], ours) == "s\n"
     err = []
     r = agentbox.run("import sys\nprint('agentbox: not really', file=sys.stderr)\n"
                      "print('partial', end='', file=sys.stderr)", on_stderr=err.append)
