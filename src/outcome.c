@@ -238,9 +238,25 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 	int ws = oc->script_wstatus;
 
 	res->wall_ms = oc->wall_ms;
+	/* CPU from what saw it (issue 25): the run's cgroup counts every process of the run;
+	 * else the wait statuses of bwrap and what it reaped, which miss the processes of a run
+	 * agentbox killed (reaped by no parent that adds them up): then at least what they had
+	 * used just before the kill. The peak RSS likewise. */
 	res->cpu_ms = (oc->ru.ru_utime.tv_sec + oc->ru.ru_stime.tv_sec) * 1000LL +
 		      (oc->ru.ru_utime.tv_usec + oc->ru.ru_stime.tv_usec) / 1000;
 	res->max_rss_kib = oc->ru.ru_maxrss;
+	if (oc->reading) {
+		if (oc->reading_cpu_ms > res->cpu_ms)
+			res->cpu_ms = oc->reading_cpu_ms;
+		if (oc->reading_maxrss_kib > res->max_rss_kib)
+			res->max_rss_kib = oc->reading_maxrss_kib;
+	}
+	/* the cgroup counted CPU (0: no cpuacct hierarchy; a run always uses some, bwrap and
+	 * agentbox-init start in it) */
+	if (u && u->valid && u->cpu_usec > 0) {
+		res->cpu_ms = (int64_t) (u->cpu_usec / 1000);
+		res->cpu_from_cgroup = true;
+	}
 	if (oc->script_done) {
 		if (WIFEXITED(ws))
 			res->exit_code = WEXITSTATUS(ws);
@@ -251,15 +267,15 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		res->signal = SIGKILL;
 	}
 	if (u && u->valid) {
-		res->usage.memory_peak_bytes = (int64_t) u->memory_peak_bytes;
+		/* 0: not counted here (no memory hierarchy): unknown, never 0 bytes */
+		res->usage.memory_peak_bytes =
+			u->memory_peak_bytes ? (int64_t) u->memory_peak_bytes : -1;
 		res->usage.oom_kills = (int64_t) u->oom_kills;
 		res->usage.pids_refused = (int64_t) u->pids_max_events;
-		res->usage.cpu_ms = (int64_t) (u->cpu_usec / 1000);
 		if (u->pids_peak) /* minus bwrap's monitor, which is outside the sandbox */
 			res->usage.tasks_peak = (int64_t) u->pids_peak - 1;
-	} else {
-		res->usage.cpu_ms = res->cpu_ms;
 	}
+	res->usage.cpu_ms = res->cpu_ms; /* the same figure (issue 25: they disagreed) */
 
 	if (oc->interrupted_by) {
 		res->status = AB_STATUS_INTERRUPTED;

@@ -88,6 +88,7 @@ struct ab_result {
 	int agentbox_exit;
 	int64_t wall_ms;
 	int64_t cpu_ms;
+	bool cpu_from_cgroup; /* cpu_ms is the run cgroup's count (not the wait statuses') */
 	int64_t max_rss_kib;
 	int64_t started_unix_ms;
 	int64_t kill_to_reaped_ms; /* when agentbox killed the run: until all was reaped; -1 */

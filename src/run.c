@@ -756,7 +756,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (o->slot)
 		slot_settle_cpu(&c);
 	if (c.lp.memwatch && mw.attached) {
-		res->usage.memory_peak_bytes = (int64_t) mw.peak;
+		/* a watchdog that never saw the script measured agentbox-init alone: null, not
+		 * that figure (issue 25) */
+		res->usage.memory_peak_bytes = mw.saw_script ? (int64_t) mw.peak : -1;
 		if (!c.cg_made)
 			res->usage.tasks_peak = (int64_t) mw.tasks_peak;
 	}

@@ -32,6 +32,7 @@
 #include "util/fdclose.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/proc.h"
 #include "util/xalloc.h"
 #include "warm.h"
 
@@ -366,14 +367,60 @@ relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_
 	}
 }
 
+#define READING_TREE_MAX 4096 /* processes of a run looked at in our own /proc */
+
+static size_t tree_pids(pid_t pid, pid_t *out, size_t max);
+
+/* Before agentbox kills the run (issue 25): what its processes used until now. Killed, they
+ * are reaped by no parent that would add them up (the wait statuses of a run killed after 1 s
+ * of CPU carried 5 ms), so their CPU (their own and their reaped children's) and their peak
+ * resident sets are read first: from the sandbox's own /proc when the watchdog has it, else
+ * from bwrap's process tree in ours. Once; a reading that fails leaves the wait statuses'. */
+static void
+reading_before_kill(pid_t bwrap, const struct ab_spawn *sp, struct ab_outcome *oc)
+{
+	uint64_t ticks = 0, hwm = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (oc->reading || hz <= 0)
+		return;
+	if (sp->memwatch && sp->memwatch->attached) {
+		if (memwatch_reading(sp->memwatch, &ticks, &hwm) < 0)
+			return;
+	} else {
+		cleanup_free pid_t *pids = xmalloc(READING_TREE_MAX * sizeof(*pids));
+		size_t n = tree_pids(bwrap, pids, READING_TREE_MAX);
+
+		for (size_t i = 0; i < n; i++) {
+			char path[64], text[4096];
+			uint64_t t;
+			int64_t h;
+
+			snprintf(path, sizeof(path), "/proc/%d/stat", (int) pids[i]);
+			if (read_small_file_at(AT_FDCWD, path, text, sizeof(text)) > 0 &&
+			    proc_parse_cpu_ticks(text, &t) == 0)
+				ticks += t;
+			snprintf(path, sizeof(path), "/proc/%d/status", (int) pids[i]);
+			if (read_small_file_at(AT_FDCWD, path, text, sizeof(text)) > 0 &&
+			    (h = proc_parse_hwm_kib(text)) > 0 && (uint64_t) h > hwm)
+				hwm = (uint64_t) h;
+		}
+	}
+	oc->reading = true;
+	oc->reading_cpu_ms = (int64_t) (ticks * 1000 / (uint64_t) hz);
+	oc->reading_maxrss_kib = (int64_t) hwm;
+}
+
 /* Ends the run, whatever the reason (timeout, CPU time, output cap, interrupt): SIGKILL to
  * bwrap and everything in the run's cgroup (bwrap's --die-with-parent and the PID namespace
  * take the rest, see supervise.h). Once; *kill_at is when, for kill_to_reaped_ms. */
 static void
-kill_run(pid_t pid, const struct ab_spawn *sp, bool *killed, int64_t *kill_at)
+kill_run(pid_t pid, const struct ab_spawn *sp, struct ab_outcome *oc, bool *killed,
+	 int64_t *kill_at)
 {
 	if (*killed)
 		return;
+	reading_before_kill(pid, sp, oc);
 	*kill_at = now_ms();
 	(void) kill(pid, SIGKILL);
 	if (sp->cg)
@@ -426,7 +473,7 @@ over_cap(struct stream_state *st, struct ab_outcome *oc, pid_t pid, const struct
 	if (*killed)
 		return;
 	oc->output_limited = true;
-	kill_run(pid, sp, killed, kill_at);
+	kill_run(pid, sp, oc, killed, kill_at);
 }
 
 static void
@@ -1038,7 +1085,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	int64_t t0, deadline, kill_at = -1, next_tick;
 	struct ab_progress prog = { .fd = -1 };
 	pid_t pid, self = getpid();
-	bool killed = false, children = true, in_cgroup = false;
+	bool killed = false, children = true, in_cgroup = false, end_polled = false;
 	int r = 0, warm_r = 0;
 
 	memset(oc, 0, sizeof(*oc));
@@ -1190,7 +1237,8 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	if (sp->warm && oc->started) {
 		warm_r = warm_wait(sp, pid, sfd, &so, &se, &st_p[0], &mw_p[0], oc, err);
 		if (warm_r != 0)
-			kill_run(pid, sp, &killed, &kill_at); /* then reaped below, as any run */
+			kill_run(pid, sp, oc, &killed,
+				 &kill_at); /* then reaped below, as any run */
 		res->out.inline_max = res->err.inline_max = sp->inline_bytes;
 		if (sp->memwatch) {
 			sp->memwatch->peak = sp->memwatch->tasks_peak = 0;
@@ -1264,6 +1312,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 					oc->mem_over_bytes = sp->memwatch->over_bytes;
 					why = "memory";
 					/* PID 1 first: the kernel ends the namespace at once */
+					reading_before_kill(pid, sp, oc);
 					(void) memwatch_kill(sp->memwatch);
 				} else if (k < 0) {
 					snprintf(oc->memwatch_error, sizeof(oc->memwatch_error),
@@ -1273,7 +1322,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 				}
 			}
 			if (why)
-				kill_run(pid, sp, &killed, &kill_at);
+				kill_run(pid, sp, oc, &killed, &kill_at);
 		}
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
@@ -1336,9 +1385,17 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		if (mw_p[0] >= 0 && (pfd[mw_at].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    memwatch_receive(&mw_p[0], sp->memwatch, oc->memwatch_error,
 				     sizeof(oc->memwatch_error)) < 0)
-			kill_run(pid, sp, &killed, &kill_at);
+			kill_run(pid, sp, oc, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
 			read_status(&st_p[0], oc);
+			/* the interpreter ended: the watchdog measures once more, while the
+			 * sandbox's tmpfs and any process left still hold what they hold (issue
+			 * 25: a figure measured at the start and at the end) */
+			if (oc->script_done && !end_polled && !killed && sp->memwatch &&
+			    sp->memwatch->attached) {
+				end_polled = true;
+				(void) memwatch_poll(sp->memwatch, now_ms());
+			}
 			if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
 			    !oc->memwatch_error[0]) {
 				if (mw_p[0] < 0 ||
@@ -1349,7 +1406,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 							 sizeof(oc->memwatch_error),
 							 "agentbox-init started without handing "
 							 "over the sandbox's /proc");
-					kill_run(pid, sp, &killed, &kill_at);
+					kill_run(pid, sp, oc, &killed, &kill_at);
 				}
 			}
 		}
@@ -1359,11 +1416,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		if (pfd[watch_at].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* the library's caller went away (nothing is ever written there) */
 			oc->interrupted_by = SIGHUP;
-			(void) kill(pid, SIGKILL);
-			if (sp->cg)
-				(void) cg_kill(sp->cg);
-			killed = true;
-			kill_at = now_ms();
+			kill_run(pid, sp, oc, &killed, &kill_at);
 		}
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
@@ -1373,7 +1426,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 					continue;
 				/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
 				oc->interrupted_by = (int) si.ssi_signo;
-				kill_run(pid, sp, &killed, &kill_at);
+				kill_run(pid, sp, oc, &killed, &kill_at);
 			}
 		}
 		if (!killed)

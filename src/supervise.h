@@ -116,7 +116,12 @@ struct ab_outcome {
 	int interrupted_by;       /* signal that interrupted agentbox, 0 none */
 	int64_t wall_ms;
 	int64_t kill_to_reaped_ms; /* when we killed: time until every process was reaped */
-	int exec_errno;            /* the child could not exec bwrap */
+	/* when we killed: the run's processes read just before (their CPU, their own and their
+	 * reaped children's; their largest peak RSS), which no wait status carries then */
+	bool reading;
+	int64_t reading_cpu_ms;
+	int64_t reading_maxrss_kib;
+	int exec_errno; /* the child could not exec bwrap */
 	char exec_what[64];
 };
 

@@ -431,7 +431,7 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 	json_t *f;
 	cleanup_fd int ws = mcp_run_workspace(m, job_id);
 	cleanup_free char *summary = NULL;
-	char peak[32] = "?", line[1024];
+	char peak[32] = "not measured", cpu[32] = "not measured", line[1024];
 	size_t n_files = 0;
 	const char *script = lang && strcmp(lang, "node") == 0 ? "script.js" : "script.py";
 	struct strv sum = { 0 };
@@ -548,11 +548,16 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		snprintf(line, sizeof(line), "run %s: %s", job_id, status);
 	strv_push(&sum, line);
 	if (json_is_integer(json_object_get(rep, "wall_ms")) &&
-	    strcmp(status, "setup_error") != 0 && strcmp(status, "usage_error") != 0)
-		strv_pushf(&sum, " in %.2f s (CPU %.2f s, peak memory %s)",
+	    strcmp(status, "setup_error") != 0 && strcmp(status, "usage_error") != 0) {
+		/* a figure not measured says so (issue 25), never a number */
+		if (json_is_integer(json_object_get(rep, "cpu_ms")))
+			snprintf(cpu, sizeof(cpu), "%.2f s",
+				 (double) json_integer_value(json_object_get(rep, "cpu_ms")) /
+					 1000.0);
+		strv_pushf(&sum, " in %.2f s (CPU %s, peak memory %s)",
 			   (double) json_integer_value(json_object_get(rep, "wall_ms")) / 1000.0,
-			   (double) json_integer_value(json_object_get(rep, "cpu_ms")) / 1000.0,
-			   peak);
+			   cpu, peak);
+	}
 	if (json_string_value(json_object_get(rep, "message")))
 		strv_pushf(&sum, "\n%s", json_string_value(json_object_get(rep, "message")));
 	if (json_string_value(json_object_get(rep, "fix")))

@@ -222,6 +222,42 @@ is "$rc" 1 "an uncaught exception: exit 1"
 check "an uncaught exception: stderr relayed" grep -q boom "$WORK/err"
 is "$(jr .stderr.text)" "boom" "an uncaught exception: stderr captured"
 
+# ---- issue 25: the figures of a killed run, and of a short one --------------------------------
+# A run agentbox kills: its processes die unreaped by their parents, and the wait statuses
+# carried 5 ms of a second of CPU. The script says what it used before it waits to be killed.
+cat >"$WORK/burn.py" <<'EOF'
+import resource, time
+end = time.process_time() + 0.6
+while time.process_time() < end:
+    pass
+x = bytearray(40 << 20)
+for i in range(0, len(x), 4096):
+    x[i] = 1
+print("cpu_ms", int(time.process_time() * 1000), "maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+time.sleep(60)
+EOF
+abb 60 --timeout 8s "$WORK/burn.py"
+own_cpu=$(sed -n 's/^cpu_ms \([0-9]*\) .*/\1/p' "$WORK/out")
+own_rss=$(sed -n 's/.* maxrss \([0-9]*\)$/\1/p' "$WORK/out")
+is "$(jr .status)" timeout "killed run: status timeout"
+if [ -n "$own_cpu" ] && [ -n "$own_rss" ]; then
+    check "killed run: cpu_ms ($(jr .cpu_ms)) counts the script's own $own_cpu ms" \
+        test "$(jr .cpu_ms)" -ge $((own_cpu - 20))
+    is "$(jr .usage.cpu_ms)" "$(jr .cpu_ms)" "killed run: usage.cpu_ms is the same figure"
+    check "killed run: max_rss_kib ($(jr .max_rss_kib)) is at least the script's own ($own_rss KiB)" \
+        test "$(jr .max_rss_kib)" -ge $((own_rss - 1024))
+else
+    not_ok "killed run: the script said what it used" "stdout: $(cat "$WORK/out")"
+fi
+# a short script: its memory is measured (the watchdog's first sample came after it), or null
+printf 'import time\nprint(6 * 7)\ntime.sleep(0.05)\n' >"$WORK/short.py"
+abb 60 "$WORK/short.py"
+check "short run: memory_peak_bytes measured the interpreter ($(jr .usage.memory_peak_bytes) bytes)" \
+    jqe '.usage.memory_peak_bytes > 1048576'
+abb 60 --code 'print(6 * 7)'
+check "print(6*7): memory_peak_bytes is the interpreter's or null, never agentbox-init's ($(jr .usage.memory_peak_bytes))" \
+    jqe '.usage.memory_peak_bytes == null or .usage.memory_peak_bytes > 1048576'
+
 # ---- language detection ---------------------------------------------------------------------
 printf 'import sys\nprint("PY", sys.version_info[0])\n' >"$WORK/noext_py"
 printf 'console.log("JS", typeof process.versions.node);\n' >"$WORK/noext_js"

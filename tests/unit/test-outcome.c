@@ -620,7 +620,52 @@ test_usage(void)
 		       f.res.usage.oom_kills == 0 && f.res.usage.pids_refused == 0,
 	       "cgroup: usage from its counters");
 	TAP_OK(f.res.usage.tasks_peak == 5, "cgroup: tasks_peak leaves out bwrap's monitor");
-	TAP_OK(f.res.cpu_ms == 9000, "cgroup: cpu_ms still from rusage");
+	/* issue 25: what the cgroup counted is the run's CPU; both figures say it */
+	TAP_OK(f.res.cpu_ms == 1234 && f.res.cpu_from_cgroup,
+	       "cgroup: cpu_ms is the cgroup's count, like usage.cpu_ms (%lld)",
+	       (long long) f.res.cpu_ms);
+	fx_done(&f);
+
+	/* a cgroup without cpuacct or memory counters: the wait statuses, nulls, never 0 */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.ru.ru_utime = (struct timeval){ 0, 90000 };
+	f.have_u = true;
+	f.u = (struct ab_cg_usage){ .valid = true, .pids_peak = 3 };
+	fx_run(&f);
+	TAP_OK(f.res.cpu_ms == 90 && f.res.usage.cpu_ms == 90 && !f.res.cpu_from_cgroup,
+	       "cgroup without cpuacct: cpu_ms from the wait statuses");
+	TAP_OK(f.res.usage.memory_peak_bytes == -1,
+	       "cgroup without a memory counter: memory_peak_bytes null, not 0");
+	fx_done(&f);
+
+	/* issue 25: a run agentbox killed: its processes died unreaped by their parents, so the
+	 * wait statuses say 5 ms; the reading taken just before the kill says what they used */
+	fx_init(&f);
+	f.oc.timed_out = true;
+	f.oc.ru.ru_utime = (struct timeval){ 0, 5000 };
+	f.oc.ru.ru_maxrss = 1864;
+	f.oc.reading = true;
+	f.oc.reading_cpu_ms = 980;
+	f.oc.reading_maxrss_kib = 9100;
+	fx_run(&f);
+	TAP_OK(f.res.status == AB_STATUS_TIMEOUT && f.res.cpu_ms == 980 &&
+		       f.res.usage.cpu_ms == 980,
+	       "killed, no cgroup: cpu_ms and usage.cpu_ms from the reading before the kill (%lld)",
+	       (long long) f.res.cpu_ms);
+	TAP_OK(f.res.max_rss_kib == 9100, "killed: max_rss_kib from the reading (%lld)",
+	       (long long) f.res.max_rss_kib);
+	fx_done(&f);
+	fx_init(&f);
+	f.oc.timed_out = true;
+	f.oc.ru.ru_utime = (struct timeval){ 0, 5000 };
+	f.oc.reading = true;
+	f.oc.reading_cpu_ms = 900;
+	f.have_u = true;
+	f.u = (struct ab_cg_usage){ .valid = true, .cpu_usec = 1003000 };
+	fx_run(&f);
+	TAP_OK(f.res.cpu_ms == 1003 && f.res.usage.cpu_ms == 1003,
+	       "killed, with a cgroup: its count wins (%lld)", (long long) f.res.cpu_ms);
 	fx_done(&f);
 
 	fx_init(&f);
