@@ -303,7 +303,10 @@ scan(struct ab_memwatch *mw, bool precise, uint64_t *ret_bytes, uint64_t *ret_th
 		sum += precise ? precise_one(mw, de->d_name, b) : b;
 	}
 	closedir(d);
-	*ret_bytes = sum + tmpfs_used(mw);
+	mw->tmpfs_last = tmpfs_used(mw);
+	if (mw->tmpfs_last > mw->tmpfs_peak)
+		mw->tmpfs_peak = mw->tmpfs_last;
+	*ret_bytes = sum + mw->tmpfs_last;
 	*ret_threads = threads;
 	return 0;
 }

@@ -59,6 +59,7 @@ struct ab_memwatch {
 	 * measured agentbox-init and the tmpfs only, not the script (issue 25: the report then
 	 * says null, never a wrong figure) */
 	bool saw_script;
+	uint64_t tmpfs_last, tmpfs_peak; /* bytes the counted tmpfs mounts held: last poll, most */
 	uint64_t polls, precise_checks;
 	int64_t next_ms;          /* CLOCK_MONOTONIC ms of the next poll */
 	int64_t next_precise_ms;  /* no precise check before this (unless the run grew) */

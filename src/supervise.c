@@ -460,6 +460,30 @@ kill_orphans(pid_t bwrap)
 	}
 }
 
+/* What tmpfs pages the run's memory cgroup holds (memory.stat shmem; v1 total_shmem, its
+ * hierarchy's), bytes, or -1: read when the interpreter has ended and PID 1 still lives, so
+ * /tmp and /dev/shm are still there. dirfd[0] is the memory cgroup in both versions. */
+static int64_t
+cg_shmem_bytes(const struct ab_cg *cg)
+{
+	char buf[8192];
+	const char *p;
+	ssize_t n;
+
+	if (cg->dirfd[0] < 0)
+		return -1;
+	n = read_small_file_at(cg->dirfd[0], "memory.stat", buf, sizeof(buf));
+	if (n <= 0)
+		return -1;
+	p = cg->kind == AB_CG_V1 ? strstr(buf, "\ntotal_shmem ") : NULL;
+	if (!p)
+		p = strncmp(buf, "shmem ", 6) == 0 ? buf : strstr(buf, "\nshmem ");
+	if (!p)
+		return -1;
+	p = strchr(p + 1, ' ');
+	return p ? (int64_t) strtoull(p + 1, NULL, 10) : -1;
+}
+
 /* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
  * of flooding on while the kill lands) and kill the run. */
 static void
@@ -1089,6 +1113,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	int r = 0, warm_r = 0;
 
 	memset(oc, 0, sizeof(*oc));
+	oc->tmpfs_end_bytes = oc->tmpfs_peak_bytes = -1;
 	res->out.inline_max = res->err.inline_max = sp->inline_bytes;
 
 	/* bwrap reads its arguments from a memfd: no ARG_MAX limit, nothing in `ps` (T6). */
@@ -1391,10 +1416,12 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 			/* the interpreter ended: the watchdog measures once more, while the
 			 * sandbox's tmpfs and any process left still hold what they hold (issue
 			 * 25: a figure measured at the start and at the end) */
-			if (oc->script_done && !end_polled && !killed && sp->memwatch &&
-			    sp->memwatch->attached) {
+			if (oc->script_done && !end_polled && !killed) {
 				end_polled = true;
-				(void) memwatch_poll(sp->memwatch, now_ms());
+				if (sp->memwatch && sp->memwatch->attached)
+					(void) memwatch_poll(sp->memwatch, now_ms());
+				if (sp->cg)
+					oc->tmpfs_end_bytes = cg_shmem_bytes(sp->cg);
 			}
 			if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
 			    !oc->memwatch_error[0]) {
@@ -1458,6 +1485,11 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	}
 	if (warm_r < 0)
 		r = warm_r; /* the claimed run could not start: err says why */
+	if (sp->memwatch && sp->memwatch->attached) {
+		if (oc->tmpfs_end_bytes < 0)
+			oc->tmpfs_end_bytes = (int64_t) sp->memwatch->tmpfs_last;
+		oc->tmpfs_peak_bytes = (int64_t) sp->memwatch->tmpfs_peak;
+	}
 	if (st_p[0] >= 0)
 		read_status(&st_p[0], oc);
 	if (!oc->bwrap_reaped)

@@ -121,6 +121,11 @@ struct ab_outcome {
 	bool reading;
 	int64_t reading_cpu_ms;
 	int64_t reading_maxrss_kib;
+	/* what the run's tmpfs held (the workspace, /tmp, /dev/shm), bytes, -1 unmeasured: the
+	 * memory cgroup's shmem when the interpreter ended, the watchdog's last and largest
+	 * counts of the tmpfs mounts (issue 25: the evidence an OOM fix names tmpfs on) */
+	int64_t tmpfs_end_bytes;
+	int64_t tmpfs_peak_bytes;
 	int exec_errno; /* the child could not exec bwrap */
 	char exec_what[64];
 };

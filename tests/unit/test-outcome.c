@@ -60,6 +60,7 @@ fx_init(struct fx *f)
 	f->c.plan.interp = xstrdup("/usr/bin/python3");
 	f->c.work_fd = f->c.ws_dir_fd = f->c.collect_fd = -1;
 	f->c.script_fd = f->c.seccomp_fd = f->c.stdin_fd = -1;
+	f->oc.tmpfs_end_bytes = f->oc.tmpfs_peak_bytes = -1; /* not measured */
 }
 
 static void
@@ -290,10 +291,12 @@ test_limits(void)
 	       "memory limit reached: 1 process(es) OOM-killed", "raise --memory", 137);
 	fx_done(&f);
 
-	/* tmpfs caps over the memory limit (issue 15): the message and the fix say so */
+	/* tmpfs caps over the memory limit (issue 15), and tmpfs measured holding most of it
+	 * when the interpreter ended (the cgroup's shmem): the message and the fix say so */
 	fx_init(&f);
 	f.oc.script_done = true;
 	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.oc.tmpfs_end_bytes = 700 << 20;
 	f.have_u = true;
 	f.u.valid = true;
 	f.u.oom_kills = 1;
@@ -304,13 +307,73 @@ test_limits(void)
 	f.c.lp.tmpfs_bytes = (2ULL << 30) + (256ULL << 20);
 	f.c.lp.tmpfs_over_memory = true;
 	fx_run(&f);
-	expect(&f, "OOM, --disk 2G over --memory 1G", AB_STATUS_OOM, -1, SIGKILL, "memory",
+	expect(&f, "OOM, --disk 2G over --memory 1G, tmpfs held 700M", AB_STATUS_OOM, -1, SIGKILL,
+	       "memory",
 	       "memory limit reached: 1 process(es) OOM-killed; tmpfs pages count against "
 	       "--memory 1G, and the workspace (--disk 2G), /tmp and /dev/shm (--tmp-size 128M "
-	       "each) may hold 2304M",
+	       "each) may hold 2304M; tmpfs held 700M at the end (the workspace 0K)",
 	       "raise --memory above 2304M, or lower --disk or --tmp-size (the workspace, /tmp "
 	       "and /dev/shm are RAM and count against it)",
 	       137);
+	fx_done(&f);
+
+	/* issue 25: the same caps, but tmpfs measured holding next to nothing: the processes
+	 * used the memory, and the fix says nothing of --disk or --tmp-size (a list of 10**9
+	 * ints under --memory 256M was told to lower --disk while its workspace held 4K) */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.oc.tmpfs_end_bytes = 4096;
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 256ULL << 20;
+	f.c.lp.tmpfs_workspace = true;
+	f.c.lp.work_bytes = 512ULL << 20;
+	f.c.lp.tmp_bytes = 128ULL << 20;
+	f.c.lp.tmpfs_bytes = 768ULL << 20;
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "OOM, caps over --memory 256M, tmpfs held 4K", AB_STATUS_OOM, -1, SIGKILL,
+	       "memory",
+	       "memory limit reached: 1 process(es) OOM-killed; tmpfs held only 4K, so the "
+	       "script's processes used the memory",
+	       "raise --memory (now 256M), or have the script hold less in memory", 137);
+	fx_done(&f);
+
+	/* ... and with nothing measured, nothing said of tmpfs either */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 256ULL << 20;
+	f.c.lp.tmpfs_bytes = 768ULL << 20;
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "OOM, caps over --memory, tmpfs not measured", AB_STATUS_OOM, -1, SIGKILL,
+	       "memory", "memory limit reached: 1 process(es) OOM-killed",
+	       "raise --memory (now 256M), or have the script hold less in memory", 137);
+	fx_done(&f);
+
+	/* the watchdog's largest count of the tmpfs mounts is evidence too */
+	fx_init(&f);
+	f.oc.mem_limited = true;
+	f.oc.mem_over_bytes = 300 << 20;
+	f.oc.tmpfs_peak_bytes = 200 << 20;
+	f.c.lp.memwatch = true;
+	f.c.lp.memwatch_bytes = 256ULL << 20;
+	fx_run(&f);
+	TAP_OK(f.res.message && strstr(f.res.message, "tmpfs held 200M at the end") &&
+		       strstr(f.res.message, "tmpfs pages count against --memory 256M"),
+	       "watchdog OOM, tmpfs at 200M of 256M: the message says tmpfs counts (%s)",
+	       f.res.message);
+	TAP_STREQ(
+		f.res.fix,
+		"raise --memory, or keep less in /work, /tmp and /dev/shm (they are RAM and count "
+		"against it)",
+		"watchdog OOM, tmpfs at 200M: the fix names tmpfs");
 	fx_done(&f);
 
 	/* the same caps, without an OOM kill: nothing to say */
@@ -790,7 +853,9 @@ test_disk_tmpfs(void)
 	expect(&f, "tmpfs holding 1/4 of --memory + OOM", AB_STATUS_OOM, -1, SIGKILL, "disk,memory",
 	       "memory limit reached: 1 process(es) OOM-killed; the workspace held 64K at the end, "
 	       "and tmpfs pages count against --memory 256K",
-	       "raise --memory", 137);
+	       "raise --memory, or keep less in /work, /tmp and /dev/shm (they are RAM and count "
+	       "against it)",
+	       137);
 	fx_done(&f);
 	close(wfd);
 	(void) umount2(dir, MNT_DETACH);
