@@ -168,6 +168,9 @@ run_opts_init(struct ab_run_opts *o)
 	o->limits[AB_LIM_NOFILE].value = 1024;
 	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
 	o->inline_output = AB_INLINE_OUTPUT_DEFAULT;
+	/* a chatty script (a training loop, a progress bar) runs on past --output-limit; the
+	 * report keeps its head and tail (issue 25) */
+	o->output_truncate = true;
 	o->env_dst_fd = -1;
 	o->watch_fd = -1;
 }
@@ -241,10 +244,12 @@ cli_run_help(void)
 	       "  --tmp-size SIZE        /tmp and /dev/shm each (default 128M)\n"
 	       "  --file-size SIZE       largest single file (default 256M)\n"
 	       "  --nofile N             open files per process (default 1024)\n"
-	       "  --output-limit SIZE    stdout and stderr each (default 1M)\n"
-	       "  --on-output-limit kill|truncate\n"
-	       "                         past --output-limit: stop the run (kill, the default),\n"
-	       "                         or discard the rest and let it run on (truncate)\n"
+	       "  --output-limit SIZE    what is kept of stdout and stderr each (default 1M)\n"
+	       "  --on-output-limit truncate|kill\n"
+	       "                         past --output-limit: let the run go on and keep the\n"
+	       "                         stream's first bytes and its last ones (truncate, the\n"
+	       "                         default; the middle past the limit is dropped), or stop\n"
+	       "                         the run (kill)\n"
 	       "\n"
 	       "Hardening:\n"
 	       "  --seccomp-policy default|strict\n"
@@ -304,7 +309,8 @@ cli_only_spec(const struct ab_run_opts *o)
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
 	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
 	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet && !o->inline_output_set && !o->output_truncate && !o->net_strict;
+	       !o->quiet && !o->inline_output_set && o->output_truncate == d.output_truncate &&
+	       !o->net_strict;
 	run_opts_done(&d);
 	return same;
 }

@@ -92,7 +92,8 @@ struct ab_run_opts {
 	 * the last half of a longer stream, whose whole is then in RUN_DIR/stdout|stderr */
 	uint64_t inline_output;
 	bool inline_output_set;
-	bool output_truncate; /* --on-output-limit truncate: past the cap, discard, run on */
+	/* --on-output-limit truncate (the default): past the cap, run on, keep the tail */
+	bool output_truncate;
 	/* --net-strict: Landlock denies TCP bind and connect even on the sandbox's own loopback
 	 * (by default the script may use it; the namespace keeps it off the network). */
 	bool net_strict;

@@ -242,10 +242,13 @@ limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct a
 	set_limit(res, AB_LIM_TIMEOUT_MS, lp->timeout_ms, "agentbox monotonic deadline + SIGKILL",
 		  true, NULL);
 	lp->output_bytes = o->limits[AB_LIM_OUTPUT].value;
-	set_limit(res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
-		  o->output_truncate ? "per stream; past it the stream is read and discarded, the "
-				       "run goes on (--on-output-limit truncate)"
-				     : "per stream; the run is stopped when a stream passes it");
+	set_limit(
+		res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
+		o->output_truncate
+			? "per stream; past it the run goes on and the report keeps the "
+			  "stream's last bytes, the middle is dropped (--on-output-limit truncate)"
+			: "per stream; the run is stopped when a stream passes it "
+			  "(--on-output-limit kill)");
 }
 
 char *

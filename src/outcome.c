@@ -58,9 +58,9 @@ file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 	res->fix = xstrdup("raise --file-size");
 }
 
-/* --on-output-limit truncate: a stream passed the cap and the run went on (issue 15). The
- * status stays what the script did; limits_hit gets "output-limit" (other_evidence) and, when
- * nothing else explains the run, the message says what was cut. */
+/* --on-output-limit truncate (the default): a stream passed the cap and the run went on (issue
+ * 15, 25). The status stays what the script did; limits_hit gets "output-limit"
+ * (other_evidence) and, when nothing else explains the run, the message says what was cut. */
 static void
 truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 {
@@ -73,10 +73,11 @@ truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 		return;
 	if (res->message || (res->status != AB_STATUS_EXITED && res->status != AB_STATUS_SIGNALED))
 		return;
-	res->message = xasprintf("%s passed --output-limit (%llu bytes per stream): the rest was "
-				 "read and discarded and the run went on (--on-output-limit "
-				 "truncate)",
-				 which, (unsigned long long) c->lp.output_bytes);
+	res->message =
+		xasprintf("%s passed --output-limit (%llu bytes per stream) and the run went "
+			  "on: the report keeps the first and the last bytes, the middle past "
+			  "the limit was dropped (--on-output-limit truncate)",
+			  which, (unsigned long long) c->lp.output_bytes);
 	free(res->fix);
 	res->fix = xstrdup("raise --output-limit, or write large output to a file in /work");
 }

@@ -185,12 +185,11 @@ sanitize_utf8(const char *buf, size_t len, size_t *ret_len, bool *lossy)
 	return out;
 }
 
-void
-stream_keep(struct ab_stream *s, const char *p, size_t n)
+static void
+keep(struct ab_stream *s, const char *p, size_t n)
 {
 	size_t head = s->inline_max / 2, ring = s->inline_max - head;
 
-	s->captured += n;
 	if (!s->excerpt) {
 		size_t room = s->inline_max - s->len, take = n < room ? n : room;
 
@@ -233,6 +232,20 @@ stream_keep(struct ab_stream *s, const char *p, size_t n)
 	}
 }
 
+void
+stream_keep(struct ab_stream *s, const char *p, size_t n)
+{
+	s->captured += n;
+	keep(s, p, n);
+}
+
+void
+stream_keep_past_cap(struct ab_stream *s, const char *p, size_t n)
+{
+	s->past_cap += n;
+	keep(s, p, n);
+}
+
 /* Where to end p[0, len) so that it does not stop inside a UTF-8 sequence: len, or the start
  * of a sequence its last bytes leave incomplete. Like the relay's sanitiser, which holds such
  * a sequence until the next read decides it, an excerpt never splits a character: the cut
@@ -270,7 +283,7 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 {
 	size_t head = s->len, tail_len = 0, skip = 0, len, raw_len;
 	cleanup_free char *raw = NULL, *path = NULL;
-	uint64_t elided = 0;
+	uint64_t elided = 0, dropped = 0;
 	char *text;
 	bool lossy;
 	json_t *o;
@@ -293,8 +306,19 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 		}
 		skip = utf8_start(raw, ring);
 		tail_len = ring - skip;
-		elided = s->captured - head - tail_len;
-		if (path)
+		/* the ring ends where the stream does, or (past the cap with kill) the capture */
+		elided = s->captured + s->past_cap - head - tail_len;
+		/* past the cap with truncate: what lies between the capture and the tail */
+		dropped =
+			s->bytes - s->captured - (tail_len < s->past_cap ? tail_len : s->past_cap);
+		if (path && dropped > 0)
+			marker = xasprintf("%s[agentbox: %" PRIu64
+					   " bytes of %s elided here: the first %" PRIu64
+					   " bytes are in %s, the %" PRIu64
+					   " after them (past the output limit) were dropped]\n",
+					   head > 0 && s->buf[head - 1] != '\n' ? "\n" : "", elided,
+					   name, s->captured, path, dropped);
+		else if (path)
 			marker = xasprintf("%s[agentbox: %" PRIu64
 					   " bytes of %s elided here; all %" PRIu64
 					   " captured bytes are in %s]\n",
@@ -315,13 +339,16 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 		raw = q;
 		text = sanitize_utf8(raw, raw_len, &len, &lossy);
 	}
-	o = json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o, s:I, s:I, s:I}", "bytes",
+	if (!s->excerpt)
+		dropped = s->bytes - s->captured; /* read past the cap and not kept (kill) */
+	o = json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o, s:I, s:I, s:I, s:I}", "bytes",
 		      (json_int_t) s->bytes, "captured_bytes", (json_int_t) s->captured,
 		      "truncated", s->truncated, "text", text, len, "text_lossy", lossy,
 		      "relay_dropped_bytes",
 		      s->relayed ? json_integer((json_int_t) s->relay_dropped) : json_null(),
 		      "head_bytes", (json_int_t) (s->excerpt ? head : s->captured), "tail_bytes",
-		      (json_int_t) tail_len, "elided_bytes", (json_int_t) elided);
+		      (json_int_t) tail_len, "elided_bytes", (json_int_t) elided, "dropped_bytes",
+		      (json_int_t) dropped);
 	json_object_set_new(o, "file",
 			    path ? json_pack("{s:s, s:I, s:s}", "path", path, "bytes",
 					     (json_int_t) s->captured, "sha256", s->file_sha256)

@@ -36,7 +36,10 @@ const char *result_status_name(enum ab_status s);
  * excerpt: buf then holds the first head = inline_max / 2 bytes and, in [head, inline_max),
  * a ring of the last inline_max - head bytes (ring_pos: the oldest byte and the next write),
  * and every captured byte goes to the stream file RUN_DIR/stdout or RUN_DIR/stderr instead
- * (none with --rm: the middle is then lost, and the report says so). */
+ * (none with --rm: the middle is then lost, and the report says so). With --on-output-limit
+ * truncate (the default, issue 25) the ring goes on past --output-limit (past_cap), so the
+ * excerpt ends with the stream's own last bytes; what lies between the capture and that tail
+ * is kept nowhere (dropped_bytes in the report). */
 struct ab_stream {
 	char *buf;            /* the inline bytes (see above), not NUL-terminated */
 	size_t len;           /* bytes in buf */
@@ -45,6 +48,7 @@ struct ab_stream {
 	bool excerpt;         /* captured > inline_max: buf is head + ring */
 	size_t ring_pos;      /* in the ring: the oldest byte, where the next one goes */
 	uint64_t captured;    /* bytes kept (up to --output-limit): inline, or in the stream file */
+	uint64_t past_cap;    /* bytes past --output-limit that went through the ring (truncate) */
 	uint64_t bytes;       /* everything read from the stream (with --on-output-limit kill,
 			       * reading stops past the cap; with truncate, the rest is discarded) */
 	bool truncated;       /* the stream passed --output-limit */
@@ -56,6 +60,9 @@ struct ab_stream {
 
 /* Keeps n captured bytes in s's inline part (head, then the ring). Pure. */
 void stream_keep(struct ab_stream *s, const char *p, size_t n);
+/* Keeps n bytes read past --output-limit in the ring only (truncate: the report's tail is the
+ * stream's end), not counted as captured. Pure. */
+void stream_keep_past_cap(struct ab_stream *s, const char *p, size_t n);
 
 struct ab_limit_result {
 	bool applies;          /* false: not reported (e.g. cpu-time off) */

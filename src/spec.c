@@ -440,8 +440,8 @@ spec_build(const struct ab_run_opts *o)
 	if (o->inline_output_set)
 		json_object_set_new(j, "inline_output",
 				    json_integer((json_int_t) o->inline_output));
-	if (o->output_truncate)
-		json_object_set_new(j, "on_output_limit", json_string("truncate"));
+	if (!o->output_truncate)
+		json_object_set_new(j, "on_output_limit", json_string("kill"));
 	if (o->rm)
 		json_object_set_new(j, "rm", json_true());
 	if (o->quiet)

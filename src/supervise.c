@@ -146,14 +146,12 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 struct stream_state {
 	int fd;
 	bool capped;            /* kill mode: past --output-limit, no longer read (see over_cap) */
-	bool discarding;        /* truncate mode: past --output-limit, read and thrown away */
 	struct ab_relay_src rs; /* the live copy to our stdout/stderr; rs.dst NULL: none */
 	struct ab_stream *s;
 	const char *name; /* "stdout" or "stderr": the stream file's name in the run dir */
 	int dirfd;        /* the run directory (borrowed), -1: no stream file (--rm) */
 	int file_fd;      /* RUN_DIR/name once the stream passed the inline cap, else -1 */
 	bool file_failed; /* could not be written: removed, and not tried again */
-	int null_fd;      /* /dev/null for discard(); -2: not opened yet, -1: cannot splice */
 	struct sha256_ctx sha;
 	struct ab_result *res; /* for warnings */
 };
@@ -246,38 +244,15 @@ stream_close(struct stream_state *st)
 {
 	if (st->file_fd >= 0)
 		(void) close(st->file_fd);
-	if (st->null_fd >= 0)
-		(void) close(st->null_fd);
-	st->file_fd = st->null_fd = -1;
-}
-
-/* Past the cap with --on-output-limit truncate: what the script writes is thrown away as it
- * comes, without copying it through our memory where splice(2) can (a pipe to /dev/null).
- * Returns the bytes discarded, 0 at EOF, or -errno (-EAGAIN: nothing there now). */
-static ssize_t
-discard(struct stream_state *st, char *buf, size_t size)
-{
-	ssize_t n;
-
-	if (st->null_fd == -2)
-		st->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (st->null_fd >= 0) {
-		n = splice(st->fd, NULL, st->null_fd, NULL, 1 << 20, SPLICE_F_NONBLOCK);
-		if (n >= 0)
-			return n;
-		if (errno != EINVAL)
-			return -errno;
-		(void) close(st->null_fd); /* cannot splice here: read() from now on */
-		st->null_fd = -1;
-	}
-	n = read(st->fd, buf, size);
-	return n < 0 ? -errno : n;
+	st->file_fd = -1;
 }
 
 /* Reads what is there, keeps up to cap bytes for the report (inline and in the stream file)
- * and queues them for the relay. Past the cap: with truncate, the rest is read and discarded
- * (the run goes on); else returns 1 (stop reading: the caller kills the run). Returns 0
- * otherwise; closes and sets fd to -1 on EOF. */
+ * and queues them for the relay. Past the cap: with truncate (the default, issue 25) the run
+ * goes on, the relay too, and the stream's last bytes go through the report's ring, so the
+ * report ends with what the script printed last, and nothing past the cap is kept elsewhere
+ * (agentbox holds no more than the ring); with kill returns 1 (stop reading: the caller kills
+ * the run). Returns 0 otherwise; closes and sets fd to -1 on EOF. */
 static int
 pump(struct stream_state *st, uint64_t cap, bool truncate)
 {
@@ -285,14 +260,9 @@ pump(struct stream_state *st, uint64_t cap, bool truncate)
 	int rounds = 0;
 
 	for (;;) {
-		ssize_t n = st->discarding ? discard(st, buf, sizeof(buf))
-					   : read(st->fd, buf, sizeof(buf));
+		ssize_t n = read(st->fd, buf, sizeof(buf));
 		size_t room, take;
 
-		if (n < 0 && st->discarding) {
-			errno = (int) -n;
-			n = -1;
-		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -307,22 +277,18 @@ pump(struct stream_state *st, uint64_t cap, bool truncate)
 			return 0;
 		}
 		st->s->bytes += (uint64_t) n;
-		if (st->discarding)
-			goto next;
 		room = st->s->captured < cap ? (size_t) (cap - st->s->captured) : 0;
 		take = (size_t) n < room ? (size_t) n : room;
-		if (take > 0) {
+		if (take > 0)
 			capture(st, buf, take);
-			relay_push(&st->rs, buf, take); /* never waits for our reader */
-		}
+		if ((size_t) n > take && truncate)
+			stream_keep_past_cap(st->s, buf + take, (size_t) n - take);
+		relay_push(&st->rs, buf, truncate ? (size_t) n : take); /* never waits */
 		if (st->s->bytes > cap) {
 			st->s->truncated = true;
 			if (!truncate)
 				return 1; /* stop reading: the caller kills the run now */
-			st->discarding = true;
-			relay_src_end(&st->rs); /* the relay stops at the cap too */
 		}
-	next:
 		if (++rounds >= 16)
 			return 0; /* back to poll: a fast writer must not starve the loop */
 	}
@@ -1075,6 +1041,16 @@ warm_wait(struct ab_spawn *sp, pid_t pid, int sfd, struct stream_state *so, stru
 	}
 }
 
+/* Each stream's inline part: --inline-output, and with truncate never more than the
+ * --output-limit that bounds what is kept of a stream, its tail included. */
+static size_t
+inline_cap(const struct ab_spawn *sp)
+{
+	if (sp->output_truncate && sp->lp->output_bytes < sp->inline_bytes)
+		return (size_t) sp->lp->output_bytes;
+	return sp->inline_bytes;
+}
+
 static int
 dup_high(int fd)
 {
@@ -1092,14 +1068,12 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 				   .name = "stdout",
 				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
 				   .file_fd = -1,
-				   .null_fd = -2,
 				   .res = res };
 	struct stream_state se = { .fd = -1,
 				   .s = &res->err,
 				   .name = "stderr",
 				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
 				   .file_fd = -1,
-				   .null_fd = -2,
 				   .res = res };
 	struct ab_relay_dst dout = { .fd = -1 }, derr = { .fd = -1 };
 	struct ab_relay_dst *dst[2];
@@ -1114,7 +1088,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 
 	memset(oc, 0, sizeof(*oc));
 	oc->tmpfs_end_bytes = oc->tmpfs_peak_bytes = -1;
-	res->out.inline_max = res->err.inline_max = sp->inline_bytes;
+	res->out.inline_max = res->err.inline_max = inline_cap(sp);
 
 	/* bwrap reads its arguments from a memfd: no ARG_MAX limit, nothing in `ps` (T6). */
 	args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
@@ -1264,7 +1238,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		if (warm_r != 0)
 			kill_run(pid, sp, oc, &killed,
 				 &kill_at); /* then reaped below, as any run */
-		res->out.inline_max = res->err.inline_max = sp->inline_bytes;
+		res->out.inline_max = res->err.inline_max = inline_cap(sp);
 		if (sp->memwatch) {
 			sp->memwatch->peak = sp->memwatch->tasks_peak = 0;
 			sp->memwatch->next_ms = now_ms();

@@ -69,7 +69,9 @@ export interface StreamFile {
 
 /** The script's stdout or stderr as agentbox captured it. `text` is untrusted: all of it, or
  * (elided_bytes > 0) its first head_bytes, a marker line of agentbox's, its last tail_bytes;
- * then `file` has every byte, when the run directory was kept (result.readStream()). */
+ * then `file` has every captured byte, when the run directory was kept
+ * (result.readStream()). Past the output limit the run goes on by default: `truncated`, the
+ * tail is the stream's own end, and `dropped_bytes` were kept nowhere. */
 export interface Stream {
   bytes: number;
   captured_bytes: number;
@@ -80,6 +82,7 @@ export interface Stream {
   head_bytes: number;
   tail_bytes: number;
   elided_bytes: number;
+  dropped_bytes: number;
   file: StreamFile | null;
 }
 

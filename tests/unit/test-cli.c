@@ -140,8 +140,11 @@ main(void)
 	run_opts_done(&o);
 
 	r = parse(ARGV("s.py"), &o, &err);
-	TAP_OK(r == 0 && o.inline_output == 64 * 1024 && !o.inline_output_set && !o.output_truncate,
-	       "default --inline-output 64K, --on-output-limit kill");
+	/* issue 25: a chatty script runs on by default; kill stays an option */
+	TAP_OK(r == 0 && o.inline_output == 64 * 1024 && !o.inline_output_set && o.output_truncate,
+	       "default --inline-output 64K, --on-output-limit truncate");
+	TAP_OK(strstr(cli_run_help(), "(truncate, the\n") != NULL,
+	       "--help says truncate is the default");
 	run_opts_done(&o);
 	r = parse(ARGV("--inline-output", "1K", "--on-output-limit", "truncate", "s.py"), &o, &err);
 	TAP_OK(r == 0 && o.inline_output == 1024 && o.inline_output_set && o.output_truncate,

@@ -430,6 +430,64 @@ test_stream_keep(void)
 
 /* The report's excerpt: head, a marker naming what was elided and where it is, the tail; cut
  * at character boundaries so that no U+FFFD appears for bytes that are fine. */
+/* issue 25: past --output-limit with truncate, the ring goes on: the report ends with the
+ * stream's own last bytes, says how many were dropped, and holds no more than before */
+static void
+test_past_cap(void)
+{
+	struct ab_run_opts o;
+	struct ab_result r;
+	json_t *j, *s;
+	const char *t;
+	char line[32];
+
+	run_opts_init(&o);
+	result_init(&r, &o);
+	r.run_dir = xstrdup("/var/tmp/agentbox-1/run-aaaaaa");
+	r.out.inline_max = 1000;
+	/* 2000 lines of 11 bytes: the first 5500 bytes (500 lines) captured, the rest past it */
+	for (int i = 0; i < 2000; i++) {
+		snprintf(line, sizeof(line), "line %05d\n", i);
+		r.out.bytes += 11;
+		if (i < 500)
+			stream_keep(&r.out, line, 11);
+		else
+			stream_keep_past_cap(&r.out, line, 11);
+	}
+	r.out.truncated = true;
+	r.out.file_kept = true;
+	memset(r.out.file_sha256, 'b', 64);
+	TAP_OK(r.out.buf_cap <= 1000, "past the cap: no more held than the inline cap (%zu)",
+	       r.out.buf_cap);
+	j = report_build(&r);
+	s = json_object_get(j, "stdout");
+	t = json_string_value(json_object_get(s, "text"));
+	TAP_OK(t && strlen(t) > 500 && strcmp(t + strlen(t) - 11, "line 01999\n") == 0,
+	       "past the cap: the text ends with the stream's last line");
+	TAP_OK(t && strncmp(t, "line 00000\n", 11) == 0, "... and starts with its first");
+	TAP_OK(json_integer_value(json_object_get(s, "captured_bytes")) == 5500 &&
+		       json_integer_value(json_object_get(s, "bytes")) == 22000,
+	       "past the cap: captured_bytes is the capture (5500), bytes the stream (22000)");
+	TAP_OK(json_integer_value(json_object_get(s, "head_bytes")) +
+			       json_integer_value(json_object_get(s, "elided_bytes")) +
+			       json_integer_value(json_object_get(s, "tail_bytes")) ==
+		       22000,
+	       "past the cap: head + elided + tail is the whole stream");
+	TAP_OK(json_integer_value(json_object_get(s, "dropped_bytes")) ==
+		       22000 - 5500 - json_integer_value(json_object_get(s, "tail_bytes")),
+	       "past the cap: dropped_bytes is what lies between the capture and the tail (%lld)",
+	       (long long) json_integer_value(json_object_get(s, "dropped_bytes")));
+	TAP_OK(t && strstr(t, "the first 5500 bytes are in /var/tmp/agentbox-1/run-aaaaaa/stdout, "
+			      "the 16000 after them (past the output limit) were dropped]"),
+	       "past the cap: the marker says what is in the stream file and what was dropped");
+	TAP_OK(json_integer_value(json_object_get(json_object_get(j, "stderr"), "dropped_bytes")) ==
+		       0,
+	       "a stream under its cap: dropped_bytes 0");
+	json_decref(j);
+	result_done(&r);
+	run_opts_done(&o);
+}
+
 static void
 test_excerpt(void)
 {
@@ -581,5 +639,6 @@ main(void)
 	test_words();
 	test_stream_keep();
 	test_excerpt();
+	test_past_cap();
 	return tap_done();
 }

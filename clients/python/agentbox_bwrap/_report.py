@@ -93,6 +93,9 @@ class Stream:
     head_bytes: int
     tail_bytes: int
     elided_bytes: int
+    #: bytes kept nowhere: past the output limit the run goes on by default (`truncated`),
+    #: `text` ends with the stream's own last bytes, and what lay between is dropped
+    dropped_bytes: int
     file: Optional[StreamFile]
 
     def __str__(self) -> str:
