@@ -173,6 +173,7 @@ run_opts_init(struct ab_run_opts *o)
 	o->output_truncate = true;
 	o->env_dst_fd = -1;
 	o->watch_fd = -1;
+	o->stdin_fd = -1;
 }
 
 void
@@ -207,7 +208,9 @@ cli_run_help(void)
 	       "                         (default $AGENTBOX_RUNS_DIR or /var/tmp/agentbox-UID)\n"
 	       "  --collect DIR          copy the regular files the script left into DIR\n"
 	       "  --rm                   remove the run directory after the report\n"
-	       "  --stdin FILE           the script's stdin (default /dev/null)\n"
+	       "  --stdin FILE|-         the script's stdin: a file, or - for agentbox's own,\n"
+	       "                         streamed as it comes (default: agentbox's stdin when\n"
+	       "                         it is a pipe or a file, else /dev/null)\n"
 	       "  --code TEXT            the script itself: Python unless a shebang or --lang\n"
 	       "                         says otherwise (so is SCRIPT '-')\n"
 	       "  --spec FILE|-          the whole run as a JSON spec (docs/spec.md)\n"
@@ -307,10 +310,10 @@ cli_only_spec(const struct ab_run_opts *o)
 	       memcmp(o->limits, d.limits, sizeof(d.limits)) == 0 &&
 	       memcmp(o->without, d.without, sizeof(d.without)) == 0 && o->lang == d.lang &&
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
-	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
-	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet && !o->inline_output_set && o->output_truncate == d.output_truncate &&
-	       !o->net_strict;
+	       o->stdin_fd == d.stdin_fd && !o->python_path && !o->node_path && !o->venv &&
+	       !o->node_modules && !o->env_dir && !o->sandbox_user &&
+	       o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm && !o->quiet &&
+	       !o->inline_output_set && o->output_truncate == d.output_truncate && !o->net_strict;
 	run_opts_done(&d);
 	return same;
 }
@@ -352,10 +355,10 @@ cli_check(const struct ab_run_opts *o, struct ab_err *err)
 		       ab_err_fix(err,
 				  "put the files in the --workspace directory instead, or drop "
 				  "--workspace");
-	if (o->stdin_path && o->stdin_data)
-		return ab_err_usage(err, "stdin and stdin_data cannot be combined"),
-		       ab_err_fix(err, "give the script's stdin once: stdin (a file) or "
-				       "stdin_data (the text)");
+	if ((o->stdin_path != NULL) + (o->stdin_data != NULL) + (o->stdin_fd >= 0) > 1)
+		return ab_err_usage(err, "stdin, stdin_data and stdin_fd cannot be combined"),
+		       ab_err_fix(err, "give the script's stdin once: stdin (a file), stdin_data "
+				       "(the text) or stdin_fd (a stream)");
 	return 0;
 }
 
@@ -616,7 +619,11 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 						"--seccomp-policy strict");
 			break;
 		case OPT_STDIN:
-			o->stdin_path = optarg;
+			/* -: agentbox's own stdin, streamed (issue 25) */
+			if (strcmp(optarg, "-") == 0)
+				o->stdin_fd = 0;
+			else
+				o->stdin_path = optarg;
 			break;
 		case OPT_TIMEOUT:
 			r = cli_set_limit(o, AB_LIM_TIMEOUT_MS, optarg, err);

@@ -59,6 +59,9 @@ struct ab_run_opts {
 	size_t code_len;
 	const char *stdin_data; /* the script's stdin given inline (spec "stdin_data") */
 	size_t stdin_data_len;
+	/* the script's stdin streamed from this open fd of the caller's (spec "stdin_fd",
+	 * `--stdin -`: 0); -1: none. The library hands it to the supervisor as its fd 0. */
+	int stdin_fd;
 	struct strv owned; /* strings this struct owns (a spec parsed from JSON) */
 	char *code_owned, *stdin_data_owned;
 	struct strv script_args;

@@ -661,6 +661,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.seccomp_fd = c.seccomp_fd,
 			.init_path = c.host.init_path,
 			.stdin_fd = c.stdin_fd,
+			.stdin_feed = o->stdin_fd >= 0,
 			.cg = c.cg_made ? &c.cg : NULL,
 			.drop = c.drop,
 			.drop_uid = c.sb_uid,

@@ -267,6 +267,16 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		r = want_string(key, v, &s, err);
 		return r < 0 ? r : cli_set_on_output_limit(o, s, err);
 	}
+	if (strcmp(key, "stdin_fd") == 0) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > 1000000)
+			return ab_err_usage(err, "spec: \"stdin_fd\" must be an open fd number, 0 "
+						 "or more"),
+			       ab_err_fix(err, "give the number of an fd of the process that "
+					       "starts the run, e.g. 0 for its stdin");
+		o->stdin_fd = (int) json_integer_value(v);
+		return 0;
+	}
 	if (strcmp(key, "rm") == 0)
 		return want_bool(key, v, &o->rm, err);
 	if (strcmp(key, "quiet") == 0)
@@ -411,6 +421,8 @@ spec_build(const struct ab_run_opts *o)
 	if (o->stdin_data)
 		json_object_set_new(j, "stdin_data",
 				    json_stringn(o->stdin_data, o->stdin_data_len));
+	if (o->stdin_fd >= 0)
+		json_object_set_new(j, "stdin_fd", json_integer(o->stdin_fd));
 	STRV_FOREACH (kv, &o->env) {
 		const char *eq = strchr(*kv, '=');
 		cleanup_free char *name = xstrndup(*kv, (size_t) (eq - *kv));

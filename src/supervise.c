@@ -26,6 +26,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include "feed.h"
 #include "plan.h"
 #include "progress.h"
 #include "relay.h"
@@ -1082,6 +1083,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
 	struct ab_progress prog = { .fd = -1 };
+	struct ab_feed feed = { .src = -1, .dst = -1 };
 	pid_t pid, self = getpid();
 	bool killed = false, children = true, in_cgroup = false, end_polled = false;
 	int r = 0, warm_r = 0;
@@ -1103,9 +1105,18 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		(void) close(args_fd);
 		args_fd = hi;
 	}
-	if (sp->stdin_fd >= 0)
+	if (sp->stdin_feed) {
+		int end = -1;
+
+		r = feed_open(&feed, STDIN_FILENO, &end);
+		if (r < 0)
+			return ab_err_set(err, r, "stream stdin into the sandbox: %s",
+					  strerror(-r));
+		in_fd = dup_high(end);
+		(void) close(end);
+	} else if (sp->stdin_fd >= 0) {
 		in_fd = dup_high(sp->stdin_fd);
-	else {
+	} else {
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		in_fd = dup_high(nul);
@@ -1201,6 +1212,9 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	(void) close(err_p[1]);
 	(void) close(st_p[1]);
 	(void) close(ep[1]);
+	/* the sandbox's alone now: a script that closes its stdin is seen to (EPIPE) */
+	(void) close(in_fd);
+	in_fd = -1;
 	if (sp->warm && sp->warm->hook_peer >= 0) {
 		(void) close(sp->warm->hook_peer); /* the sandbox's alone now */
 		sp->warm->hook_peer = -1;
@@ -1280,8 +1294,8 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	next_tick = t0 + 50;
 	progress_init(&prog, sp->progress, t0);
 	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[6 + ARRAY_SIZE(dst)];
-		int watch_at, mw_at;
+		struct pollfd pfd[8 + ARRAY_SIZE(dst)];
+		int watch_at, mw_at, feed_at;
 		int nfd = 0, timeout;
 		int64_t now = now_ms();
 
@@ -1351,6 +1365,9 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 					      .events = POLLIN };
 		mw_at = nfd;
 		pfd[nfd++] = (struct pollfd){ .fd = mw_p[0], .events = POLLIN };
+		feed_at = nfd;
+		pfd[nfd++] = (struct pollfd){ .fd = feed_src_fd(&feed), .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = feed_dst_fd(&feed), .events = POLLOUT };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -1414,6 +1431,11 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		for (size_t i = 0; i < ndst; i++)
 			if (pfd[4 + i].revents)
 				relay_write(dst[i]);
+		/* the caller's stdin into the sandbox's: moved as it comes, never waited for */
+		if (pfd[feed_at].revents)
+			feed_read(&feed);
+		if (pfd[feed_at + 1].revents || (pfd[feed_at].revents && feed_dst_fd(&feed) >= 0))
+			feed_write(&feed);
 		if (pfd[watch_at].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* the library's caller went away (nothing is ever written there) */
 			oc->interrupted_by = SIGHUP;
@@ -1480,6 +1502,7 @@ out_mask:
 out_close:
 	progress_done(&prog);
 	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
+	feed_close(&feed);
 	if (sp->warm) {
 		if (sp->warm->hook_fd >= 0)
 			(void) close(sp->warm->hook_fd);

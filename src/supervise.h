@@ -71,8 +71,9 @@ struct ab_spawn {
 	int seccomp_fd;        /* -1: none */
 	const char *init_path; /* agentbox-init on the host, passed as AB_FD_INIT */
 	int stdin_fd;          /* -1: /dev/null */
-	struct ab_cg *cg;      /* NULL: no cgroup */
-	bool drop;             /* root caller: become drop_uid/drop_gid before bwrap */
+	bool stdin_feed;  /* stream our fd 0 (the caller's) into the sandbox's stdin (feed.h) */
+	struct ab_cg *cg; /* NULL: no cgroup */
+	bool drop;        /* root caller: become drop_uid/drop_gid before bwrap */
 	uid_t drop_uid;
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;

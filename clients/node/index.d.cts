@@ -341,8 +341,10 @@ export interface RunOptions {
   /** { name: content } written into the workspace, or host paths copied in. */
   files?: Record<string, string | Uint8Array> | string[];
   args?: string[];
-  /** The script's stdin. */
-  stdin?: string | Uint8Array;
+  /** The script's stdin: a string or bytes, or a stream read as the script reads it (an open
+   * fd, or a Readable such as process.stdin); a script that does not read it is never held
+   * up by it. */
+  stdin?: string | Uint8Array | number | NodeJS.ReadableStream;
   env?: Record<string, string>;
   limits?: RunLimits;
   /** The wall-clock limit in seconds (status 'timeout'; default 60). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 
 #include "../cli.h"
 #include "../lib/api-private.h"
@@ -512,9 +513,29 @@ cmd_run(int argc, char **argv)
 			run_opts_init(&so);
 			r = spec_parse_text(spec_text, (size_t) -1, &so, &err);
 			dry_run = so.dry_run;
+			if (r == 0 && so.stdin_fd == STDIN_FILENO && strcmp(o.spec_path, "-") == 0)
+				r = ab_err_usage(&err, "spec: stdin_fd 0 is the spec itself here "
+						       "(--spec -)"),
+				ab_err_fix(&err, "pass the spec in a file (--spec FILE), or the "
+						 "stream on another fd");
 			run_opts_done(&so);
 		}
 		o.report_path = report;
+	}
+	/* The script's stdin (issue 25): `--stdin -` streams ours, and so does a pipe or a file on
+	 * our stdin by default, as for any Unix filter; a terminal never (it stays ours), nor
+	 * what SCRIPT - reads the code from. */
+	if (r == 0 && !o.spec_path && o.stdin_fd == STDIN_FILENO && !o.code &&
+	    strcmp(o.script, "-") == 0)
+		r = ab_err_usage(&err, "--stdin - and SCRIPT - both read agentbox's stdin"),
+		ab_err_fix(&err, "give the code with --code TEXT or in a file, or the input with "
+				 "--stdin FILE");
+	if (r == 0 && !o.spec_path && !o.stdin_path && o.stdin_fd < 0 &&
+	    !(!o.code && strcmp(o.script, "-") == 0)) {
+		struct stat st;
+
+		if (fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode)))
+			o.stdin_fd = STDIN_FILENO;
 	}
 	/* SCRIPT '-': the code comes from our stdin */
 	if (r == 0 && !o.spec_path && !o.code && strcmp(o.script, "-") == 0) {

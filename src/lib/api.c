@@ -589,12 +589,13 @@ static ab_run_handle *
 start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body, const ab_io *io,
       ab_error **err)
 {
-	return api_start(ctx, mode, body_key, body, NULL, NULL, io, -1, err);
+	return api_start(ctx, mode, body_key, body, NULL, NULL, io, -1, -1, err);
 }
 
 ab_run_handle *
 api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body,
-	  const char *extra_key, const json_t *extra, const ab_io *io, int ctl_fd, ab_error **err)
+	  const char *extra_key, const json_t *extra, const ab_io *io, int ctl_fd, int in_fd,
+	  ab_error **err)
 {
 	cleanup_free char *path = find_supervisor(ctx), *text = NULL;
 	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1, resp = -1;
@@ -619,7 +620,9 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	r->response_fd = memfd_create("agentbox-response", MFD_CLOEXEC);
 	resp = r->response_fd >= 0 ? fcntl(r->response_fd, F_DUPFD_CLOEXEC, 10) : -1;
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-	in = high(nul >= 0 ? fcntl(nul, F_DUPFD_CLOEXEC, 0) : -1);
+	/* a run's stdin_fd, streamed by the supervisor into the sandbox (feed.h) */
+	in = high(in_fd >= 0 ? fcntl(in_fd, F_DUPFD_CLOEXEC, 0)
+			     : (nul >= 0 ? fcntl(nul, F_DUPFD_CLOEXEC, 0) : -1));
 	out = high(io && io->out_fd >= 0 ? fcntl(io->out_fd, F_DUPFD_CLOEXEC, 0)
 					 : fcntl(nul, F_DUPFD_CLOEXEC, 0));
 	errfd = high(io && io->err_fd >= 0 ? fcntl(io->err_fd, F_DUPFD_CLOEXEC, 0)
@@ -813,7 +816,7 @@ ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
 	struct ab_run_opts o;
 	struct ab_err e = { 0 };
 	ab_run_handle *r;
-	int rc;
+	int rc, in_fd;
 
 	if (!s)
 		return fail(err, -EINVAL, 2, "pass a spec (ab_spec_from_json, ab_spec_new)",
@@ -822,16 +825,23 @@ ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
 	/* the whole spec, as the supervisor will read it: refused here, not after a fork */
 	run_opts_init(&o);
 	rc = spec_parse(s->j, &o, &e);
+	in_fd = o.stdin_fd;
 	run_opts_done(&o);
 	if (rc < 0)
 		return api_fail_ab(err, &e), NULL;
+	if (in_fd >= 0 && fcntl(in_fd, F_GETFD) < 0)
+		return fail(err, -EBADF, 2,
+			    "open the stream first, or leave stdin_fd out (the script's stdin is "
+			    "then /dev/null)",
+			    "stdin_fd %d is not an open fd of this process", in_fd),
+		       NULL;
 	if (!ctx)
 		ctx = own = ab_context_new(err);
 	{
 		json_t *words = json_string("flags");
 
 		r = api_start(ctx, "run", "spec", s->j, ctx->flag_words ? "words" : NULL, words, io,
-			      -1, err);
+			      -1, in_fd, err);
 		json_decref(words);
 	}
 	ab_context_free(own);

@@ -249,7 +249,7 @@ slot_start(ab_pool *p, struct pool_class *c, ab_error **err)
 	sl->ctl = sv[0];
 	sl->state = SLOT_STARTING;
 	sl->started_ms = mono_ms();
-	sl->h = api_start(p->ctx, "slot", "spec", c->tmpl, "slot", c->slot, NULL, sv[1], err);
+	sl->h = api_start(p->ctx, "slot", "spec", c->tmpl, "slot", c->slot, NULL, sv[1], -1, err);
 	(void) close(sv[1]);
 	if (!sl->h) {
 		(void) close(sl->ctl);

@@ -280,6 +280,42 @@ main(void)
 	TAP_OK(waitpid(own, &own_status, 0) == own && WIFSIGNALED(own_status),
 	       "our own child is ours to reap");
 
+	/* issue 25: a stream of this process's as the script's stdin (spec stdin_fd) */
+	{
+		int p[2];
+		char json[256];
+		ab_error *e = NULL;
+		ab_result *sr = NULL;
+		ab_spec *ss;
+
+		if (pipe(p) == 0) {
+			(void) !write(p[1], "piped\n", 6);
+			(void) close(p[1]);
+			snprintf(json, sizeof(json),
+				 "{\"code\":\"import sys; print(sys.stdin.read().upper(), "
+				 "end='')\",\"stdin_fd\":%d,\"rm\":true}",
+				 p[0]);
+			ss = spec(json);
+			TAP_OK(ss && ab_run(ctx, ss, &sr, &e) == 0, "stdin_fd: the run ran (%s)",
+			       e ? ab_error_message(e) : "ok");
+			TAP_STREQ(sr ? ab_result_stdout(sr, NULL) : NULL, "PIPED\n",
+				  "stdin_fd: the script read the stream");
+			ab_result_free(sr);
+			ab_error_free(e);
+			e = NULL;
+			(void) close(p[0]);
+			TAP_OK(ss && !ab_run_start(ctx, ss, NULL, &e) && e &&
+				       ab_error_exit_status(e) == 2 && *ab_error_fix(e) &&
+				       strstr(ab_error_message(e), "is not an open fd"),
+			       "stdin_fd of a closed fd: a usage error with a fix (%s)",
+			       e ? ab_error_message(e) : "");
+			ab_error_free(e);
+			ab_spec_free(ss);
+		} else {
+			TAP_OK(0, "pipe() for the stdin_fd test");
+		}
+	}
+
 	for (int i = 0; i < N; i++) {
 		ab_result_free(res[i]);
 		ab_spec_free(specs[i]);

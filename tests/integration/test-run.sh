@@ -258,6 +258,66 @@ abb 60 --code 'print(6 * 7)'
 check "print(6*7): memory_peak_bytes is the interpreter's or null, never agentbox-init's ($(jr .usage.memory_peak_bytes))" \
     jqe '.usage.memory_peak_bytes == null or .usage.memory_peak_bytes > 1048576'
 
+# ---- issue 25: stdin flows, as for any Unix filter ------------------------------------------
+cat >"$WORK/stdin.py" <<'EOF'
+import sys
+data = sys.stdin.buffer.read()
+print("read", len(data), data[:20])
+EOF
+printf 'import time\nprint("no read")\n' >"$WORK/noread.py"
+sin() { # sin CMD...: an agentbox run whose stdin the caller sets up; report, out, err as ab's
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
+}
+echo hi | sin "$WORK/stdin.py"
+is "$rc/$(outtext)" "0/read 3 b'hi\\n'" "a pipe on agentbox's stdin: the script reads it (the default)"
+echo hi | sin --stdin - "$WORK/stdin.py"
+is "$(outtext)" "read 3 b'hi\\n'" "--stdin -: the script reads agentbox's stdin"
+printf 'from a file' >"$WORK/in.txt"
+sin "$WORK/stdin.py" <"$WORK/in.txt"
+is "$(outtext)" "read 11 b'from a file'" "a file on agentbox's stdin: the script reads it (the default)"
+sin "$WORK/stdin.py" </dev/null
+is "$(outtext)" "read 0 b''" "/dev/null on agentbox's stdin: nothing to read"
+head -c 50000000 /dev/zero | sin "$WORK/stdin.py"
+is "$(outtext)" "read 50000000 b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'" \
+    "50 MB streamed through a pipe, every byte"
+lt_kib() { if [ "$1" -lt "$2" ] 2>/dev/null; then ok "$3 ($1 KiB)"; else not_ok "$3" "got '$1', want < $2"; fi; }
+lt_kib "$(jr .agentbox_max_rss_kib)" 32768 "... and agentbox held little of it"
+# a script that does not read: the writer waits (a bounded buffer), the run ends on time
+yes | head -c 100000000 | sin "$WORK/noread.py"
+is "$rc/$(outtext)" "0/no read" "100 MB offered to a script that does not read: it ends as usual"
+lt_kib "$(jr .agentbox_max_rss_kib)" 32768 "... and agentbox buffered little of it"
+# a stdin that never closes never delays a script that does not read it
+mkfifo "$WORK/never"
+sleep 60 >"$WORK/never" &
+holder=$!
+t0=$(date +%s)
+sin "$WORK/noread.py" <"$WORK/never"
+el=$(($(date +%s) - t0))
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+is "$rc/$(outtext)" "0/no read" "a stdin that never closes: the script ran"
+check "... and agentbox did not wait for the stream's end (${el}s)" test "$el" -lt 20
+# a spec names a stream of its caller's by its fd
+printf '{"script": "%s", "runs_dir": "%s", "stdin_fd": 5}' "$WORK/stdin.py" "$RUNS" >"$WORK/spec-fd.json"
+rc=0
+bounded 60 "$AGENTBOX" run --report "$WORK/r.json" --spec "$WORK/spec-fd.json" >"$WORK/out" 2>"$WORK/err" 5<"$WORK/in.txt" || rc=$?
+keep_report "$WORK/r.json"
+is "$rc/$(outtext)" "0/read 11 b'from a file'" "spec stdin_fd 5: the script reads the caller's fd 5"
+rc=0
+printf '{"script": "%s", "stdin_fd": 0}' "$WORK/stdin.py" |
+    bounded 30 "$AGENTBOX" run --spec - >/dev/null 2>"$WORK/err" || rc=$?
+is "$rc" 2 "spec stdin_fd 0 with --spec -: a usage error (that stream is the spec)"
+rc=0
+bounded 30 "$AGENTBOX" run --spec "$WORK/spec-fd.json" >/dev/null 2>"$WORK/err" 5<&- || rc=$?
+is "$rc" 2 "spec stdin_fd of a closed fd: a usage error"
+check "... naming it, with a fix" grep -q 'stdin_fd 5 is not an open fd.*(fix: ' "$WORK/err"
+rc=0
+echo 'print(1)' | bounded 30 "$AGENTBOX" run --stdin - - >/dev/null 2>"$WORK/err" || rc=$?
+is "$rc" 2 "--stdin - with SCRIPT -: a usage error (both read agentbox's stdin)"
+
 # ---- language detection ---------------------------------------------------------------------
 printf 'import sys\nprint("PY", sys.version_info[0])\n' >"$WORK/noext_py"
 printf 'console.log("JS", typeof process.versions.node);\n' >"$WORK/noext_js"

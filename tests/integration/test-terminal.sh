@@ -159,4 +159,14 @@ printf 'print("quick")\n' >"$WORK/quick.py"
 tty "'$AGENTBOX' run --rm --runs-dir '$RUNS' '$WORK/quick.py'"
 refute "a short run never shows a status line" grep -q 'agentbox: running' "$WORK/tty"
 
+# issue 25: a terminal on agentbox's stdin stays agentbox's: by default the script gets
+# /dev/null; with --stdin - what is typed is streamed through a pipe, never the terminal itself
+printf 'import os, stat\nst = os.fstat(0)\nprint("STDIN tty=%%s fifo=%%s chr=%%s" %% (os.isatty(0), stat.S_ISFIFO(st.st_mode), stat.S_ISCHR(st.st_mode)))\n' >"$WORK/isatty.py"
+tty "'$AGENTBOX' run --rm --runs-dir '$RUNS' '$WORK/isatty.py'"
+check "a terminal on stdin: the script's stdin is not it (/dev/null)" \
+    grep -q 'STDIN tty=False fifo=False chr=True' "$WORK/tty"
+tty "'$AGENTBOX' run --rm --stdin - --runs-dir '$RUNS' '$WORK/isatty.py'"
+check "a terminal on stdin, --stdin -: the script reads a pipe, not the terminal" \
+    grep -q 'STDIN tty=False fifo=True chr=False' "$WORK/tty"
+
 done_testing

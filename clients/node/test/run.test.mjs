@@ -355,3 +355,37 @@ test('a callback that throws stops the run and run() rejects with it', async () 
   assert.ok(Date.now() - t < 15000);
   assert.deepEqual(procsWith(token), []);
 });
+
+test('stdin: a stream, read as the script reads it (issue 25)', async () => {
+  const { Readable } = await import('node:stream');
+  const upper = "import sys; print(sys.stdin.read().upper(), end='')";
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-test-'));
+  try {
+    const p = path.join(dir, 'in.txt');
+    fs.writeFileSync(p, 'from a file\n');
+    const fd = fs.openSync(p, 'r');
+    let r;
+    try {
+      r = await run({ code: upper, stdin: fd });
+    } finally {
+      fs.closeSync(fd);
+    }
+    assert.equal(r.stdout.text, 'FROM A FILE\n', JSON.stringify(r.raw).slice(0, 400));
+    r.close();
+    r = await run({ code: upper, stdin: fs.createReadStream(p) });
+    assert.equal(r.stdout.text, 'FROM A FILE\n');
+    r.close();
+    r = await run({ code: upper, stdin: Readable.from(['a readable ', 'in pieces\n']) });
+    assert.equal(r.stdout.text, 'A READABLE IN PIECES\n');
+    r.close();
+    // a stream that never ends does not hold up a script that does not read it
+    const never = new Readable({ read() {} });
+    const t = Date.now();
+    r = await run({ code: "print('no read')", stdin: never });
+    assert.ok(r.ok && r.stdout.text === 'no read\n' && Date.now() - t < 20000);
+    never.destroy();
+    r.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

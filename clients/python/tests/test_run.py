@@ -376,3 +376,46 @@ def test_a_callback_that_raises_stops_the_run():
         agentbox.run("import time\nprint('go', flush=True)\ntime.sleep(60)", args=[token],
                      on_stdout=boom)
     assert time.monotonic() - t < 15 and procs_with(token) == []
+
+
+def test_stdin_streams(tmp_path):
+    """issue 25: a stream as the script's stdin, read as the script reads it."""
+    import io
+
+    upper = "import sys; print(sys.stdin.read().upper(), end='')"
+    p = tmp_path / "in.txt"
+    p.write_bytes(b"from a file\n")
+    with open(p, "rb") as f:
+        r = agentbox.run(upper, stdin=f)
+    assert r.ok and r.stdout.text == "FROM A FILE\n", r.raw
+    rfd, wfd = os.pipe()
+    os.write(wfd, b"piped\n")
+    os.close(wfd)
+    try:
+        r = agentbox.run(upper, stdin=rfd)
+    finally:
+        os.close(rfd)
+    assert r.ok and r.stdout.text == "PIPED\n", r.raw
+    r = agentbox.run(upper, stdin=io.BytesIO(b"no fd\n"))
+    assert r.ok and r.stdout.text == "NO FD\n", r.raw
+    # a stream that never closes does not hold up a script that does not read it
+    rfd, wfd = os.pipe()
+    try:
+        t = time.monotonic()
+        r = agentbox.run("print('no read')", stdin=rfd)
+        assert r.ok and r.stdout.text == "no read\n" and time.monotonic() - t < 20
+    finally:
+        os.close(wfd)
+        os.close(rfd)
+
+    async def two():
+        a, b = os.pipe()
+        os.write(b, b"async\n")
+        os.close(b)
+        try:
+            return await agentbox.run_async(upper, stdin=a)
+        finally:
+            os.close(a)
+
+    r = asyncio.run(two())
+    assert r.ok and r.stdout.text == "ASYNC\n", r.raw
