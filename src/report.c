@@ -68,6 +68,7 @@ result_done(struct ab_result *r)
 	free(r->err.buf);
 	free(r->message);
 	free(r->fix);
+	free(r->hint);
 	free(r->run_dir);
 	if (r->run_dir_fd >= 0)
 		(void) close(r->run_dir_fd);
@@ -237,6 +238,25 @@ stream_keep(struct ab_stream *s, const char *p, size_t n)
 {
 	s->captured += n;
 	keep(s, p, n);
+}
+
+char *
+stream_inline_text(const struct ab_stream *s, size_t *ret_len)
+{
+	size_t h = s->inline_max / 2, ring = s->inline_max - h;
+	char *t = xmalloc(s->len + 1);
+
+	if (!s->excerpt || ring == 0) {
+		memcpy(t, s->buf ? s->buf : "", s->len);
+		*ret_len = s->len;
+	} else {
+		memcpy(t, s->buf, h);
+		memcpy(t + h, s->buf + h + s->ring_pos, ring - s->ring_pos);
+		memcpy(t + h + ring - s->ring_pos, s->buf + h, s->ring_pos);
+		*ret_len = h + ring;
+	}
+	t[*ret_len] = '\0';
+	return t;
 }
 
 void
@@ -447,6 +467,7 @@ report_build(const struct ab_result *r)
 	json_object_set_new(o, "agentbox_exit", json_integer(r->agentbox_exit));
 	json_object_set_new(o, "message", words_json(r, r->message));
 	json_object_set_new(o, "fix", words_json(r, r->fix));
+	json_object_set_new(o, "hint", words_json(r, r->hint));
 	json_object_set_new(o, "limits_hit", strv_json(&r->limits_hit));
 	json_object_set_new(o, "started_unix_ms", int_or_null(r->started_unix_ms));
 	json_object_set_new(o, "wall_ms", int_or_null(r->wall_ms));

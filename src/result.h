@@ -58,6 +58,10 @@ struct ab_stream {
 	uint64_t relay_dropped; /* captured bytes the relay did not pass on (slow reader) */
 };
 
+/* The inline part of s in the stream's order (the head, then the ring from its oldest byte),
+ * malloc'd; *ret_len its length. Pure. */
+char *stream_inline_text(const struct ab_stream *s, size_t *ret_len);
+
 /* Keeps n captured bytes in s's inline part (head, then the ring). Pure. */
 void stream_keep(struct ab_stream *s, const char *p, size_t n);
 /* Keeps n bytes read past --output-limit in the ring only (truncate: the report's tail is the
@@ -105,6 +109,7 @@ struct ab_result {
 	struct ab_stream out, err;
 	char *message; /* human text for setup errors and limit hits */
 	char *fix;
+	char *hint; /* a common mistake the run's failure points at (hint.h), or NULL */
 	char *run_dir;
 	int run_dir_fd; /* O_DIRECTORY fd of a kept run directory (for its report.json), or -1 */
 	char *workspace;

@@ -28,6 +28,7 @@
 #include "cpuclaim.h"
 #include "etcgen.h"
 #include "filter.h"
+#include "hint.h"
 #include "host.h"
 #include "init/netcheck.h"
 #include "interp.h"
@@ -769,6 +770,14 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (oc.init_exec_failed)
 		res->exit_code = oc.init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
 	outcome_record_protections(&c, &oc);
+	/* issue 25: a script that failed on a file or module lying next to it on the host */
+	if (res->status == AB_STATUS_EXITED && res->exit_code > 0 &&
+	    !(o->workspace && c.script_rel)) {
+		size_t n = 0;
+		cleanup_free char *t = stream_inline_text(&res->err, &n);
+
+		res->hint = hint_for_run(o, t, n);
+	}
 
 	timing_mark("interpreted");
 	r = ws_collect(&c, err);

@@ -246,6 +246,9 @@ export interface Report {
   agentbox_exit: number;
   message: string | null;
   fix: string | null;
+  /** A common mistake the failure points at (a file or module next to the script on the host,
+   * which the sandbox does not see) and how to bring it in; null otherwise. */
+  hint: string | null;
   limits_hit: LimitHit[];
   started_unix_ms: number | null;
   wall_ms: number | null;

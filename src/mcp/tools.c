@@ -562,6 +562,8 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		strv_pushf(&sum, "\n%s", json_string_value(json_object_get(rep, "message")));
 	if (json_string_value(json_object_get(rep, "fix")))
 		strv_pushf(&sum, " (fix: %s)", json_string_value(json_object_get(rep, "fix")));
+	if (json_string_value(json_object_get(rep, "hint")))
+		strv_pushf(&sum, "\nhint: %s", json_string_value(json_object_get(rep, "hint")));
 	for (int s = 0; s < 2; s++) {
 		const char *name = s ? "stderr" : "stdout";
 		json_t *st = json_object_get(rep, name);

@@ -318,6 +318,39 @@ rc=0
 echo 'print(1)' | bounded 30 "$AGENTBOX" run --stdin - - >/dev/null 2>"$WORK/err" || rc=$?
 is "$rc" 2 "--stdin - with SCRIPT -: a usage error (both read agentbox's stdin)"
 
+# ---- issue 25: a hint for the common mistakes ----------------------------------------------
+mkdir -p "$WORK/proj/node_modules/leftpad" "$WORK/proj2"
+printf 'print(open("data.txt").read())\n' >"$WORK/proj/reads.py"
+printf 'the data\n' >"$WORK/proj/data.txt"
+printf 'import helpers\n' >"$WORK/proj/imports.py"
+printf 'X = 1\n' >"$WORK/proj/helpers.py"
+printf 'require("leftpad");\n' >"$WORK/proj/app.js"
+printf 'module.exports = 1;\n' >"$WORK/proj/node_modules/leftpad/index.js"
+printf 'print(open("data.txt").read())\n' >"$WORK/proj2/reads.py"
+chmod -R a+rX "$WORK/proj" "$WORK/proj2"
+abb 60 --summary "$WORK/proj/reads.py"
+is "$rc" 1 "a file next to the script: the run fails (only the script is copied)"
+is "$(jr .hint)" "'data.txt' is next to the script on the host, but only the script is copied into the sandbox: add --input $WORK/proj/data.txt (or run in $WORK/proj with --workspace $WORK/proj)" \
+    "... the report's hint names --input and --workspace"
+check "... and so does the summary line" grep -q "; hint: 'data.txt' is next to the script" "$WORK/err"
+abb 60 --input "$WORK/proj/data.txt" "$WORK/proj/reads.py"
+is "$rc/$(jr .hint)" 0/null "... which the hint's --input fixes"
+abb 60 "$WORK/proj2/reads.py"
+is "$rc/$(jr .hint)" 1/null "no such file next to the script: no hint"
+abb 60 "$WORK/proj/imports.py"
+is "$(jq --arg p "$WORK/proj/helpers.py" '.hint | contains("add --input " + $p)' "$WORK/r.json")" true \
+    "a module next to the script: the hint names --input helpers.py"
+abb 60 "$WORK/proj/app.js"
+is "$(jr .hint)" "'leftpad' is in the node_modules next to the script on the host, which the sandbox does not see: add --node-modules $WORK/proj/node_modules" \
+    "require() of a package in node_modules next to the script: the hint names --node-modules"
+abb 60 --node-modules "$WORK/proj/node_modules" "$WORK/proj/app.js"
+is "$rc/$(jr .hint)" 0/null "... which the hint's --node-modules fixes"
+printf '{"script": "%s", "runs_dir": "%s"}' "$WORK/proj/reads.py" "$RUNS" |
+    bounded 60 "$AGENTBOX" run --spec - --report "$WORK/r.json" >/dev/null 2>&1
+keep_report "$WORK/r.json"
+is "$(jq --arg p "$WORK/proj/data.txt" '.hint | contains("add \"" + $p + "\" to inputs") and (test("--") | not)' "$WORK/r.json")" true \
+    "a spec's run: the hint names inputs and workspace, the spec's keys"
+
 # ---- language detection ---------------------------------------------------------------------
 printf 'import sys\nprint("PY", sys.version_info[0])\n' >"$WORK/noext_py"
 printf 'console.log("JS", typeof process.versions.node);\n' >"$WORK/noext_js"

@@ -20,9 +20,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "src/hint.h"
 #include "src/netproxy.h"
 #include "src/run.h"
 #include "src/runctx.h"
+#include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
 
@@ -1168,9 +1170,61 @@ test_protections(void)
 	prot_fx_done(&f);
 }
 
+/* issue 25: the interpreters' own words for a file or module not found, and the name they
+ * name, only when it is a harmless relative name */
+static void
+test_hint_parse(void)
+{
+	static const struct {
+		const char *text;
+		enum ab_hint_kind kind;
+		const char *name;
+	} cases[] = {
+		{ "Traceback (most recent call last):\n  File \"/work/s.py\", line "
+		  "1\nFileNotFoundError: "
+		  "[Errno 2] No such file or directory: 'data.txt'\n",
+		  AB_HINT_FILE, "data.txt" },
+		{ "FileNotFoundError: [Errno 2] No such file or directory: '/work/in/x.csv'\n",
+		  AB_HINT_FILE, "in/x.csv" },
+		{ "FileNotFoundError: [Errno 2] No such file or directory: \"it's.txt\"\n",
+		  AB_HINT_FILE, "it's.txt" },
+		{ "Error: ENOENT: no such file or directory, open 'data.json'\n    at "
+		  "Object.openSync",
+		  AB_HINT_FILE, "data.json" },
+		{ "ModuleNotFoundError: No module named 'helpers'\n", AB_HINT_PY_MODULE,
+		  "helpers" },
+		{ "Error: Cannot find module 'lodash'\nRequire stack:\n- /work/app.js\n",
+		  AB_HINT_JS_MODULE, "lodash" },
+		{ "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'lodash' imported from "
+		  "/work/app.mjs\n",
+		  AB_HINT_JS_MODULE, "lodash" },
+		{ "Error: Cannot find module './util'\n", AB_HINT_JS_RELATIVE, "util" },
+		/* the last one counts: what ended the script */
+		{ "No module named 'a'\nduring handling ... No such file or directory: 'b.txt'\n",
+		  AB_HINT_FILE, "b.txt" },
+		/* never a path outside the workspace, never .., never odd bytes */
+		{ "No such file or directory: '/etc/shadow'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: '../secret'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: 'a/../../b'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: 'a b'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: 'unterminated\n'", AB_HINT_NONE, NULL },
+		{ "Traceback: ZeroDivisionError: division by zero\n", AB_HINT_NONE, NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char name[256] = "";
+		enum ab_hint_kind k =
+			hint_parse(cases[i].text, strlen(cases[i].text), name, sizeof(name));
+
+		TAP_OK(k == cases[i].kind && (!cases[i].name || strcmp(name, cases[i].name) == 0),
+		       "hint_parse %zu: kind %d, name '%s'", i, (int) k, name);
+	}
+}
+
 int
 main(void)
 {
+	test_hint_parse();
 	test_exited();
 	test_signaled();
 	test_timeout();

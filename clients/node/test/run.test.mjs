@@ -389,3 +389,21 @@ test('stdin: a stream, read as the script reads it (issue 25)', async () => {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a hint for a file next to the script (issue 25)', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-test-'));
+  try {
+    fs.chmodSync(dir, 0o755);
+    fs.writeFileSync(path.join(dir, 'data.txt'), 'the data\n');
+    const script = path.join(dir, 'reads.py');
+    fs.writeFileSync(script, "print(open('data.txt').read())\n");
+    let r = await run({ script });
+    assert.ok(!r.ok && r.hint && r.hint.includes('data.txt') && r.hint.includes('to inputs') && !r.hint.includes('--'), r.hint);
+    r.close();
+    r = await run({ script, files: [path.join(dir, 'data.txt')] });
+    assert.ok(r.ok && r.hint === null, JSON.stringify(r.raw).slice(0, 300));
+    r.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -284,6 +284,9 @@ class Result:
     agentbox_exit: int
     message: Optional[str]
     fix: Optional[str]
+    #: a common mistake the failure points at (a file or module next to the script on the
+    #: host, which the sandbox does not see) and how to bring it in; None otherwise
+    hint: Optional[str]
     limits_hit: List[str]
     started_unix_ms: Optional[int]
     wall_ms: Optional[int]

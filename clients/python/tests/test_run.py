@@ -419,3 +419,17 @@ def test_stdin_streams(tmp_path):
 
     r = asyncio.run(two())
     assert r.ok and r.stdout.text == "ASYNC\n", r.raw
+
+
+def test_hint_for_a_file_next_to_the_script(tmp_path):
+    """issue 25: a script that fails on a file lying next to it gets a hint, in the spec's
+    words (this client's caller gives files=, which is the spec's inputs)."""
+    (tmp_path / "data.txt").write_text("the data\n")
+    script = tmp_path / "reads.py"
+    script.write_text("print(open('data.txt').read())\n")
+    os.chmod(tmp_path, 0o755)
+    r = agentbox.run(script=script)
+    assert not r.ok and r.hint and "data.txt" in r.hint, r.raw
+    assert "to inputs" in r.hint and "--" not in r.hint, r.hint
+    r = agentbox.run(script=script, files=[str(tmp_path / "data.txt")])
+    assert r.ok and r.hint is None, r.raw
