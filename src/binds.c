@@ -17,6 +17,21 @@ static const char *const credential_names[] = {
 	".netrc", ".npmrc", ".pypirc", ".git-credentials", ".password-store", NULL,
 };
 
+/* The credential names above that are one file a project commonly holds (npm's and pip's
+ * per-project settings), which a --workspace hides rather than refuses (issue 25). */
+const char *const binds_token_files[] = {
+	".netrc", ".npmrc", ".pypirc", ".git-credentials", NULL,
+};
+
+bool
+binds_is_token_file(const char *name)
+{
+	for (const char *const *t = binds_token_files; *t; t++)
+		if (strcmp(name, *t) == 0)
+			return true;
+	return false;
+}
+
 static const char *const credential_subpaths[] = {
 	".config/gcloud", ".config/gh", ".config/hub", ".local/share/keyrings", NULL,
 };
@@ -40,8 +55,8 @@ has_component(const char *path, const char *name)
 	return false;
 }
 
-const char *
-binds_refusal(const char *real, const char *home)
+static const char *
+refusal(const char *real, const char *home, bool tokens_hidden)
 {
 	static const char *const never[] = { "/proc",    "/sys",  "/dev", "/run",
 					     "/var/run", "/boot", NULL };
@@ -83,13 +98,30 @@ binds_refusal(const char *real, const char *home)
 			for (const char *const *c = credential_names; *c; c++) {
 				cleanup_free char *child = xasprintf("%s/%s", real, *c);
 
-				if (lstat(child, &st) == 0)
-					return "a directory that holds credentials (e.g. .ssh, "
-					       ".aws)";
+				if (lstat(child, &st) != 0)
+					continue;
+				/* a token file of a project (its .npmrc): hidden, not refused;
+				 * a link leads nowhere secret in the sandbox's view */
+				if (tokens_hidden && binds_is_token_file(*c) &&
+				    (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+					continue;
+				return "a directory that holds credentials (e.g. .ssh, .aws)";
 			}
 		}
 	}
 	return NULL;
+}
+
+const char *
+binds_refusal(const char *real, const char *home)
+{
+	return refusal(real, home, false);
+}
+
+const char *
+binds_workspace_refusal(const char *real, const char *home)
+{
+	return refusal(real, home, true);
 }
 
 /* An absolute path with no "//", "." or ".." component and no trailing "/". */

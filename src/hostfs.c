@@ -380,7 +380,8 @@ hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 		return NULL;
 	if (!write && S_ISDIR(st.st_mode) && is_a_home(&st))
 		return "a home directory itself";
-	return binds_refusal(real, cfg()->home);
+	return use == HOSTFS_USE_WORKSPACE ? binds_workspace_refusal(real, cfg()->home)
+					   : binds_refusal(real, cfg()->home);
 }
 
 int

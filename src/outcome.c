@@ -489,8 +489,17 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 		r->net_mode = "loopback";
 	}
 	result_protect(r, "readonly_base", true, "/usr and generated /etc read-only; / read-only");
-	result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
-		       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
+	if (r->hidden_files.n > 0) {
+		cleanup_free char *names = strv_join(&r->hidden_files, ", ");
+
+		result_protect(r, "writable", true,
+			       "only /work (--workspace bind), /tmp and /dev/shm; hidden under an "
+			       "empty read-only file: %s",
+			       names);
+	} else {
+		result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
+			       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
+	}
 	result_protect(r, "new_session", true, "no controlling terminal (TIOCSTI)");
 	result_protect(r, "die_with_parent", true, NULL);
 	result_protect(r, "cap_drop_all", true, NULL);

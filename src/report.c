@@ -87,6 +87,7 @@ result_done(struct ab_result *r)
 		free(r->prot[i].detail);
 	strv_done(&r->warnings);
 	strv_done(&r->defaults_not_applied);
+	strv_done(&r->hidden_files);
 	strv_done(&r->limits_hit);
 	memset(r, 0, sizeof(*r));
 }
@@ -524,6 +525,7 @@ report_build(const struct ab_result *r)
 			    r->workspace_mode ? json_string(r->workspace_mode) : json_null());
 	json_object_set_new(o, "warnings", words_strv_json(r, &r->warnings));
 	json_object_set_new(o, "defaults_not_applied", strv_json(&r->defaults_not_applied));
+	json_object_set_new(o, "hidden_files", strv_json(&r->hidden_files));
 	return o;
 }
 

@@ -138,6 +138,8 @@ struct ab_result {
 	/* defaults this host cannot apply as documented ("cpus", "pids", "hostname"): each has
 	 * the warning that begins "default NAME " (result_default_unapplied) */
 	struct strv defaults_not_applied;
+	/* --workspace DIR's token files covered by an empty read-only file in the sandbox */
+	struct strv hidden_files;
 	struct strv limits_hit; /* every limit with evidence it was reached */
 	/* what the walk of the workspace skipped and why (owned) or NULL */
 	json_t *files_summary;

@@ -529,6 +529,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_mount_dir(&c, err);
 		if (r < 0)
 			goto out;
+		r = ws_hide_token_files(&c, err);
+		if (r < 0)
+			goto out;
 		r = ws_snapshot_workspace(&c, err);
 		if (r < 0)
 			goto out;

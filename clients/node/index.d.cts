@@ -282,6 +282,9 @@ export interface Report {
   /** Defaults this host cannot apply as documented ('cpus', 'pids', 'hostname'), each with the
    * entry of `warnings` that begins `default NAME `; `agentbox doctor` explains them. */
   defaults_not_applied: string[];
+  /** Token files of a `workspace` directory (its .npmrc...) the sandbox saw as an empty
+   * read-only file: the run could neither read nor change them. */
+  hidden_files: string[];
 }
 
 /** The report of one run, with helpers. */

@@ -407,3 +407,18 @@ test('a hint for a file next to the script (issue 25)', async () => {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a workspace with a project's .npmrc runs; the sandbox sees it empty (issue 25)", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-test-'));
+  try {
+    fs.chmodSync(dir, 0o755);
+    fs.writeFileSync(path.join(dir, '.npmrc'), '//registry.npmjs.org/:_authToken=SECRET-25\n');
+    const r = await run({ code: "print(repr(open('.npmrc').read()))", workspace: dir });
+    assert.ok(r.ok && r.stdout.text === "''\n", JSON.stringify(r.raw).slice(0, 400));
+    assert.deepEqual(r.hidden_files, ['.npmrc']);
+    assert.match(fs.readFileSync(path.join(dir, '.npmrc'), 'utf8'), /SECRET-25/);
+    r.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

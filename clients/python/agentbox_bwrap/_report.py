@@ -315,6 +315,9 @@ class Result:
     #: defaults this host cannot apply as documented ("cpus", "pids", "hostname"), each with
     #: the entry of `warnings` that begins "default NAME "; `agentbox doctor` explains them
     defaults_not_applied: List[str]
+    #: token files of a `workspace=` directory (its .npmrc...) the sandbox saw as an empty
+    #: read-only file: the run could neither read nor change them
+    hidden_files: List[str]
     files_summary: Optional[WalkSummary] = None
     inputs: Optional[List[InputEntry]] = None
     collected: Optional[Collected] = None

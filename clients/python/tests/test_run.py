@@ -433,3 +433,15 @@ def test_hint_for_a_file_next_to_the_script(tmp_path):
     assert "to inputs" in r.hint and "--" not in r.hint, r.hint
     r = agentbox.run(script=script, files=[str(tmp_path / "data.txt")])
     assert r.ok and r.hint is None, r.raw
+
+
+def test_workspace_with_a_project_npmrc(tmp_path):
+    """issue 25: a project's .npmrc does not end the run: the sandbox sees it empty."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".npmrc").write_text("//registry.npmjs.org/:_authToken=SECRET-25\n")
+    os.chmod(proj, 0o755)
+    r = agentbox.run("print(repr(open('.npmrc').read()))", workspace=proj)
+    assert r.ok and r.stdout.text == "''\n", r.raw
+    assert r.hidden_files == [".npmrc"], r.raw
+    assert "SECRET-25" in (proj / ".npmrc").read_text()
