@@ -472,8 +472,11 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				json_array_append_new(content, img);
 			}
 			/* dot-directories (caches a library left under HOME=/work) stay in the
-			 * manifest, not in the blocks the model reads */
-			if (n_links < MAX_LINKS && raw[0] != '.' && !strstr(raw, "/.")) {
+			 * manifest, not in the blocks the model reads; so do the caller's own
+			 * files the run did not change (issue 25: an uploaded sales.csv came back
+			 * beside the results) */
+			if (n_links < MAX_LINKS && raw[0] != '.' && !strstr(raw, "/.") &&
+			    (!origin || strcmp(origin, "unchanged") != 0)) {
 				json_t *l =
 					json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link",
 						  "uri", uri, "name", raw, "mimeType", mime);
