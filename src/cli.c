@@ -407,10 +407,10 @@ cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struc
 		bool bare = arg[strspn(arg, "0123456789")] == '\0' && *arg &&
 			    strncmp(expect, "a size", 6) == 0;
 
-		ab_err_usage(err, "invalid --%s '%s': %s", limit_names[id], arg,
-			     r == -ERANGE ? "out of range" : "not understood");
-		return ab_err_fix(err, "give --%s %s%s, %s", limit_names[id], expect,
-				  bare ? " (with a unit: a bare number is bytes)" : "",
+		ab_err_usage(err, "invalid --%s '%s': expected %s, %s", limit_names[id], arg,
+			     expect, limit_range[id].text);
+		return ab_err_fix(err, "give --%s %s%s, %s", limit_names[id],
+				  bare ? "a unit (a bare number is bytes): " : "", expect,
 				  limit_range[id].text);
 	}
 	o->limits[id].value = v;

@@ -78,16 +78,16 @@ hint_parse(const char *text, size_t len, char *name, size_t size)
 		;
 	if (best + n >= text + len || best[n] != quote || n == 0 || n >= size)
 		return AB_HINT_NONE;
-	memcpy(name, best, n);
-	name[n] = '\0';
 	/* the workspace is the script's cwd: /work/x and ./x are x */
-	if (strncmp(name, "/work/", 6) == 0)
-		memmove(name, name + 6, strlen(name + 6) + 1);
-	while (strncmp(name, "./", 2) == 0) {
-		memmove(name, name + 2, strlen(name + 2) + 1);
+	if (n >= 6 && strncmp(best, "/work/", 6) == 0)
+		best += 6, n -= 6;
+	while (n >= 2 && strncmp(best, "./", 2) == 0) {
+		best += 2, n -= 2;
 		if (kind == AB_HINT_JS_MODULE)
 			kind = AB_HINT_JS_RELATIVE;
 	}
+	memcpy(name, best, n);
+	name[n] = '\0';
 	if (!name_ok(name))
 		return AB_HINT_NONE;
 	return kind;
