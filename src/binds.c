@@ -17,6 +17,21 @@ static const char *const credential_names[] = {
 	".netrc", ".npmrc", ".pypirc", ".git-credentials", ".password-store", NULL,
 };
 
+/* The credential names above that are one file a project commonly holds (npm's and pip's
+ * per-project settings), which a --workspace hides rather than refuses (issue 25). */
+const char *const binds_token_files[] = {
+	".netrc", ".npmrc", ".pypirc", ".git-credentials", NULL,
+};
+
+bool
+binds_is_token_file(const char *name)
+{
+	for (const char *const *t = binds_token_files; *t; t++)
+		if (strcmp(name, *t) == 0)
+			return true;
+	return false;
+}
+
 static const char *const credential_subpaths[] = {
 	".config/gcloud", ".config/gh", ".config/hub", ".local/share/keyrings", NULL,
 };
@@ -40,8 +55,8 @@ has_component(const char *path, const char *name)
 	return false;
 }
 
-const char *
-binds_refusal(const char *real, const char *home)
+static const char *
+refusal(const char *real, const char *home, bool tokens_hidden)
 {
 	static const char *const never[] = { "/proc",    "/sys",  "/dev", "/run",
 					     "/var/run", "/boot", NULL };
@@ -83,13 +98,30 @@ binds_refusal(const char *real, const char *home)
 			for (const char *const *c = credential_names; *c; c++) {
 				cleanup_free char *child = xasprintf("%s/%s", real, *c);
 
-				if (lstat(child, &st) == 0)
-					return "a directory that holds credentials (e.g. .ssh, "
-					       ".aws)";
+				if (lstat(child, &st) != 0)
+					continue;
+				/* a token file of a project (its .npmrc): hidden, not refused;
+				 * a link leads nowhere secret in the sandbox's view */
+				if (tokens_hidden && binds_is_token_file(*c) &&
+				    (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+					continue;
+				return "a directory that holds credentials (e.g. .ssh, .aws)";
 			}
 		}
 	}
 	return NULL;
+}
+
+const char *
+binds_refusal(const char *real, const char *home)
+{
+	return refusal(real, home, false);
+}
+
+const char *
+binds_workspace_refusal(const char *real, const char *home)
+{
+	return refusal(real, home, true);
 }
 
 /* An absolute path with no "//", "." or ".." component and no trailing "/". */
@@ -244,13 +276,15 @@ binds_add_etc(struct ab_plan *p, const char *host, const char *dest, const struc
 		return ab_err_usage(err,
 				    "invalid --ro-bind '%s:%s': a file of /etc is bound at its own "
 				    "path only",
-				    host, dest);
+				    host, dest),
+		       ab_err_fix(err, "drop ':%s': --ro-bind %s", dest, host);
 	if (!is_normalized(host))
 		return ab_err_usage(
-			err,
-			"invalid --ro-bind '%s': it must be a normalized path (no //, ., "
-			".., trailing /)",
-			host);
+			       err,
+			       "invalid --ro-bind '%s': it must be a normalized path (no //, ., "
+			       ".., trailing /)",
+			       host),
+		       ab_err_fix(err, "write the path without //, . or .. components");
 	if (etcgen_is_generated(rel)) {
 		ab_err_set(err, -EPERM, "refusing --ro-bind '%s': agentbox generates /etc/%s", host,
 			   rel);
@@ -327,7 +361,9 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, 
 	if (colon)
 		*colon = '\0';
 	if (!host[0])
-		return ab_err_usage(err, "invalid --ro-bind '%s': expected HOST[:SANDBOX]", spec);
+		return ab_err_usage(err, "invalid --ro-bind '%s': expected HOST[:SANDBOX]", spec),
+		       ab_err_fix(err, "name the host path: --ro-bind /opt/data or --ro-bind "
+				       "/opt/data:/data");
 	if (strncmp(host, "/etc/", 5) == 0 && host[5])
 		return binds_add_etc(p, host, colon ? colon + 1 : NULL, allowed, err);
 	r = binds_add_checked(p, host, colon ? colon + 1 : NULL, allowed, "--ro-bind", err);
@@ -336,6 +372,7 @@ binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed, 
 	why = binds_bad_dest(p->ro_binds[p->n_ro_binds - 1].dest);
 	if (why)
 		return ab_err_usage(err, "invalid --ro-bind destination '%s': it %s",
-				    p->ro_binds[p->n_ro_binds - 1].dest, why);
+				    p->ro_binds[p->n_ro_binds - 1].dest, why),
+		       ab_err_fix(err, "mount it somewhere else, e.g. /data or /opt/NAME");
 	return 0;
 }

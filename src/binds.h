@@ -17,6 +17,15 @@
  * for the lstat of real and of its credential children. */
 const char *binds_refusal(const char *real, const char *home);
 
+/* The same for a --workspace DIR (issue 25): a token file DIR holds (binds_token_files: a
+ * project's .npmrc, .pypirc, .netrc, .git-credentials; a regular file or a link) is not a
+ * refusal, the run hides it (ws_hide_token_files); credential directories still are. */
+const char *binds_workspace_refusal(const char *real, const char *home);
+
+/* The token files a workspace may hold, hidden from the sandbox; NULL-terminated. */
+extern const char *const binds_token_files[];
+bool binds_is_token_file(const char *name);
+
 /* Opens HOST once (hostfs_open: only trusted symlinks followed), refuses it when
  * hostfs_refusal() says so (allowed: the --allow-bind paths), and adds a read-only bind of
  * that fd at dest (NULL: the same path) to the plan. what names the option in messages. */

@@ -168,8 +168,12 @@ run_opts_init(struct ab_run_opts *o)
 	o->limits[AB_LIM_NOFILE].value = 1024;
 	o->limits[AB_LIM_OUTPUT].value = 1ULL << 20;
 	o->inline_output = AB_INLINE_OUTPUT_DEFAULT;
+	/* a chatty script (a training loop, a progress bar) runs on past --output-limit; the
+	 * report keeps its head and tail (issue 25) */
+	o->output_truncate = true;
 	o->env_dst_fd = -1;
 	o->watch_fd = -1;
+	o->stdin_fd = -1;
 }
 
 void
@@ -198,14 +202,19 @@ cli_run_help(void)
 	       "\n"
 	       "Files and directories:\n"
 	       "  --workspace DIR        use DIR (yours, not a symlink, not group/other-writable)\n"
-	       "                         as the workspace instead of a fresh run directory\n"
+	       "                         as the workspace instead of a fresh run directory;\n"
+	       "                         its .npmrc, .pypirc, .netrc and .git-credentials\n"
+	       "                         read as empty files inside\n"
 	       "  --input PATH           copy PATH (file or directory) into the workspace\n"
 	       "  --runs-dir DIR         where run directories are created\n"
 	       "                         (default $AGENTBOX_RUNS_DIR or /var/tmp/agentbox-UID)\n"
 	       "  --collect DIR          copy the regular files the script left into DIR\n"
 	       "  --rm                   remove the run directory after the report\n"
-	       "  --stdin FILE           the script's stdin (default /dev/null)\n"
-	       "  --code TEXT            the script itself (needs --lang or a shebang)\n"
+	       "  --stdin FILE|-         the script's stdin: a file, or - for agentbox's own,\n"
+	       "                         streamed as it comes (default: agentbox's stdin when\n"
+	       "                         it is a pipe or a file, else /dev/null)\n"
+	       "  --code TEXT            the script itself: Python unless a shebang or --lang\n"
+	       "                         says otherwise (so is SCRIPT '-')\n"
 	       "  --spec FILE|-          the whole run as a JSON spec (docs/spec.md)\n"
 	       "  --report FILE          write the JSON report to FILE ('-': stdout, which then\n"
 	       "                         carries the report alone: the script's stdout is not\n"
@@ -240,10 +249,12 @@ cli_run_help(void)
 	       "  --tmp-size SIZE        /tmp and /dev/shm each (default 128M)\n"
 	       "  --file-size SIZE       largest single file (default 256M)\n"
 	       "  --nofile N             open files per process (default 1024)\n"
-	       "  --output-limit SIZE    stdout and stderr each (default 1M)\n"
-	       "  --on-output-limit kill|truncate\n"
-	       "                         past --output-limit: stop the run (kill, the default),\n"
-	       "                         or discard the rest and let it run on (truncate)\n"
+	       "  --output-limit SIZE    what is kept of stdout and stderr each (default 1M)\n"
+	       "  --on-output-limit truncate|kill\n"
+	       "                         past --output-limit: let the run go on and keep the\n"
+	       "                         stream's first bytes and its last ones (truncate, the\n"
+	       "                         default; the middle past the limit is dropped), or stop\n"
+	       "                         the run (kill)\n"
 	       "\n"
 	       "Hardening:\n"
 	       "  --seccomp-policy default|strict\n"
@@ -301,9 +312,10 @@ cli_only_spec(const struct ab_run_opts *o)
 	       memcmp(o->limits, d.limits, sizeof(d.limits)) == 0 &&
 	       memcmp(o->without, d.without, sizeof(d.without)) == 0 && o->lang == d.lang &&
 	       !o->workspace && !o->collect_dir && !o->runs_dir && !o->stdin_path &&
-	       !o->python_path && !o->node_path && !o->venv && !o->node_modules && !o->env_dir &&
-	       !o->sandbox_user && o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm &&
-	       !o->quiet && !o->inline_output_set && !o->output_truncate && !o->net_strict;
+	       o->stdin_fd == d.stdin_fd && !o->python_path && !o->node_path && !o->venv &&
+	       !o->node_modules && !o->env_dir && !o->sandbox_user &&
+	       o->seccomp_policy == d.seccomp_policy && !o->dry_run && !o->rm && !o->quiet &&
+	       !o->inline_output_set && o->output_truncate == d.output_truncate && !o->net_strict;
 	run_opts_done(&d);
 	return same;
 }
@@ -316,7 +328,8 @@ cli_set_lang(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 	else if (strcmp(arg, "node") == 0)
 		o->lang = AB_LANG_NODE;
 	else
-		return ab_err_usage(err, "invalid --lang '%s': expected python or node", arg);
+		return ab_err_usage(err, "invalid --lang '%s': expected python or node", arg),
+		       ab_err_fix(err, "pass --lang python or --lang node");
 	return 0;
 }
 
@@ -340,11 +353,14 @@ int
 cli_check(const struct ab_run_opts *o, struct ab_err *err)
 {
 	if (o->workspace && o->inputs.n > 0)
-		return ab_err_usage(err,
-				    "--input cannot be combined with --workspace: put the files "
-				    "in the workspace directory instead");
-	if (o->stdin_path && o->stdin_data)
-		return ab_err_usage(err, "stdin and stdin_data cannot be combined");
+		return ab_err_usage(err, "--input cannot be combined with --workspace"),
+		       ab_err_fix(err,
+				  "put the files in the --workspace directory instead, or drop "
+				  "--workspace");
+	if ((o->stdin_path != NULL) + (o->stdin_data != NULL) + (o->stdin_fd >= 0) > 1)
+		return ab_err_usage(err, "stdin, stdin_data and stdin_fd cannot be combined"),
+		       ab_err_fix(err, "give the script's stdin once: stdin (a file), stdin_data "
+				       "(the text) or stdin_fd (a stream)");
 	return 0;
 }
 
@@ -381,13 +397,22 @@ cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, struc
 		break;
 	case AB_LIM_COUNT:
 	default:
-		return ab_err_usage(err, "internal: unknown limit");
+		return ab_err_usage(err, "internal: unknown limit"),
+		       ab_err_fix(err, "report a bug");
 	}
 	if (r == 0 && (v < limit_range[id].min || v > limit_range[id].max))
 		r = -ERANGE;
-	if (r < 0)
-		return ab_err_usage(err, "invalid --%s '%s': expected %s, %s", limit_names[id], arg,
-				    expect, limit_range[id].text);
+	if (r < 0) {
+		/* a bare number for a size is bytes: "5" is 5 bytes, not 5 megabytes */
+		bool bare = arg[strspn(arg, "0123456789")] == '\0' && *arg &&
+			    strncmp(expect, "a size", 6) == 0;
+
+		ab_err_usage(err, "invalid --%s '%s': expected %s, %s", limit_names[id], arg,
+			     expect, limit_range[id].text);
+		return ab_err_fix(err, "give --%s %s%s, %s", limit_names[id],
+				  bare ? "a unit (a bare number is bytes): " : "", expect,
+				  limit_range[id].text);
+	}
 	o->limits[id].value = v;
 	o->limits[id].set = true;
 	return 0;
@@ -399,12 +424,14 @@ cli_set_env(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 	const char *eq = strchr(arg, '=');
 
 	if (!eq || eq == arg)
-		return ab_err_usage(err, "invalid --env '%s': expected NAME=VALUE", arg);
+		return ab_err_usage(err, "invalid --env '%s': expected NAME=VALUE", arg),
+		       ab_err_fix(err, "write it as NAME=VALUE, e.g. --env DEBUG=1");
 	for (const char *p = arg; p < eq; p++)
 		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
 		      (p > arg && *p >= '0' && *p <= '9')))
-			return ab_err_usage(
-				err, "invalid --env name in '%s': use letters, digits, _", arg);
+			return ab_err_usage(err, "invalid --env name in '%s'", arg),
+			       ab_err_fix(err, "use a name of letters, digits and _ that does not "
+					       "start with a digit");
 	strv_push(&o->env, arg);
 	return 0;
 }
@@ -421,7 +448,9 @@ cli_set_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 	return ab_err_usage(err,
 			    "invalid --without '%s': expected seccomp, landlock, disable-userns or "
 			    "cgroup",
-			    arg);
+			    arg),
+	       ab_err_fix(err, "name one of seccomp, landlock, disable-userns, cgroup (agentbox "
+			       "doctor says which this host needs)");
 }
 
 int
@@ -430,10 +459,8 @@ cli_set_inline_output(struct ab_run_opts *o, const char *arg, struct ab_err *err
 	uint64_t v = 0;
 
 	if (units_parse_size(arg, &v) < 0 || v > AB_INLINE_OUTPUT_MAX)
-		return ab_err_usage(err,
-				    "invalid --inline-output '%s': expected a size from 0 to 64M, "
-				    "like 64K",
-				    arg);
+		return ab_err_usage(err, "invalid --inline-output '%s'", arg),
+		       ab_err_fix(err, "give --inline-output a size from 0 to 64M, like 64K");
 	o->inline_output = v;
 	o->inline_output_set = true;
 	return 0;
@@ -447,8 +474,10 @@ cli_set_on_output_limit(struct ab_run_opts *o, const char *arg, struct ab_err *e
 	else if (strcmp(arg, "truncate") == 0)
 		o->output_truncate = true;
 	else
-		return ab_err_usage(
-			err, "invalid --on-output-limit '%s': expected kill or truncate", arg);
+		return ab_err_usage(err,
+				    "invalid --on-output-limit '%s': expected kill or truncate",
+				    arg),
+		       ab_err_fix(err, "pass --on-output-limit truncate or --on-output-limit kill");
 	return 0;
 }
 
@@ -459,6 +488,7 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 
 	optind = 0; /* full reset: tests call this repeatedly */
 	opterr = 0;
+	o->flag_words = true;
 	/* '+': stop at the first non-option, which is SCRIPT; its arguments follow. */
 	while ((c = getopt_long(argc, argv, "+:", run_options, NULL)) != -1) {
 		switch (c) {
@@ -548,11 +578,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			else if (strcmp(optarg, "never") == 0)
 				o->summary = -1;
 			else
-				return ab_err_usage(
-					err,
-					"invalid --summary '%s': expected always, auto or "
-					"never",
-					optarg);
+				return ab_err_usage(err, "invalid --summary '%s'", optarg),
+				       ab_err_fix(err, "pass --summary=always, --summary=auto or "
+						       "--summary=never");
 			break;
 		case OPT_NO_SUMMARY:
 			o->summary = -1;
@@ -561,10 +589,10 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			uint64_t fd = 0;
 
 			if (units_parse_count(optarg, &fd) < 0 || fd < 3 || fd > 1000000)
-				return ab_err_usage(err,
-						    "invalid --report-fd '%s': expected an open fd "
-						    "number >= 3",
-						    optarg);
+				return ab_err_usage(err, "invalid --report-fd '%s'", optarg),
+				       ab_err_fix(err,
+						  "open a file or pipe on fd 3 or above and "
+						  "name it (e.g. --report-fd 3 3>report.json)");
 			o->report_fd = (int) fd;
 			break;
 		}
@@ -585,14 +613,19 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_SECCOMP_POLICY:
 			if (filter_policy_parse(optarg, &o->seccomp_policy) < 0)
-				r = ab_err_usage(
-					err,
-					"invalid --seccomp-policy '%s': expected default or "
-					"strict",
-					optarg);
+				r = ab_err_usage(err,
+						 "invalid --seccomp-policy '%s': expected default "
+						 "or strict",
+						 optarg),
+				ab_err_fix(err, "pass --seccomp-policy default or "
+						"--seccomp-policy strict");
 			break;
 		case OPT_STDIN:
-			o->stdin_path = optarg;
+			/* -: agentbox's own stdin, streamed (issue 25) */
+			if (strcmp(optarg, "-") == 0)
+				o->stdin_fd = 0;
+			else
+				o->stdin_path = optarg;
 			break;
 		case OPT_TIMEOUT:
 			r = cli_set_limit(o, AB_LIM_TIMEOUT_MS, optarg, err);
@@ -610,12 +643,17 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			o->workspace = optarg;
 			break;
 		case ':':
-			return ab_err_usage(err, "option '%s' needs a value", argv[optind - 1]);
+			return ab_err_usage(err, "option '%s' needs a value", argv[optind - 1]),
+			       ab_err_fix(err, "give its value after it (agentbox run --help "
+					       "shows each option's)");
 		case '?':
 		default:
 			if (optopt)
-				return ab_err_usage(err, "unknown option '-%c'", optopt);
-			return ab_err_usage(err, "unknown option '%s'", argv[optind - 1]);
+				ab_err_usage(err, "unknown option '-%c'", optopt);
+			else
+				ab_err_usage(err, "unknown option '%s'", argv[optind - 1]);
+			return ab_err_fix(err, "agentbox run --help lists the options; the "
+					       "script's own options go after SCRIPT");
 		}
 		if (r < 0)
 			return r;
@@ -624,7 +662,9 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		/* --spec: the spec is the run; only --report may come with it */
 		if (optind < argc || !cli_only_spec(o))
 			return ab_err_usage(err, "--spec describes the whole run: give no other "
-						 "options (but --report) and no SCRIPT");
+						 "options (but --report) and no SCRIPT"),
+			       ab_err_fix(err, "put everything in the spec, or drop --spec and "
+					       "use flags");
 		return 0;
 	}
 	if (o->code) {
@@ -632,10 +672,14 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		o->script = "--code";
 	} else {
 		if (optind >= argc)
-			return ab_err_usage(err, "no SCRIPT given");
+			return ab_err_usage(err, "no SCRIPT given"),
+			       ab_err_fix(err,
+					  "name the script (agentbox run script.py), give "
+					  "it with --code TEXT, or pass - to read it from stdin");
 		o->script = argv[optind++];
 		if (o->script[0] == '\0')
-			return ab_err_usage(err, "SCRIPT is an empty string");
+			return ab_err_usage(err, "SCRIPT is an empty string"),
+			       ab_err_fix(err, "name the script (agentbox run script.py)");
 	}
 	if (optind < argc && strcmp(argv[optind], "--") == 0)
 		optind++;

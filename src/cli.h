@@ -59,6 +59,9 @@ struct ab_run_opts {
 	size_t code_len;
 	const char *stdin_data; /* the script's stdin given inline (spec "stdin_data") */
 	size_t stdin_data_len;
+	/* the script's stdin streamed from this open fd of the caller's (spec "stdin_fd",
+	 * `--stdin -`: 0); -1: none. The library hands it to the supervisor as its fd 0. */
+	int stdin_fd;
 	struct strv owned; /* strings this struct owns (a spec parsed from JSON) */
 	char *code_owned, *stdin_data_owned;
 	struct strv script_args;
@@ -92,10 +95,15 @@ struct ab_run_opts {
 	 * the last half of a longer stream, whose whole is then in RUN_DIR/stdout|stderr */
 	uint64_t inline_output;
 	bool inline_output_set;
-	bool output_truncate; /* --on-output-limit truncate: past the cap, discard, run on */
+	/* --on-output-limit truncate (the default): past the cap, run on, keep the tail */
+	bool output_truncate;
 	/* --net-strict: Landlock denies TCP bind and connect even on the sandbox's own loopback
 	 * (by default the script may use it; the namespace keeps it off the network). */
 	bool net_strict;
+	/* Messages and fixes name the command line's flags (--memory): the run was asked for
+	 * with flags. Otherwise (a spec: the library, the clients, the MCP server, --spec) they
+	 * name the spec's keys (limits.memory); words.h. */
+	bool flag_words;
 	/* Set by `agentbox prepare`, never from the command line of `run`. */
 	bool share_net; /* share agentbox's network namespace (installs need one) */
 	/* prepare: a fresh tmpfs (env_bytes, env_inodes) bound read-write at env_path in the

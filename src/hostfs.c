@@ -45,7 +45,8 @@ hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *e
 	struct stat st;
 
 	if (!path || !path[0])
-		return ab_err_usage(err, "%s: the path is empty", what);
+		return ab_err_usage(err, "%s: the path is empty", what),
+		       ab_err_fix(err, "give %s a path", what);
 	dfd = open(path[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return ab_err_set(err, -errno, "%s '%s': %s", what, path, strerror(errno));
@@ -167,7 +168,8 @@ hostfs_open_parent(const char *path, unsigned flags, const char *what, char **re
 	slash = strrchr(copy, '/');
 	base = slash ? slash + 1 : copy;
 	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-		return ab_err_usage(err, "%s '%s' does not name a file", what, path);
+		return ab_err_usage(err, "%s '%s' does not name a file", what, path),
+		       ab_err_fix(err, "give %s a file's path, e.g. ./report.json", what);
 	if (slash == copy)
 		fd = hostfs_open("/", flags | HOSTFS_DIR, what, err);
 	else if (slash) {
@@ -378,7 +380,8 @@ hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 		return NULL;
 	if (!write && S_ISDIR(st.st_mode) && is_a_home(&st))
 		return "a home directory itself";
-	return binds_refusal(real, cfg()->home);
+	return use == HOSTFS_USE_WORKSPACE ? binds_workspace_refusal(real, cfg()->home)
+					   : binds_refusal(real, cfg()->home);
 }
 
 int

@@ -88,6 +88,11 @@ interp_detect_lang(const char *name, int fd, enum ab_lang forced, enum ab_lang *
 			return 0;
 		}
 	}
+	/* code without a file name or a shebang (--code, SCRIPT -): Python, as python3 -c */
+	if (name[0] == '\0') {
+		*ret = AB_LANG_PYTHON;
+		return 0;
+	}
 	ab_err_usage(err, "cannot tell the language of the script: no .py/.js/.mjs/.cjs "
 			  "extension and no python or node shebang");
 	return ab_err_fix(err, "pass --lang python or --lang node");

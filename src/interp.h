@@ -6,7 +6,9 @@
 #include "util/err.h"
 
 /* Language from --lang, else the extension (.py; .js .mjs .cjs), else the shebang line read
- * from the open script fd (pread, first 256 bytes). Returns 0 or a usage error. */
+ * from the open script fd (pread, first 256 bytes), else, for code given as text (--code, SCRIPT
+ * '-', a spec's "code": script_name ""), Python, as `python3 -c` would. Returns 0 or a usage
+ * error. */
 int interp_detect_lang(const char *script_name, int script_fd, enum ab_lang forced,
 		       enum ab_lang *ret, struct ab_err *err);
 

@@ -24,18 +24,24 @@ set_limit(struct ab_result *res, enum ab_limit_id id, uint64_t enforced, const c
 	l->note = note ? xstrdup(note) : NULL;
 }
 
-/* An explicit limit without a whole-run mechanism: refuse. A default: warn. */
+/* An explicit limit without a whole-run mechanism: refuse. A default: warn; one this host
+ * cannot apply (host) is also listed in defaults_not_applied (issue 25). */
 static int
 unenforceable(const struct ab_run_opts *o, enum ab_limit_id id, const char *why, const char *fix,
-	      struct ab_result *res, struct ab_err *err)
+	      bool host, struct ab_result *res, struct ab_err *err)
 {
 	if (o->limits[id].set) {
 		ab_err_set(err, -ENOTSUP, "cannot enforce --%s on this host: %s",
 			   cli_limit_name(id), why);
 		return ab_err_fix(err, "%s", fix);
 	}
-	result_warn(res, "default %s limit not enforced: %s (fix: %s)", cli_limit_name(id), why,
-		    fix);
+	if (host)
+		result_default_unapplied(res, cli_limit_name(id),
+					 "default %s limit not enforced: %s (fix: %s)",
+					 cli_limit_name(id), why, fix);
+	else
+		result_warn(res, "default %s limit not enforced: %s (fix: %s)", cli_limit_name(id),
+			    why, fix);
 	return 0;
 }
 
@@ -114,7 +120,8 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			  "rlimit RLIMIT_NPROC in a per-run user namespace", true,
 			  "hits are not counted: status cannot say pids_limit");
 	} else {
-		r = unenforceable(o, AB_LIM_PIDS, "no writable pids cgroup", fixbuf, res, err);
+		r = unenforceable(o, AB_LIM_PIDS, "no writable pids cgroup", fixbuf, true, res,
+				  err);
 		if (r < 0)
 			return r;
 		set_limit(res, AB_LIM_PIDS, 0, NULL, false, "not enforced");
@@ -128,11 +135,19 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(res, AB_LIM_CPUS_MILLI, o->limits[AB_LIM_CPUS_MILLI].value,
 			  cg->kind == AB_CG_V2 ? "cgroup v2 cpu.max" : "cgroup v1 cpu.cfs_quota_us",
 			  true, "value in milli-cores");
+	} else if (o->limits[AB_LIM_CPUS_MILLI].set) {
+		return unenforceable(o, AB_LIM_CPUS_MILLI, "no writable cpu cgroup", fixbuf, true,
+				     res, err);
 	} else {
-		r = unenforceable(o, AB_LIM_CPUS_MILLI, "no writable cpu cgroup", fixbuf, res, err);
-		if (r < 0)
-			return r;
+		/* the default, approximated: the report says so once, and says the same thing
+		 * in limits.cpus (issue 25: never "not enforced" beside an enforced value) */
 		lp->cpu_affinity = (int) ((o->limits[AB_LIM_CPUS_MILLI].value + 999) / 1000);
+		result_default_unapplied(
+			res, "cpus",
+			"default cpus limit only approximated: no writable cpu "
+			"cgroup, so CPU affinity holds the run to %d whole core%s, "
+			"which the script can change (fix: %s)",
+			lp->cpu_affinity, lp->cpu_affinity == 1 ? "" : "s", fixbuf);
 		set_limit(
 			res, AB_LIM_CPUS_MILLI, (uint64_t) lp->cpu_affinity * 1000,
 			"cpu affinity (whole cores)", false,
@@ -175,10 +190,10 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		const char *fix = "drop --workspace and use --input (the workspace is then a "
 				  "capped tmpfs)";
 
-		r = unenforceable(o, AB_LIM_DISK, why, fix, res, err);
+		r = unenforceable(o, AB_LIM_DISK, why, fix, false, res, err);
 		if (r < 0)
 			return r;
-		r = unenforceable(o, AB_LIM_INODES, why, fix, res, err);
+		r = unenforceable(o, AB_LIM_INODES, why, fix, false, res, err);
 		if (r < 0)
 			return r;
 		set_limit(res, AB_LIM_DISK, 0, NULL, false, "not enforced");
@@ -227,10 +242,13 @@ limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct a
 	set_limit(res, AB_LIM_TIMEOUT_MS, lp->timeout_ms, "agentbox monotonic deadline + SIGKILL",
 		  true, NULL);
 	lp->output_bytes = o->limits[AB_LIM_OUTPUT].value;
-	set_limit(res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
-		  o->output_truncate ? "per stream; past it the stream is read and discarded, the "
-				       "run goes on (--on-output-limit truncate)"
-				     : "per stream; the run is stopped when a stream passes it");
+	set_limit(
+		res, AB_LIM_OUTPUT, lp->output_bytes, "agentbox pipe capture", true,
+		o->output_truncate
+			? "per stream; past it the run goes on and the report keeps the "
+			  "stream's last bytes, the middle is dropped (--on-output-limit truncate)"
+			: "per stream; the run is stopped when a stream passes it "
+			  "(--on-output-limit kill)");
 }
 
 char *

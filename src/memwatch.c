@@ -19,6 +19,7 @@
 
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/proc.h"
 
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
@@ -296,11 +297,16 @@ scan(struct ab_memwatch *mw, bool precise, uint64_t *ret_bytes, uint64_t *ret_th
 			continue; /* gone since readdir */
 		if (memwatch_parse_status(text, &b, &t) < 0)
 			continue; /* a zombie holds no memory */
+		if (strcmp(de->d_name, "1") != 0)
+			mw->saw_script = true;
 		threads += t;
 		sum += precise ? precise_one(mw, de->d_name, b) : b;
 	}
 	closedir(d);
-	*ret_bytes = sum + tmpfs_used(mw);
+	mw->tmpfs_last = tmpfs_used(mw);
+	if (mw->tmpfs_last > mw->tmpfs_peak)
+		mw->tmpfs_peak = mw->tmpfs_last;
+	*ret_bytes = sum + mw->tmpfs_last;
 	*ret_threads = threads;
 	return 0;
 }
@@ -356,7 +362,50 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 	if (est > mw->peak)
 		mw->peak = est;
 	mw->next_ms = now_ms + memwatch_interval_ms(mw->limit, est);
+	/* the first polls close together (1, 2, 4... ms): a short script is measured, not only
+	 * agentbox-init before it (issue 25) */
+	if (mw->polls < 7 && mw->next_ms > now_ms + (1 << (mw->polls - 1)))
+		mw->next_ms = now_ms + (1 << (mw->polls - 1));
 	return mw->over ? 1 : 0;
+}
+
+int
+memwatch_reading(const struct ab_memwatch *mw, uint64_t *ret_cpu_ticks, uint64_t *ret_hwm_kib)
+{
+	cleanup_fd int dfd = -1;
+	uint64_t ticks = 0, hwm = 0;
+	DIR *d;
+	struct dirent *de;
+
+	if (mw->proc_fd < 0)
+		return -EBADF;
+	dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	d = fdopendir(dfd);
+	if (!d)
+		return -errno;
+	dfd = -1;
+	while ((de = readdir(d))) {
+		char path[300], text[8192];
+		uint64_t t;
+		int64_t h;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "%s/stat", de->d_name);
+		if (read_at(mw->proc_fd, path, text, sizeof(text)) > 0 &&
+		    proc_parse_cpu_ticks(text, &t) == 0)
+			ticks += t;
+		snprintf(path, sizeof(path), "%s/status", de->d_name);
+		if (read_at(mw->proc_fd, path, text, sizeof(text)) > 0 &&
+		    (h = proc_parse_hwm_kib(text)) > 0 && (uint64_t) h > hwm)
+			hwm = (uint64_t) h;
+	}
+	closedir(d);
+	*ret_cpu_ticks = ticks;
+	*ret_hwm_kib = hwm;
+	return 0;
 }
 
 int

@@ -55,6 +55,11 @@ struct ab_memwatch {
 	uint64_t last;       /* bytes: the last estimate (fast, or precise when one ran) */
 	uint64_t peak;       /* the highest estimate */
 	uint64_t tasks_peak; /* threads in the sandbox, highest seen */
+	/* a poll saw a process of the run's besides PID 1 (agentbox-init): without one, peak
+	 * measured agentbox-init and the tmpfs only, not the script (issue 25: the report then
+	 * says null, never a wrong figure) */
+	bool saw_script;
+	uint64_t tmpfs_last, tmpfs_peak; /* bytes the counted tmpfs mounts held: last poll, most */
 	uint64_t polls, precise_checks;
 	int64_t next_ms;          /* CLOCK_MONOTONIC ms of the next poll */
 	int64_t next_precise_ms;  /* no precise check before this (unless the run grew) */
@@ -76,6 +81,12 @@ int memwatch_attach(struct ab_memwatch *mw, int proc_fd, int64_t now_ms);
 /* Measures once (see above). Returns 1 when the run is over its limit (mw->over), 0 when
  * not, -errno when the sandbox's /proc cannot be read. Sets mw->next_ms. */
 int memwatch_poll(struct ab_memwatch *mw, int64_t now_ms);
+
+/* A reading of every process of the sandbox, taken before the run is killed (issue 25: the
+ * processes die unreaped by their parents, so no wait status carries their CPU): the CPU they
+ * and the children they reaped used (utime + stime + cutime + cstime, clock ticks, summed)
+ * and the largest VmHWM (KiB). Returns 0 or -errno. */
+int memwatch_reading(const struct ab_memwatch *mw, uint64_t *ret_cpu_ticks, uint64_t *ret_hwm_kib);
 
 /* SIGKILLs the sandbox's PID 1 through its /proc directory (pidfd_send_signal): the kernel
  * then kills every process of the PID namespace at once. Returns 0 or -errno. */

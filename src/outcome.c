@@ -58,9 +58,9 @@ file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 	res->fix = xstrdup("raise --file-size");
 }
 
-/* --on-output-limit truncate: a stream passed the cap and the run went on (issue 15). The
- * status stays what the script did; limits_hit gets "output-limit" (other_evidence) and, when
- * nothing else explains the run, the message says what was cut. */
+/* --on-output-limit truncate (the default): a stream passed the cap and the run went on (issue
+ * 15, 25). The status stays what the script did; limits_hit gets "output-limit"
+ * (other_evidence) and, when nothing else explains the run, the message says what was cut. */
 static void
 truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 {
@@ -73,10 +73,11 @@ truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 		return;
 	if (res->message || (res->status != AB_STATUS_EXITED && res->status != AB_STATUS_SIGNALED))
 		return;
-	res->message = xasprintf("%s passed --output-limit (%llu bytes per stream): the rest was "
-				 "read and discarded and the run went on (--on-output-limit "
-				 "truncate)",
-				 which, (unsigned long long) c->lp.output_bytes);
+	res->message =
+		xasprintf("%s passed --output-limit (%llu bytes per stream) and the run went "
+			  "on: the report keeps the first and the last bytes, the middle past "
+			  "the limit was dropped (--on-output-limit truncate)",
+			  which, (unsigned long long) c->lp.output_bytes);
 	free(res->fix);
 	res->fix = xstrdup("raise --output-limit, or write large output to a file in /work");
 }
@@ -147,12 +148,6 @@ order_limits_hit(struct ab_result *res)
 	res->limits_hit = sorted;
 }
 
-/* An OOM kill says when tmpfs may explain it (issue 15): its pages count against --memory,
- * and nothing else tells a person that a full workspace ends as an OOM kill rather than
- * ENOSPC. Said when the tmpfs caps add up to more than the memory limit (the warning at the
- * start says so too), or when the workspace held at least a quarter of the limit at the end;
- * the workspace's bytes are measured (statfs of the tmpfs, still mounted), /tmp's and
- * /dev/shm's are gone with the sandbox. */
 /* A measured size for people: "64K", "5.3M", "59M". */
 static char *
 approx_size(uint64_t bytes, char *buf, size_t size)
@@ -166,58 +161,105 @@ approx_size(uint64_t bytes, char *buf, size_t size)
 	return buf;
 }
 
-/* An OOM message: what ended the run (the cgroup's OOM kills, or the watchdog's measure), and
- * when tmpfs caps or the workspace's own pages explain it, that they count as memory. */
-static char *
-oom_message(struct run_ctx *c, const char *event)
+/* What the run's tmpfs held, as far as something measured it: the workspace at the end
+ * (statfs of agentbox's tmpfs, still mounted; *ret_ws), and all of it (/tmp and /dev/shm too)
+ * where the memory cgroup's shmem was read when the interpreter ended, or the watchdog counted
+ * the tmpfs mounts (its largest count). -1: nothing measured it. */
+static int64_t
+tmpfs_seen(struct run_ctx *c, const struct ab_outcome *oc, uint64_t *ret_ws)
 {
-	char what[200], held[16], total[16], mem[16], ws[64] = "";
-	uint64_t used = 0,
-		 limit = c->lp.cg.memory_bytes > 0 ? c->lp.cg.memory_bytes : c->lp.memwatch_bytes;
+	int64_t seen = -1;
 	struct statfs sf;
 
-	if (c->tmpfs_mounted && fstatfs(c->work_fd, &sf) == 0)
-		used = (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
-	if (used > 0)
-		snprintf(ws, sizeof(ws), "; the workspace held %s at the end",
-			 approx_size(used, held, sizeof(held)));
+	*ret_ws = 0;
+	if (c->tmpfs_mounted && c->work_fd >= 0 && fstatfs(c->work_fd, &sf) == 0) {
+		*ret_ws = (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
+		seen = (int64_t) *ret_ws;
+	}
+	if (oc->tmpfs_end_bytes > seen)
+		seen = oc->tmpfs_end_bytes;
+	if (oc->tmpfs_peak_bytes > seen)
+		seen = oc->tmpfs_peak_bytes;
+	return seen;
+}
+
+/* Did tmpfs cause the OOM? Only when what it was measured to hold is a real share of the
+ * limit (a quarter): its pages count against --memory, and nothing else tells a person that a
+ * full workspace ends as an OOM kill rather than ENOSPC. Caps that add up to more than the
+ * limit are no evidence by themselves (issue 25: a list of 10**9 ints under --memory 256M was
+ * told to lower --disk while its workspace held 4K). */
+static bool
+tmpfs_caused(struct run_ctx *c, const struct ab_outcome *oc)
+{
+	uint64_t ws,
+		limit = c->lp.cg.memory_bytes > 0 ? c->lp.cg.memory_bytes : c->lp.memwatch_bytes;
+	int64_t seen = tmpfs_seen(c, oc, &ws);
+
+	return limit > 0 && seen >= 0 && (uint64_t) seen >= limit / 4;
+}
+
+/* An OOM message: what ended the run (the cgroup's OOM kills, or the watchdog's measure), and
+ * what tmpfs held, when it was measured: counted against the limit when it was a real share
+ * of it (with the caps that let it, when they add up to more than the limit), "only" when it
+ * was not. */
+static char *
+oom_message(struct run_ctx *c, const struct ab_outcome *oc, const char *event)
+{
+	char what[200], held[16], ws_held[16], total[16], mem[16], line[96];
+	uint64_t ws,
+		limit = c->lp.cg.memory_bytes > 0 ? c->lp.cg.memory_bytes : c->lp.memwatch_bytes;
+	int64_t seen = tmpfs_seen(c, oc, &ws);
+
+	if (seen < 0 || limit == 0)
+		return xasprintf("memory limit reached: %s", event);
 	units_format_size(limit, mem, sizeof(mem));
+	approx_size((uint64_t) seen, held, sizeof(held));
+	if (!tmpfs_caused(c, oc))
+		return xasprintf("memory limit reached: %s; tmpfs held only %s, so the script's "
+				 "processes used the memory",
+				 event, held);
+	if ((uint64_t) seen > ws + (1 << 20))
+		snprintf(line, sizeof(line), "tmpfs held %s at the end (the workspace %s)", held,
+			 approx_size(ws, ws_held, sizeof(ws_held)));
+	else
+		snprintf(line, sizeof(line), "the workspace held %s at the end", held);
 	if (c->lp.tmpfs_over_memory)
 		return xasprintf("memory limit reached: %s; tmpfs pages count against --memory "
-				 "%s, and %s may hold %s%s",
+				 "%s, and %s may hold %s; %s",
 				 event, mem, limits_tmpfs_text(&c->lp, c->o, what, sizeof(what)),
-				 units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)), ws);
-	if (limit > 0 && used >= limit / 4)
-		return xasprintf("memory limit reached: %s%s, and tmpfs pages count against "
-				 "--memory %s",
-				 event, ws, mem);
-	return xasprintf("memory limit reached: %s", event);
+				 units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)), line);
+	return xasprintf("memory limit reached: %s; %s, and tmpfs pages count against --memory %s",
+			 event, line, mem);
 }
 
 /* Every limit status says how to get past it (issue 15). */
 static void
-limit_fix(struct run_ctx *c)
+limit_fix(struct run_ctx *c, const struct ab_outcome *oc)
 {
 	struct ab_result *res = c->res;
-	const char *mem = res->opts && (c->lp.work_bytes || c->lp.tmp_bytes)
-				  ? "raise --memory (the workspace, /tmp and /dev/shm are RAM and "
-				    "count against it too)"
-				  : "raise --memory";
-	char total[16];
+	char total[16], mem[16];
+	uint64_t limit = c->lp.cg.memory_bytes > 0 ? c->lp.cg.memory_bytes : c->lp.memwatch_bytes;
 
 	if (res->fix)
 		return;
 	if (res->status == AB_STATUS_TIMEOUT)
 		res->fix = xasprintf("raise --timeout (now %.1f s), or make the script faster",
 				     (double) c->lp.timeout_ms / 1000.0);
-	else if (res->status == AB_STATUS_OOM && c->lp.tmpfs_over_memory)
+	else if (res->status == AB_STATUS_OOM && tmpfs_caused(c, oc) && c->lp.tmpfs_over_memory)
 		res->fix =
 			xasprintf("raise --memory above %s, or lower %s (the workspace, /tmp and "
 				  "/dev/shm are RAM and count against it)",
 				  units_format_size(c->lp.tmpfs_bytes, total, sizeof(total)),
 				  c->lp.tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
+	else if (res->status == AB_STATUS_OOM && tmpfs_caused(c, oc))
+		res->fix = xstrdup("raise --memory, or keep less in /work, /tmp and /dev/shm (they "
+				   "are RAM and count against it)");
+	else if (res->status == AB_STATUS_OOM && limit > 0)
+		res->fix = xasprintf("raise --memory (now %s), or have the script hold less in "
+				     "memory",
+				     units_format_size(limit, mem, sizeof(mem)));
 	else if (res->status == AB_STATUS_OOM)
-		res->fix = xstrdup(mem);
+		res->fix = xstrdup("raise --memory");
 	else if (res->status == AB_STATUS_PIDS_LIMIT)
 		res->fix = xstrdup("raise --pids, or start fewer processes or threads");
 	else if (res->status == AB_STATUS_CPU_TIME_LIMIT)
@@ -238,9 +280,25 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 	int ws = oc->script_wstatus;
 
 	res->wall_ms = oc->wall_ms;
+	/* CPU from what saw it (issue 25): the run's cgroup counts every process of the run;
+	 * else the wait statuses of bwrap and what it reaped, which miss the processes of a run
+	 * agentbox killed (reaped by no parent that adds them up): then at least what they had
+	 * used just before the kill. The peak RSS likewise. */
 	res->cpu_ms = (oc->ru.ru_utime.tv_sec + oc->ru.ru_stime.tv_sec) * 1000LL +
 		      (oc->ru.ru_utime.tv_usec + oc->ru.ru_stime.tv_usec) / 1000;
 	res->max_rss_kib = oc->ru.ru_maxrss;
+	if (oc->reading) {
+		if (oc->reading_cpu_ms > res->cpu_ms)
+			res->cpu_ms = oc->reading_cpu_ms;
+		if (oc->reading_maxrss_kib > res->max_rss_kib)
+			res->max_rss_kib = oc->reading_maxrss_kib;
+	}
+	/* the cgroup counted CPU (0: no cpuacct hierarchy; a run always uses some, bwrap and
+	 * agentbox-init start in it) */
+	if (u && u->valid && u->cpu_usec > 0) {
+		res->cpu_ms = (int64_t) (u->cpu_usec / 1000);
+		res->cpu_from_cgroup = true;
+	}
 	if (oc->script_done) {
 		if (WIFEXITED(ws))
 			res->exit_code = WEXITSTATUS(ws);
@@ -253,15 +311,15 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		res->signal = SIGKILL;
 	}
 	if (u && u->valid) {
-		res->usage.memory_peak_bytes = (int64_t) u->memory_peak_bytes;
+		/* 0: not counted here (no memory hierarchy): unknown, never 0 bytes */
+		res->usage.memory_peak_bytes =
+			u->memory_peak_bytes ? (int64_t) u->memory_peak_bytes : -1;
 		res->usage.oom_kills = (int64_t) u->oom_kills;
 		res->usage.pids_refused = (int64_t) u->pids_max_events;
-		res->usage.cpu_ms = (int64_t) (u->cpu_usec / 1000);
 		if (u->pids_peak) /* minus bwrap's monitor, which is outside the sandbox */
 			res->usage.tasks_peak = (int64_t) u->pids_peak - 1;
-	} else {
-		res->usage.cpu_ms = res->cpu_ms;
 	}
+	res->usage.cpu_ms = res->cpu_ms; /* the same figure (issue 25: they disagreed) */
 
 	if (oc->interrupted_by) {
 		res->status = AB_STATUS_INTERRUPTED;
@@ -298,7 +356,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 			"the watchdog measured %llu bytes against --memory %llu and killed the run",
 			(unsigned long long) oc->mem_over_bytes,
 			(unsigned long long) c->lp.memwatch_bytes);
-		res->message = oom_message(c, event);
+		res->message = oom_message(c, oc, event);
 	} else if (u && u->valid && u->oom_kills > 0) {
 		char event[64];
 
@@ -306,7 +364,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		strv_push(&res->limits_hit, "memory");
 		snprintf(event, sizeof(event), "%llu process(es) OOM-killed",
 			 (unsigned long long) u->oom_kills);
-		res->message = oom_message(c, event);
+		res->message = oom_message(c, oc, event);
 	} else if (u && u->valid && u->pids_max_events > 0) {
 		res->status = AB_STATUS_PIDS_LIMIT;
 		strv_push(&res->limits_hit, "pids");
@@ -366,7 +424,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 	truncation_evidence(c, oc);
 	other_evidence(c, oc, u);
 	order_limits_hit(res);
-	limit_fix(c);
+	limit_fix(c, oc);
 }
 
 int
@@ -433,8 +491,17 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 		r->net_mode = "loopback";
 	}
 	result_protect(r, "readonly_base", true, "/usr and generated /etc read-only; / read-only");
-	result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
-		       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
+	if (r->hidden_files.n > 0) {
+		cleanup_free char *names = strv_join(&r->hidden_files, ", ");
+
+		result_protect(r, "writable", true,
+			       "only /work (--workspace bind), /tmp and /dev/shm; hidden under an "
+			       "empty read-only file: %s",
+			       names);
+	} else {
+		result_protect(r, "writable", true, "only /work (%s), /tmp and /dev/shm",
+			       c->tmpfs_mounted ? "capped tmpfs" : "--workspace bind");
+	}
 	result_protect(r, "new_session", true, "no controlling terminal (TIOCSTI)");
 	result_protect(r, "die_with_parent", true, NULL);
 	result_protect(r, "cap_drop_all", true, NULL);

@@ -17,6 +17,7 @@
 #include "util/fdutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
+#include "words.h"
 
 static const char *const status_names[AB_STATUS_COUNT] = {
 	[AB_STATUS_EXITED] = "exited",
@@ -67,6 +68,7 @@ result_done(struct ab_result *r)
 	free(r->err.buf);
 	free(r->message);
 	free(r->fix);
+	free(r->hint);
 	free(r->run_dir);
 	if (r->run_dir_fd >= 0)
 		(void) close(r->run_dir_fd);
@@ -84,6 +86,8 @@ result_done(struct ab_result *r)
 	for (size_t i = 0; i < r->n_prot; i++)
 		free(r->prot[i].detail);
 	strv_done(&r->warnings);
+	strv_done(&r->defaults_not_applied);
+	strv_done(&r->hidden_files);
 	strv_done(&r->limits_hit);
 	memset(r, 0, sizeof(*r));
 }
@@ -96,6 +100,17 @@ result_warn(struct ab_result *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	strv_vpushf(&r->warnings, fmt, ap);
 	va_end(ap);
+}
+
+void
+result_default_unapplied(struct ab_result *r, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	strv_vpushf(&r->warnings, fmt, ap);
+	va_end(ap);
+	strv_push(&r->defaults_not_applied, name);
 }
 
 void
@@ -172,12 +187,11 @@ sanitize_utf8(const char *buf, size_t len, size_t *ret_len, bool *lossy)
 	return out;
 }
 
-void
-stream_keep(struct ab_stream *s, const char *p, size_t n)
+static void
+keep(struct ab_stream *s, const char *p, size_t n)
 {
 	size_t head = s->inline_max / 2, ring = s->inline_max - head;
 
-	s->captured += n;
 	if (!s->excerpt) {
 		size_t room = s->inline_max - s->len, take = n < room ? n : room;
 
@@ -220,6 +234,39 @@ stream_keep(struct ab_stream *s, const char *p, size_t n)
 	}
 }
 
+void
+stream_keep(struct ab_stream *s, const char *p, size_t n)
+{
+	s->captured += n;
+	keep(s, p, n);
+}
+
+char *
+stream_inline_text(const struct ab_stream *s, size_t *ret_len)
+{
+	size_t h = s->inline_max / 2, ring = s->inline_max - h;
+	char *t = xmalloc(s->len + 1);
+
+	if (!s->excerpt || ring == 0) {
+		memcpy(t, s->buf ? s->buf : "", s->len);
+		*ret_len = s->len;
+	} else {
+		memcpy(t, s->buf, h);
+		memcpy(t + h, s->buf + h + s->ring_pos, ring - s->ring_pos);
+		memcpy(t + h + ring - s->ring_pos, s->buf + h, s->ring_pos);
+		*ret_len = h + ring;
+	}
+	t[*ret_len] = '\0';
+	return t;
+}
+
+void
+stream_keep_past_cap(struct ab_stream *s, const char *p, size_t n)
+{
+	s->past_cap += n;
+	keep(s, p, n);
+}
+
 /* Where to end p[0, len) so that it does not stop inside a UTF-8 sequence: len, or the start
  * of a sequence its last bytes leave incomplete. Like the relay's sanitiser, which holds such
  * a sequence until the next read decides it, an excerpt never splits a character: the cut
@@ -257,7 +304,7 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 {
 	size_t head = s->len, tail_len = 0, skip = 0, len, raw_len;
 	cleanup_free char *raw = NULL, *path = NULL;
-	uint64_t elided = 0;
+	uint64_t elided = 0, dropped = 0;
 	char *text;
 	bool lossy;
 	json_t *o;
@@ -280,8 +327,19 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 		}
 		skip = utf8_start(raw, ring);
 		tail_len = ring - skip;
-		elided = s->captured - head - tail_len;
-		if (path)
+		/* the ring ends where the stream does, or (past the cap with kill) the capture */
+		elided = s->captured + s->past_cap - head - tail_len;
+		/* past the cap with truncate: what lies between the capture and the tail */
+		dropped =
+			s->bytes - s->captured - (tail_len < s->past_cap ? tail_len : s->past_cap);
+		if (path && dropped > 0)
+			marker = xasprintf("%s[agentbox: %" PRIu64
+					   " bytes of %s elided here: the first %" PRIu64
+					   " bytes are in %s, the %" PRIu64
+					   " after them (past the output limit) were dropped]\n",
+					   head > 0 && s->buf[head - 1] != '\n' ? "\n" : "", elided,
+					   name, s->captured, path, dropped);
+		else if (path)
 			marker = xasprintf("%s[agentbox: %" PRIu64
 					   " bytes of %s elided here; all %" PRIu64
 					   " captured bytes are in %s]\n",
@@ -302,13 +360,16 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_result 
 		raw = q;
 		text = sanitize_utf8(raw, raw_len, &len, &lossy);
 	}
-	o = json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o, s:I, s:I, s:I}", "bytes",
+	if (!s->excerpt)
+		dropped = s->bytes - s->captured; /* read past the cap and not kept (kill) */
+	o = json_pack("{s:I, s:I, s:b, s:s%, s:b, s:o, s:I, s:I, s:I, s:I}", "bytes",
 		      (json_int_t) s->bytes, "captured_bytes", (json_int_t) s->captured,
 		      "truncated", s->truncated, "text", text, len, "text_lossy", lossy,
 		      "relay_dropped_bytes",
 		      s->relayed ? json_integer((json_int_t) s->relay_dropped) : json_null(),
 		      "head_bytes", (json_int_t) (s->excerpt ? head : s->captured), "tail_bytes",
-		      (json_int_t) tail_len, "elided_bytes", (json_int_t) elided);
+		      (json_int_t) tail_len, "elided_bytes", (json_int_t) elided, "dropped_bytes",
+		      (json_int_t) dropped);
 	json_object_set_new(o, "file",
 			    path ? json_pack("{s:s, s:I, s:s}", "path", path, "bytes",
 					     (json_int_t) s->captured, "sha256", s->file_sha256)
@@ -329,6 +390,31 @@ str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
+/* Text for people, in the words of the interface that asked for the run (words.h): the
+ * command line's flags, or a spec's keys. */
+static json_t *
+words_json(const struct ab_result *r, const char *s)
+{
+	cleanup_free char *t = NULL;
+
+	if (!s)
+		return json_null();
+	if (!r->opts || r->opts->flag_words)
+		return json_string(s);
+	t = words_for_spec(s);
+	return json_string(t);
+}
+
+static json_t *
+words_strv_json(const struct ab_result *r, const struct strv *sv)
+{
+	json_t *a = json_array();
+
+	STRV_FOREACH (s, sv)
+		json_array_append_new(a, words_json(r, *s));
+	return a;
+}
+
 static json_t *
 limits_json(const struct ab_result *r)
 {
@@ -347,7 +433,7 @@ limits_json(const struct ab_result *r)
 			      l->mechanism ? json_integer((json_int_t) l->enforced) : json_null(),
 			      "mechanism", str_or_null(l->mechanism), "whole_run", l->enforced_ok);
 		if (l->note)
-			json_object_set_new(e, "note", json_string(l->note));
+			json_object_set_new(e, "note", words_json(r, l->note));
 		json_object_set_new(o, cli_limit_name((enum ab_limit_id) i), e);
 	}
 	return o;
@@ -380,8 +466,9 @@ report_build(const struct ab_result *r)
 		r->signal > 0 ? json_string(sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?")
 			      : json_null());
 	json_object_set_new(o, "agentbox_exit", json_integer(r->agentbox_exit));
-	json_object_set_new(o, "message", str_or_null(r->message));
-	json_object_set_new(o, "fix", str_or_null(r->fix));
+	json_object_set_new(o, "message", words_json(r, r->message));
+	json_object_set_new(o, "fix", words_json(r, r->fix));
+	json_object_set_new(o, "hint", words_json(r, r->hint));
 	json_object_set_new(o, "limits_hit", strv_json(&r->limits_hit));
 	json_object_set_new(o, "started_unix_ms", int_or_null(r->started_unix_ms));
 	json_object_set_new(o, "wall_ms", int_or_null(r->wall_ms));
@@ -425,7 +512,7 @@ report_build(const struct ab_result *r)
 		json_t *e = json_pack("{s:b}", "enforced", r->prot[i].enforced);
 
 		if (r->prot[i].detail)
-			json_object_set_new(e, "detail", json_string(r->prot[i].detail));
+			json_object_set_new(e, "detail", words_json(r, r->prot[i].detail));
 		if (r->net_mode && strcmp(r->prot[i].name, "network") == 0)
 			json_object_set_new(e, "mode", json_string(r->net_mode));
 		json_object_set_new(prot, r->prot[i].name, e);
@@ -436,7 +523,9 @@ report_build(const struct ab_result *r)
 							      : json_integer(r->sandbox_host_uid));
 	json_object_set_new(o, "workspace_mode",
 			    r->workspace_mode ? json_string(r->workspace_mode) : json_null());
-	json_object_set_new(o, "warnings", strv_json(&r->warnings));
+	json_object_set_new(o, "warnings", words_strv_json(r, &r->warnings));
+	json_object_set_new(o, "defaults_not_applied", strv_json(&r->defaults_not_applied));
+	json_object_set_new(o, "hidden_files", strv_json(&r->hidden_files));
 	return o;
 }
 

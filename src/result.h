@@ -36,7 +36,10 @@ const char *result_status_name(enum ab_status s);
  * excerpt: buf then holds the first head = inline_max / 2 bytes and, in [head, inline_max),
  * a ring of the last inline_max - head bytes (ring_pos: the oldest byte and the next write),
  * and every captured byte goes to the stream file RUN_DIR/stdout or RUN_DIR/stderr instead
- * (none with --rm: the middle is then lost, and the report says so). */
+ * (none with --rm: the middle is then lost, and the report says so). With --on-output-limit
+ * truncate (the default, issue 25) the ring goes on past --output-limit (past_cap), so the
+ * excerpt ends with the stream's own last bytes; what lies between the capture and that tail
+ * is kept nowhere (dropped_bytes in the report). */
 struct ab_stream {
 	char *buf;            /* the inline bytes (see above), not NUL-terminated */
 	size_t len;           /* bytes in buf */
@@ -45,6 +48,7 @@ struct ab_stream {
 	bool excerpt;         /* captured > inline_max: buf is head + ring */
 	size_t ring_pos;      /* in the ring: the oldest byte, where the next one goes */
 	uint64_t captured;    /* bytes kept (up to --output-limit): inline, or in the stream file */
+	uint64_t past_cap;    /* bytes past --output-limit that went through the ring (truncate) */
 	uint64_t bytes;       /* everything read from the stream (with --on-output-limit kill,
 			       * reading stops past the cap; with truncate, the rest is discarded) */
 	bool truncated;       /* the stream passed --output-limit */
@@ -54,8 +58,15 @@ struct ab_stream {
 	uint64_t relay_dropped; /* captured bytes the relay did not pass on (slow reader) */
 };
 
+/* The inline part of s in the stream's order (the head, then the ring from its oldest byte),
+ * malloc'd; *ret_len its length. Pure. */
+char *stream_inline_text(const struct ab_stream *s, size_t *ret_len);
+
 /* Keeps n captured bytes in s's inline part (head, then the ring). Pure. */
 void stream_keep(struct ab_stream *s, const char *p, size_t n);
+/* Keeps n bytes read past --output-limit in the ring only (truncate: the report's tail is the
+ * stream's end), not counted as captured. Pure. */
+void stream_keep_past_cap(struct ab_stream *s, const char *p, size_t n);
 
 struct ab_limit_result {
 	bool applies;          /* false: not reported (e.g. cpu-time off) */
@@ -88,6 +99,7 @@ struct ab_result {
 	int agentbox_exit;
 	int64_t wall_ms;
 	int64_t cpu_ms;
+	bool cpu_from_cgroup; /* cpu_ms is the run cgroup's count (not the wait statuses') */
 	int64_t max_rss_kib;
 	int64_t started_unix_ms;
 	int64_t kill_to_reaped_ms; /* when agentbox killed the run: until all was reaped; -1 */
@@ -97,6 +109,7 @@ struct ab_result {
 	struct ab_stream out, err;
 	char *message; /* human text for setup errors and limit hits */
 	char *fix;
+	char *hint; /* a common mistake the run's failure points at (hint.h), or NULL */
 	char *run_dir;
 	int run_dir_fd; /* O_DIRECTORY fd of a kept run directory (for its report.json), or -1 */
 	char *workspace;
@@ -122,6 +135,11 @@ struct ab_result {
 	json_t *environment; /* prepare: what was copied into the cache (owned), or NULL */
 	bool env_copied;     /* prepare: the environment was copied out */
 	struct strv warnings;
+	/* defaults this host cannot apply as documented ("cpus", "pids", "hostname"): each has
+	 * the warning that begins "default NAME " (result_default_unapplied) */
+	struct strv defaults_not_applied;
+	/* --workspace DIR's token files covered by an empty read-only file in the sandbox */
+	struct strv hidden_files;
 	struct strv limits_hit; /* every limit with evidence it was reached */
 	/* what the walk of the workspace skipped and why (owned) or NULL */
 	json_t *files_summary;
@@ -130,6 +148,11 @@ struct ab_result {
 void result_init(struct ab_result *r, struct ab_run_opts *opts);
 void result_done(struct ab_result *r);
 void result_warn(struct ab_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A default this host cannot apply (issue 25): the warning, which must begin "default NAME ",
+ * and NAME in defaults_not_applied, so that a terminal can get one short line for all of them
+ * (agentbox doctor explains) while the report keeps the whole text. */
+void result_default_unapplied(struct ab_result *r, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 void result_protect(struct ab_result *r, const char *name, bool enforced, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void result_set_message(struct ab_result *r, const char *msg, const char *fix);

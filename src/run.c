@@ -28,6 +28,7 @@
 #include "cpuclaim.h"
 #include "etcgen.h"
 #include "filter.h"
+#include "hint.h"
 #include "host.h"
 #include "init/netcheck.h"
 #include "interp.h"
@@ -92,8 +93,11 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 			g = strtoul(end + 1, &end, 10);
 		if (errno || *end || u > 0x7fffffffUL || g > 0x7fffffffUL)
 			return ab_err_usage(
-				err, "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
-				spec);
+				       err,
+				       "invalid --sandbox-user '%s': expected NAME or UID[:GID]",
+				       spec),
+			       ab_err_fix(err, "name a user, e.g. --sandbox-user agentbox or "
+					       "--sandbox-user 64000:64000");
 		*ret_uid = (uid_t) u;
 		*ret_gid = (gid_t) g;
 	} else if (!passwd_lookup(spec, ret_uid, ret_gid)) {
@@ -181,12 +185,13 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	 * A container's seccomp profile may refuse sethostname: run without, and say so. */
 	if (!h->hostname_ok) {
 		c->plan.no_hostname = true;
-		result_warn(res,
-			    "the sandbox keeps this %s's hostname: bwrap cannot set one here (%s) "
-			    "(fix: %s)",
-			    h->container[0] ? "container" : "host",
-			    h->hostname_error[0] ? h->hostname_error : "sethostname refused",
-			    host_hostname_fix(h));
+		result_default_unapplied(
+			res, "hostname",
+			"default hostname not applied: the sandbox keeps this %s's "
+			"hostname: bwrap cannot set one here (%s) (fix: %s)",
+			h->container[0] ? "container" : "host",
+			h->hostname_error[0] ? h->hostname_error : "sethostname refused",
+			host_hostname_fix(h));
 	}
 	if (h->landlock_abi <= 0 && !c->o->without[AB_PROT_LANDLOCK]) {
 		ab_err_set(err, -ENOTSUP,
@@ -263,6 +268,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	timing_mark("start");
 	if (o->slot && warm_refusal(o)) {
 		r = ab_err_usage(err, "this spec cannot have a warm slot: %s", warm_refusal(o));
+		ab_err_fix(err, "run it cold; docs/warm.md says which specs a slot can serve");
 		goto out;
 	}
 	{
@@ -326,6 +332,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 					 "--env-dir '%s' is a Python environment but the script "
 					 "is %s",
 					 o->env_dir, interp_lang_name(c.plan.lang));
+			ab_err_fix(err, "pass a Node environment (agentbox prepare --node), or "
+					"--lang python");
 			goto out;
 		}
 		if (env_nm && c.plan.lang != AB_LANG_NODE) {
@@ -333,6 +341,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 					 "--env-dir '%s' is a Node environment but the script "
 					 "is %s",
 					 o->env_dir, interp_lang_name(c.plan.lang));
+			ab_err_fix(err, "pass a Python environment (agentbox prepare --python), or "
+					"--lang node");
 			goto out;
 		}
 		if (env_venv)
@@ -453,6 +463,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		r = ws_mount_dir(&c, err);
 		if (r < 0)
 			goto out;
+		r = ws_hide_token_files(&c, err);
+		if (r < 0)
+			goto out;
 		r = ws_snapshot_workspace(&c, err);
 		if (r < 0)
 			goto out;
@@ -506,6 +519,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	bwargv_build(&av, &cmd, &c.plan);
 	if (cmd.n > 250) {
 		r = ab_err_usage(err, "too many script arguments (at most 240)");
+		ab_err_fix(err, "pass the rest in a file (--input) or on stdin");
 		goto out;
 	}
 	if (o->dry_run) {
@@ -585,6 +599,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.seccomp_fd = c.seccomp_fd,
 			.init_path = c.host.init_path,
 			.stdin_fd = c.stdin_fd,
+			.stdin_feed = o->stdin_fd >= 0,
 			.cg = c.cg_made ? &c.cg : NULL,
 			.drop = c.drop,
 			.drop_uid = c.sb_uid,
@@ -680,7 +695,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (o->slot)
 		slot_settle_cpu(&c);
 	if (c.lp.memwatch && mw.attached) {
-		res->usage.memory_peak_bytes = (int64_t) mw.peak;
+		/* a watchdog that never saw the script measured agentbox-init alone: null, not
+		 * that figure (issue 25) */
+		res->usage.memory_peak_bytes = mw.saw_script ? (int64_t) mw.peak : -1;
 		if (!c.cg_made)
 			res->usage.tasks_peak = (int64_t) mw.tasks_peak;
 	}
@@ -690,6 +707,14 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	if (oc.init_exec_failed)
 		res->exit_code = oc.init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
 	outcome_record_protections(&c, &oc);
+	/* issue 25: a script that failed on a file or module lying next to it on the host */
+	if (res->status == AB_STATUS_EXITED && res->exit_code > 0 &&
+	    !(o->workspace && c.script_rel)) {
+		size_t n = 0;
+		cleanup_free char *t = stream_inline_text(&res->err, &n);
+
+		res->hint = hint_for_run(o, t, n);
+	}
 
 	timing_mark("interpreted");
 	r = ws_collect(&c, err);

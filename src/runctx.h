@@ -72,6 +72,9 @@ int ws_mount_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_open_workspace(struct run_ctx *c, int runs_root_fd, struct ab_err *err);
 int ws_open_collect(struct run_ctx *c, struct ab_err *err);
 int ws_mount_dir(struct run_ctx *c, struct ab_err *err);
+/* A project's token files in --workspace DIR, covered by an empty read-only file each (issue
+ * 25), listed in the report's hidden_files. */
+int ws_hide_token_files(struct run_ctx *c, struct ab_err *err);
 /* The workspace as the script will find it (after --input, or --workspace DIR as it is):
  * listed and hashed within bounds, for the origins of files after the run; with
  * --workspace, also the bits a strip must keep. */

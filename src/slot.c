@@ -401,7 +401,8 @@ slot_settle_cpu(struct run_ctx *c)
 {
 	int64_t base = (int64_t) (c->warm.base_cpu_ns / 1000000);
 
-	c->res->cpu_ms = c->res->cpu_ms > base ? c->res->cpu_ms - base : 0;
-	if (!c->cg_made)
-		c->res->usage.cpu_ms = c->res->cpu_ms;
+	/* the cgroup's count starts at the hand-over already (slot_settle) */
+	if (!c->res->cpu_from_cgroup)
+		c->res->cpu_ms = c->res->cpu_ms > base ? c->res->cpu_ms - base : 0;
+	c->res->usage.cpu_ms = c->res->cpu_ms;
 }

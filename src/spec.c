@@ -9,6 +9,7 @@
 
 #include "util/macro.h"
 #include "util/xalloc.h"
+#include "words.h"
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
@@ -114,7 +115,10 @@ parse_limits(const json_t *v, struct ab_run_opts *o, struct ab_err *err)
 		int r;
 
 		if (id < 0)
-			return ab_err_usage(err, "spec: unknown limit \"%s\"", name);
+			return ab_err_usage(err, "spec: unknown limit \"%s\"", name),
+			       ab_err_fix(err, "use timeout, memory, pids, cpus, cpu-time, disk, "
+					       "inodes, tmp-size, file-size, nofile or "
+					       "output-limit");
 		r = limit_text(name, id, val, text, sizeof(text), err);
 		if (r == 0)
 			r = cli_set_limit(o, (enum ab_limit_id) id, text, err);
@@ -263,6 +267,16 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		r = want_string(key, v, &s, err);
 		return r < 0 ? r : cli_set_on_output_limit(o, s, err);
 	}
+	if (strcmp(key, "stdin_fd") == 0) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > 1000000)
+			return ab_err_usage(err, "spec: \"stdin_fd\" must be an open fd number, 0 "
+						 "or more"),
+			       ab_err_fix(err, "give the number of an fd of the process that "
+					       "starts the run, e.g. 0 for its stdin");
+		o->stdin_fd = (int) json_integer_value(v);
+		return 0;
+	}
 	if (strcmp(key, "rm") == 0)
 		return want_bool(key, v, &o->rm, err);
 	if (strcmp(key, "quiet") == 0)
@@ -273,11 +287,14 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		return want_bool(key, v, &o->net_strict, err);
 	if (strcmp(key, "dry_run") == 0)
 		return want_bool(key, v, &o->dry_run, err);
-	return ab_err_usage(err, "spec: unknown key \"%s\"", key);
+	return ab_err_usage(err, "spec: unknown key \"%s\"", key),
+	       ab_err_fix(err, "check its spelling: docs/spec.md lists every key (script, code, "
+			       "language, args, stdin, stdin_data, stdin_fd, env, inputs, "
+			       "workspace, collect, rm, limits...)");
 }
 
-int
-spec_parse(const json_t *spec, struct ab_run_opts *o, struct ab_err *err)
+static int
+parse_all(const json_t *spec, struct ab_run_opts *o, struct ab_err *err)
 {
 	const char *key;
 	json_t *v;
@@ -291,13 +308,26 @@ spec_parse(const json_t *spec, struct ab_run_opts *o, struct ab_err *err)
 		if (r < 0)
 			return r;
 	}
-	if (!o->script == !o->code)
-		return ab_err_usage(err, "spec: give exactly one of \"script\" and \"code\"");
-	if (o->code && o->script && strcmp(o->script, "--code") != 0)
-		return ab_err_usage(err, "spec: give exactly one of \"script\" and \"code\"");
+	if (!o->script == !o->code || (o->code && o->script && strcmp(o->script, "--code") != 0))
+		return ab_err_usage(err, "spec: give exactly one of \"script\" and \"code\""),
+		       ab_err_fix(err, "give \"code\" (the script's text) or \"script\" (its "
+				       "path), not both");
 	if (o->code)
 		o->script = "--code";
 	return cli_check(o, err);
+}
+
+int
+spec_parse(const json_t *spec, struct ab_run_opts *o, struct ab_err *err)
+{
+	int r = parse_all(spec, o, err);
+
+	/* the checks are the flags' (cli.c); the caller wrote a spec */
+	if (r < 0) {
+		ab_err_fix(err, "docs/spec.md says what each key takes");
+		words_err_for_spec(err);
+	}
+	return r;
 }
 
 int
@@ -312,7 +342,8 @@ spec_parse_text(const char *text, size_t len, struct ab_run_opts *o, struct ab_e
 	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!j)
 		return ab_err_usage(err, "spec: not valid JSON (line %d, column %d): %s", je.line,
-				    je.column, je.text);
+				    je.column, je.text),
+		       ab_err_fix(err, "send one JSON object (docs/spec.md)");
 	r = spec_parse(j, o, err);
 	json_decref(j);
 	return r;
@@ -390,6 +421,8 @@ spec_build(const struct ab_run_opts *o)
 	if (o->stdin_data)
 		json_object_set_new(j, "stdin_data",
 				    json_stringn(o->stdin_data, o->stdin_data_len));
+	if (o->stdin_fd >= 0)
+		json_object_set_new(j, "stdin_fd", json_integer(o->stdin_fd));
 	STRV_FOREACH (kv, &o->env) {
 		const char *eq = strchr(*kv, '=');
 		cleanup_free char *name = xstrndup(*kv, (size_t) (eq - *kv));
@@ -419,8 +452,8 @@ spec_build(const struct ab_run_opts *o)
 	if (o->inline_output_set)
 		json_object_set_new(j, "inline_output",
 				    json_integer((json_int_t) o->inline_output));
-	if (o->output_truncate)
-		json_object_set_new(j, "on_output_limit", json_string("truncate"));
+	if (!o->output_truncate)
+		json_object_set_new(j, "on_output_limit", json_string("kill"));
 	if (o->rm)
 		json_object_set_new(j, "rm", json_true());
 	if (o->quiet)

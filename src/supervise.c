@@ -26,12 +26,14 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include "feed.h"
 #include "plan.h"
 #include "progress.h"
 #include "relay.h"
 #include "util/fdclose.h"
 #include "util/fdutil.h"
 #include "util/macro.h"
+#include "util/proc.h"
 #include "util/xalloc.h"
 #include "warm.h"
 
@@ -145,14 +147,12 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 struct stream_state {
 	int fd;
 	bool capped;            /* kill mode: past --output-limit, no longer read (see over_cap) */
-	bool discarding;        /* truncate mode: past --output-limit, read and thrown away */
 	struct ab_relay_src rs; /* the live copy to our stdout/stderr; rs.dst NULL: none */
 	struct ab_stream *s;
 	const char *name; /* "stdout" or "stderr": the stream file's name in the run dir */
 	int dirfd;        /* the run directory (borrowed), -1: no stream file (--rm) */
 	int file_fd;      /* RUN_DIR/name once the stream passed the inline cap, else -1 */
 	bool file_failed; /* could not be written: removed, and not tried again */
-	int null_fd;      /* /dev/null for discard(); -2: not opened yet, -1: cannot splice */
 	struct sha256_ctx sha;
 	struct ab_result *res; /* for warnings */
 };
@@ -245,38 +245,15 @@ stream_close(struct stream_state *st)
 {
 	if (st->file_fd >= 0)
 		(void) close(st->file_fd);
-	if (st->null_fd >= 0)
-		(void) close(st->null_fd);
-	st->file_fd = st->null_fd = -1;
-}
-
-/* Past the cap with --on-output-limit truncate: what the script writes is thrown away as it
- * comes, without copying it through our memory where splice(2) can (a pipe to /dev/null).
- * Returns the bytes discarded, 0 at EOF, or -errno (-EAGAIN: nothing there now). */
-static ssize_t
-discard(struct stream_state *st, char *buf, size_t size)
-{
-	ssize_t n;
-
-	if (st->null_fd == -2)
-		st->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (st->null_fd >= 0) {
-		n = splice(st->fd, NULL, st->null_fd, NULL, 1 << 20, SPLICE_F_NONBLOCK);
-		if (n >= 0)
-			return n;
-		if (errno != EINVAL)
-			return -errno;
-		(void) close(st->null_fd); /* cannot splice here: read() from now on */
-		st->null_fd = -1;
-	}
-	n = read(st->fd, buf, size);
-	return n < 0 ? -errno : n;
+	st->file_fd = -1;
 }
 
 /* Reads what is there, keeps up to cap bytes for the report (inline and in the stream file)
- * and queues them for the relay. Past the cap: with truncate, the rest is read and discarded
- * (the run goes on); else returns 1 (stop reading: the caller kills the run). Returns 0
- * otherwise; closes and sets fd to -1 on EOF. */
+ * and queues them for the relay. Past the cap: with truncate (the default, issue 25) the run
+ * goes on, the relay too, and the stream's last bytes go through the report's ring, so the
+ * report ends with what the script printed last, and nothing past the cap is kept elsewhere
+ * (agentbox holds no more than the ring); with kill returns 1 (stop reading: the caller kills
+ * the run). Returns 0 otherwise; closes and sets fd to -1 on EOF. */
 static int
 pump(struct stream_state *st, uint64_t cap, bool truncate)
 {
@@ -284,14 +261,9 @@ pump(struct stream_state *st, uint64_t cap, bool truncate)
 	int rounds = 0;
 
 	for (;;) {
-		ssize_t n = st->discarding ? discard(st, buf, sizeof(buf))
-					   : read(st->fd, buf, sizeof(buf));
+		ssize_t n = read(st->fd, buf, sizeof(buf));
 		size_t room, take;
 
-		if (n < 0 && st->discarding) {
-			errno = (int) -n;
-			n = -1;
-		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -306,22 +278,18 @@ pump(struct stream_state *st, uint64_t cap, bool truncate)
 			return 0;
 		}
 		st->s->bytes += (uint64_t) n;
-		if (st->discarding)
-			goto next;
 		room = st->s->captured < cap ? (size_t) (cap - st->s->captured) : 0;
 		take = (size_t) n < room ? (size_t) n : room;
-		if (take > 0) {
+		if (take > 0)
 			capture(st, buf, take);
-			relay_push(&st->rs, buf, take); /* never waits for our reader */
-		}
+		if ((size_t) n > take && truncate)
+			stream_keep_past_cap(st->s, buf + take, (size_t) n - take);
+		relay_push(&st->rs, buf, truncate ? (size_t) n : take); /* never waits */
 		if (st->s->bytes > cap) {
 			st->s->truncated = true;
 			if (!truncate)
 				return 1; /* stop reading: the caller kills the run now */
-			st->discarding = true;
-			relay_src_end(&st->rs); /* the relay stops at the cap too */
 		}
-	next:
 		if (++rounds >= 16)
 			return 0; /* back to poll: a fast writer must not starve the loop */
 	}
@@ -366,14 +334,60 @@ relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_
 	}
 }
 
+#define READING_TREE_MAX 4096 /* processes of a run looked at in our own /proc */
+
+static size_t tree_pids(pid_t pid, pid_t *out, size_t max);
+
+/* Before agentbox kills the run (issue 25): what its processes used until now. Killed, they
+ * are reaped by no parent that would add them up (the wait statuses of a run killed after 1 s
+ * of CPU carried 5 ms), so their CPU (their own and their reaped children's) and their peak
+ * resident sets are read first: from the sandbox's own /proc when the watchdog has it, else
+ * from bwrap's process tree in ours. Once; a reading that fails leaves the wait statuses'. */
+static void
+reading_before_kill(pid_t bwrap, const struct ab_spawn *sp, struct ab_outcome *oc)
+{
+	uint64_t ticks = 0, hwm = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (oc->reading || hz <= 0)
+		return;
+	if (sp->memwatch && sp->memwatch->attached) {
+		if (memwatch_reading(sp->memwatch, &ticks, &hwm) < 0)
+			return;
+	} else {
+		cleanup_free pid_t *pids = xmalloc(READING_TREE_MAX * sizeof(*pids));
+		size_t n = tree_pids(bwrap, pids, READING_TREE_MAX);
+
+		for (size_t i = 0; i < n; i++) {
+			char path[64], text[4096];
+			uint64_t t;
+			int64_t h;
+
+			snprintf(path, sizeof(path), "/proc/%d/stat", (int) pids[i]);
+			if (read_small_file_at(AT_FDCWD, path, text, sizeof(text)) > 0 &&
+			    proc_parse_cpu_ticks(text, &t) == 0)
+				ticks += t;
+			snprintf(path, sizeof(path), "/proc/%d/status", (int) pids[i]);
+			if (read_small_file_at(AT_FDCWD, path, text, sizeof(text)) > 0 &&
+			    (h = proc_parse_hwm_kib(text)) > 0 && (uint64_t) h > hwm)
+				hwm = (uint64_t) h;
+		}
+	}
+	oc->reading = true;
+	oc->reading_cpu_ms = (int64_t) (ticks * 1000 / (uint64_t) hz);
+	oc->reading_maxrss_kib = (int64_t) hwm;
+}
+
 /* Ends the run, whatever the reason (timeout, CPU time, output cap, interrupt): SIGKILL to
  * bwrap and everything in the run's cgroup (bwrap's --die-with-parent and the PID namespace
  * take the rest, see supervise.h). Once; *kill_at is when, for kill_to_reaped_ms. */
 static void
-kill_run(pid_t pid, const struct ab_spawn *sp, bool *killed, int64_t *kill_at)
+kill_run(pid_t pid, const struct ab_spawn *sp, struct ab_outcome *oc, bool *killed,
+	 int64_t *kill_at)
 {
 	if (*killed)
 		return;
+	reading_before_kill(pid, sp, oc);
 	*kill_at = now_ms();
 	(void) kill(pid, SIGKILL);
 	if (sp->cg)
@@ -413,6 +427,30 @@ kill_orphans(pid_t bwrap)
 	}
 }
 
+/* What tmpfs pages the run's memory cgroup holds (memory.stat shmem; v1 total_shmem, its
+ * hierarchy's), bytes, or -1: read when the interpreter has ended and PID 1 still lives, so
+ * /tmp and /dev/shm are still there. dirfd[0] is the memory cgroup in both versions. */
+static int64_t
+cg_shmem_bytes(const struct ab_cg *cg)
+{
+	char buf[8192];
+	const char *p;
+	ssize_t n;
+
+	if (cg->dirfd[0] < 0)
+		return -1;
+	n = read_small_file_at(cg->dirfd[0], "memory.stat", buf, sizeof(buf));
+	if (n <= 0)
+		return -1;
+	p = cg->kind == AB_CG_V1 ? strstr(buf, "\ntotal_shmem ") : NULL;
+	if (!p)
+		p = strncmp(buf, "shmem ", 6) == 0 ? buf : strstr(buf, "\nshmem ");
+	if (!p)
+		return -1;
+	p = strchr(p + 1, ' ');
+	return p ? (int64_t) strtoull(p + 1, NULL, 10) : -1;
+}
+
 /* A stream passed --output-limit: stop reading it (the writer blocks, or gets EPIPE, instead
  * of flooding on while the kill lands) and kill the run. */
 static void
@@ -426,7 +464,7 @@ over_cap(struct stream_state *st, struct ab_outcome *oc, pid_t pid, const struct
 	if (*killed)
 		return;
 	oc->output_limited = true;
-	kill_run(pid, sp, killed, kill_at);
+	kill_run(pid, sp, oc, killed, kill_at);
 }
 
 static void
@@ -1004,6 +1042,16 @@ warm_wait(struct ab_spawn *sp, pid_t pid, int sfd, struct stream_state *so, stru
 	}
 }
 
+/* Each stream's inline part: --inline-output, and with truncate never more than the
+ * --output-limit that bounds what is kept of a stream, its tail included. */
+static size_t
+inline_cap(const struct ab_spawn *sp)
+{
+	if (sp->output_truncate && sp->lp->output_bytes < sp->inline_bytes)
+		return (size_t) sp->lp->output_bytes;
+	return sp->inline_bytes;
+}
+
 static int
 dup_high(int fd)
 {
@@ -1021,14 +1069,12 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 				   .name = "stdout",
 				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
 				   .file_fd = -1,
-				   .null_fd = -2,
 				   .res = res };
 	struct stream_state se = { .fd = -1,
 				   .s = &res->err,
 				   .name = "stderr",
 				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
 				   .file_fd = -1,
-				   .null_fd = -2,
 				   .res = res };
 	struct ab_relay_dst dout = { .fd = -1 }, derr = { .fd = -1 };
 	struct ab_relay_dst *dst[2];
@@ -1037,12 +1083,14 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	cpu_set_t mine;
 	int64_t t0, deadline, kill_at = -1, next_tick;
 	struct ab_progress prog = { .fd = -1 };
+	struct ab_feed feed = { .src = -1, .dst = -1 };
 	pid_t pid, self = getpid();
-	bool killed = false, children = true, in_cgroup = false;
+	bool killed = false, children = true, in_cgroup = false, end_polled = false;
 	int r = 0, warm_r = 0;
 
 	memset(oc, 0, sizeof(*oc));
-	res->out.inline_max = res->err.inline_max = sp->inline_bytes;
+	oc->tmpfs_end_bytes = oc->tmpfs_peak_bytes = -1;
+	res->out.inline_max = res->err.inline_max = inline_cap(sp);
 
 	/* bwrap reads its arguments from a memfd: no ARG_MAX limit, nothing in `ps` (T6). */
 	args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
@@ -1057,9 +1105,18 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		(void) close(args_fd);
 		args_fd = hi;
 	}
-	if (sp->stdin_fd >= 0)
+	if (sp->stdin_feed) {
+		int end = -1;
+
+		r = feed_open(&feed, STDIN_FILENO, &end);
+		if (r < 0)
+			return ab_err_set(err, r, "stream stdin into the sandbox: %s",
+					  strerror(-r));
+		in_fd = dup_high(end);
+		(void) close(end);
+	} else if (sp->stdin_fd >= 0) {
 		in_fd = dup_high(sp->stdin_fd);
-	else {
+	} else {
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		in_fd = dup_high(nul);
@@ -1155,6 +1212,9 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	(void) close(err_p[1]);
 	(void) close(st_p[1]);
 	(void) close(ep[1]);
+	/* the sandbox's alone now: a script that closes its stdin is seen to (EPIPE) */
+	(void) close(in_fd);
+	in_fd = -1;
 	if (sp->warm && sp->warm->hook_peer >= 0) {
 		(void) close(sp->warm->hook_peer); /* the sandbox's alone now */
 		sp->warm->hook_peer = -1;
@@ -1190,8 +1250,9 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	if (sp->warm && oc->started) {
 		warm_r = warm_wait(sp, pid, sfd, &so, &se, &st_p[0], &mw_p[0], oc, err);
 		if (warm_r != 0)
-			kill_run(pid, sp, &killed, &kill_at); /* then reaped below, as any run */
-		res->out.inline_max = res->err.inline_max = sp->inline_bytes;
+			kill_run(pid, sp, oc, &killed,
+				 &kill_at); /* then reaped below, as any run */
+		res->out.inline_max = res->err.inline_max = inline_cap(sp);
 		if (sp->memwatch) {
 			sp->memwatch->peak = sp->memwatch->tasks_peak = 0;
 			sp->memwatch->next_ms = now_ms();
@@ -1233,8 +1294,8 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	next_tick = t0 + 50;
 	progress_init(&prog, sp->progress, t0);
 	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[6 + ARRAY_SIZE(dst)];
-		int watch_at, mw_at;
+		struct pollfd pfd[8 + ARRAY_SIZE(dst)];
+		int watch_at, mw_at, feed_at;
 		int nfd = 0, timeout;
 		int64_t now = now_ms();
 
@@ -1264,6 +1325,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 					oc->mem_over_bytes = sp->memwatch->over_bytes;
 					why = "memory";
 					/* PID 1 first: the kernel ends the namespace at once */
+					reading_before_kill(pid, sp, oc);
 					(void) memwatch_kill(sp->memwatch);
 				} else if (k < 0) {
 					snprintf(oc->memwatch_error, sizeof(oc->memwatch_error),
@@ -1273,7 +1335,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 				}
 			}
 			if (why)
-				kill_run(pid, sp, &killed, &kill_at);
+				kill_run(pid, sp, oc, &killed, &kill_at);
 		}
 		/* After the processes are gone, only drain what is already in the pipes. */
 		if (!children) {
@@ -1303,6 +1365,9 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 					      .events = POLLIN };
 		mw_at = nfd;
 		pfd[nfd++] = (struct pollfd){ .fd = mw_p[0], .events = POLLIN };
+		feed_at = nfd;
+		pfd[nfd++] = (struct pollfd){ .fd = feed_src_fd(&feed), .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = feed_dst_fd(&feed), .events = POLLOUT };
 		if (killed)
 			timeout = 100; /* waiting for SIGCHLD */
 		else {
@@ -1336,9 +1401,19 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 		if (mw_p[0] >= 0 && (pfd[mw_at].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    memwatch_receive(&mw_p[0], sp->memwatch, oc->memwatch_error,
 				     sizeof(oc->memwatch_error)) < 0)
-			kill_run(pid, sp, &killed, &kill_at);
+			kill_run(pid, sp, oc, &killed, &kill_at);
 		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
 			read_status(&st_p[0], oc);
+			/* the interpreter ended: the watchdog measures once more, while the
+			 * sandbox's tmpfs and any process left still hold what they hold (issue
+			 * 25: a figure measured at the start and at the end) */
+			if (oc->script_done && !end_polled && !killed) {
+				end_polled = true;
+				if (sp->memwatch && sp->memwatch->attached)
+					(void) memwatch_poll(sp->memwatch, now_ms());
+				if (sp->cg)
+					oc->tmpfs_end_bytes = cg_shmem_bytes(sp->cg);
+			}
 			if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
 			    !oc->memwatch_error[0]) {
 				if (mw_p[0] < 0 ||
@@ -1349,21 +1424,22 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 							 sizeof(oc->memwatch_error),
 							 "agentbox-init started without handing "
 							 "over the sandbox's /proc");
-					kill_run(pid, sp, &killed, &kill_at);
+					kill_run(pid, sp, oc, &killed, &kill_at);
 				}
 			}
 		}
 		for (size_t i = 0; i < ndst; i++)
 			if (pfd[4 + i].revents)
 				relay_write(dst[i]);
+		/* the caller's stdin into the sandbox's: moved as it comes, never waited for */
+		if (pfd[feed_at].revents)
+			feed_read(&feed);
+		if (pfd[feed_at + 1].revents || (pfd[feed_at].revents && feed_dst_fd(&feed) >= 0))
+			feed_write(&feed);
 		if (pfd[watch_at].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* the library's caller went away (nothing is ever written there) */
 			oc->interrupted_by = SIGHUP;
-			(void) kill(pid, SIGKILL);
-			if (sp->cg)
-				(void) cg_kill(sp->cg);
-			killed = true;
-			kill_at = now_ms();
+			kill_run(pid, sp, oc, &killed, &kill_at);
 		}
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
@@ -1373,7 +1449,7 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 					continue;
 				/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
 				oc->interrupted_by = (int) si.ssi_signo;
-				kill_run(pid, sp, &killed, &kill_at);
+				kill_run(pid, sp, oc, &killed, &kill_at);
 			}
 		}
 		if (!killed)
@@ -1405,6 +1481,11 @@ supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc,
 	}
 	if (warm_r < 0)
 		r = warm_r; /* the claimed run could not start: err says why */
+	if (sp->memwatch && sp->memwatch->attached) {
+		if (oc->tmpfs_end_bytes < 0)
+			oc->tmpfs_end_bytes = (int64_t) sp->memwatch->tmpfs_last;
+		oc->tmpfs_peak_bytes = (int64_t) sp->memwatch->tmpfs_peak;
+	}
 	if (st_p[0] >= 0)
 		read_status(&st_p[0], oc);
 	if (!oc->bwrap_reaped)
@@ -1421,6 +1502,7 @@ out_mask:
 out_close:
 	progress_done(&prog);
 	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
+	feed_close(&feed);
 	if (sp->warm) {
 		if (sp->warm->hook_fd >= 0)
 			(void) close(sp->warm->hook_fd);

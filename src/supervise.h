@@ -71,8 +71,9 @@ struct ab_spawn {
 	int seccomp_fd;        /* -1: none */
 	const char *init_path; /* agentbox-init on the host, passed as AB_FD_INIT */
 	int stdin_fd;          /* -1: /dev/null */
-	struct ab_cg *cg;      /* NULL: no cgroup */
-	bool drop;             /* root caller: become drop_uid/drop_gid before bwrap */
+	bool stdin_feed;  /* stream our fd 0 (the caller's) into the sandbox's stdin (feed.h) */
+	struct ab_cg *cg; /* NULL: no cgroup */
+	bool drop;        /* root caller: become drop_uid/drop_gid before bwrap */
 	uid_t drop_uid;
 	gid_t drop_gid;
 	const struct ab_limits_plan *lp;
@@ -116,7 +117,17 @@ struct ab_outcome {
 	int interrupted_by;       /* signal that interrupted agentbox, 0 none */
 	int64_t wall_ms;
 	int64_t kill_to_reaped_ms; /* when we killed: time until every process was reaped */
-	int exec_errno;            /* the child could not exec bwrap */
+	/* when we killed: the run's processes read just before (their CPU, their own and their
+	 * reaped children's; their largest peak RSS), which no wait status carries then */
+	bool reading;
+	int64_t reading_cpu_ms;
+	int64_t reading_maxrss_kib;
+	/* what the run's tmpfs held (the workspace, /tmp, /dev/shm), bytes, -1 unmeasured: the
+	 * memory cgroup's shmem when the interpreter ended, the watchdog's last and largest
+	 * counts of the tmpfs mounts (issue 25: the evidence an OOM fix names tmpfs on) */
+	int64_t tmpfs_end_bytes;
+	int64_t tmpfs_peak_bytes;
+	int exec_errno; /* the child could not exec bwrap */
 	char exec_what[64];
 };
 

@@ -14,7 +14,7 @@ warm_refusal(const struct ab_run_opts *o)
 		return "the spec names a script file (warm slots run `code`)";
 	if (o->lang != AB_LANG_PYTHON && o->lang != AB_LANG_NODE)
 		return "the spec gives no language";
-	if (o->stdin_path || o->stdin_data)
+	if (o->stdin_path || o->stdin_data || o->stdin_fd >= 0)
 		return "the run has stdin";
 	if (o->workspace)
 		return "the run has --workspace DIR";

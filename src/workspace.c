@@ -10,12 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/openat2.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "binds.h"
 #include "etcgen.h"
 #include "hostfs.h"
 #include "runctx.h"
@@ -355,6 +357,90 @@ ws_mount_dir(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+/* A project's token files in --workspace DIR (issue 25: binds_token_files, a .npmrc with
+ * `package-lock=false` or with an auth token): the run goes ahead, each one covered in the
+ * sandbox by an empty read-only file, mounted over it on RUNS/.mnt/work in our own mount
+ * namespace (bwrap binds /work recursively, so the cover comes along; the script cannot
+ * unmount it, write it, or rename or remove what is under it). The cover is a file of a tiny
+ * tmpfs that has no mount point at all (fsopen/fsmount). Only DIR's own entries: the same
+ * scope as the refusal it replaces. Each hidden name goes to the report. */
+int
+ws_hide_token_files(struct run_ctx *c, struct ab_err *err)
+{
+	cleanup_fd int fs = -1, mnt = -1, work = -1;
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+
+	for (const char *const *t = binds_token_files; *t; t++) {
+		struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+						   RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS };
+		cleanup_fd int target = -1, cover = -1;
+		struct stat st;
+		long fd;
+
+		/* a regular file of DIR's (a link leads nowhere secret in the sandbox) */
+		if (fstatat(c->work_fd, *t, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (fs < 0) {
+			int e = 0;
+
+			fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+			if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+			    fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "4", 0) < 0 ||
+			    fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+			    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+			    (mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0)) < 0)
+				e = errno;
+			if (!e) {
+				int f = openat(mnt, "empty",
+					       O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+
+				if (f < 0)
+					e = errno;
+				else
+					(void) close(f);
+			}
+			if (!e) {
+				work = open(c->rd.mnt_work,
+					    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				if (work < 0)
+					e = errno;
+			}
+			if (e) {
+				ab_err_set(err, -e,
+					   "--workspace '%s' holds %s: cannot cover it for the "
+					   "sandbox: "
+					   "%s",
+					   c->o->workspace, *t, strerror(e));
+				return ab_err_fix(err,
+						  "move %s out of the directory, or copy in the "
+						  "files the script needs with --input",
+						  *t);
+			}
+		}
+		fd = syscall(SYS_openat2, work, *t, &how, sizeof(how));
+		target = (int) fd;
+		cover = open_tree(mnt, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (target < 0 || cover < 0 ||
+		    mount_setattr(cover, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0 ||
+		    move_mount(cover, "", target, "",
+			       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+			int e = errno;
+
+			ab_err_set(err, -e,
+				   "--workspace '%s' holds %s: cannot cover it for the sandbox: %s",
+				   c->o->workspace, *t, strerror(e));
+			return ab_err_fix(err,
+					  "move %s out of the directory, or copy in the files the "
+					  "script needs with --input",
+					  *t);
+		}
+		strv_push(&c->res->hidden_files, *t);
+	}
+	return 0;
+}
+
 /* prepare: the environment is built on a tmpfs of its own in our mount namespace, bound
  * read-write at its final path in the sandbox (scripts and shebangs name that path); the host
  * gets only agentbox's sanitised copy (ws_env_copy_out). */
@@ -535,7 +621,8 @@ code_memfd(struct run_ctx *c, struct ab_err *err)
 		len = (size_t) n;
 	}
 	if (len > AB_CODE_MAX)
-		return ab_err_usage(err, "--code is longer than 16 MiB: pass a script file");
+		return ab_err_usage(err, "--code is longer than 16 MiB"),
+		       ab_err_fix(err, "pass a script file");
 	mfd = memfd_create("agentbox-script", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
@@ -765,7 +852,8 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 				return ab_err_usage(err,
 						    "--input '%s': cannot create '%s' in the "
 						    "workspace: %s",
-						    *in, name, strerror(errno));
+						    *in, name, strerror(errno)),
+				       ab_err_fix(err, "give each --input a different name");
 			sub = openat(c->work_fd, name,
 				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0 || (ou != (uid_t) -1 && fchown(sub, ou, og) < 0))

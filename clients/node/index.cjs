@@ -21,6 +21,8 @@ const SCHEMA_VERSIONS = Object.freeze([1]);
 const SPEC_VERSIONS = Object.freeze([1]);
 const BINARY_ENV = 'AGENTBOX';
 const STOP_GRACE_MS = 30000;
+// the fd of agentbox's that a stream for the script's stdin is handed over on (spec stdin_fd)
+const STDIN_FD = 4;
 const STATUSES = Object.freeze([
   'exited', 'signaled', 'timeout', 'oom', 'pids_limit', 'cpu_time_limit', 'disk_limit',
   'file_size_limit', 'output_limit', 'exec_failed', 'interrupted', 'setup_error', 'usage_error',
@@ -281,7 +283,7 @@ function relName(name) {
 
 /** The spec, the staging directory of `files`, and where the files out go. */
 function prepare(o) {
-  const inv = { staging: null, owned: null, filesDir: null, spec: null };
+  const inv = { staging: null, owned: null, filesDir: null, spec: null, stdinStream: null };
   try {
     const hasCode = o.code != null;
     if (hasCode === (o.script != null)) throw new TypeError('run() needs exactly one of code and script');
@@ -309,7 +311,15 @@ function prepare(o) {
       fs.chmodSync(inv.staging, 0o711);
       return inv.staging;
     };
-    if (typeof o.stdin === 'string') {
+    if (typeof o.stdin === 'number' || (o.stdin && typeof o.stdin.pipe === 'function')) {
+      // a stream (an open fd, or a Readable such as process.stdin): agentbox reads it as the
+      // script does (issue 25), on its fd 4
+      if (typeof o.stdin === 'number' && !(Number.isInteger(o.stdin) && o.stdin >= 0)) {
+        throw new TypeError('stdin: an fd is a whole number >= 0');
+      }
+      inv.stdinStream = o.stdin;
+      spec.stdin_fd = STDIN_FD;
+    } else if (typeof o.stdin === 'string') {
       spec.stdin_data = o.stdin;
     } else if (o.stdin != null) {
       const p = path.join(stage(), '.stdin');
@@ -422,10 +432,19 @@ class StderrFilter {
   }
 }
 
+// What agentbox printed on its stderr for this report after the script's output: each warning,
+// but for the defaults this host cannot apply, which get one short note line.
 function ownLines(report) {
   if (!report) return null;
   if (report.status === 'setup_error' || report.status === 'usage_error') return null;
-  return (report.warnings || []).map((w) => `agentbox: warning: ${w}\n`).join('');
+  const defaults = (report.defaults_not_applied || []).map(String);
+  const ofDefault = (w) => defaults.some((d) => w.startsWith(`default ${d} `));
+  let lines = (report.warnings || []).filter((w) => !ofDefault(String(w)))
+    .map((w) => `agentbox: warning: ${w}\n`).join('');
+  if (defaults.length) {
+    lines += `agentbox: note: defaults this host cannot fully apply: ${defaults.join(', ')} (agentbox doctor explains)\n`;
+  }
+  return lines;
 }
 
 function finish(inv, reportText, stderrText, exitCode) {
@@ -484,9 +503,10 @@ async function run(options = {}) {
   const streaming = Boolean(o.onStdout || o.onStderr);
   let child;
   try {
-    child = spawn(info.path, ['run', '--spec', '-', '--report-fd', '3'], {
-      stdio: ['pipe', streaming ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    });
+    const stdio = ['pipe', streaming ? 'pipe' : 'ignore', 'pipe', 'pipe'];
+    // a stream for the script's stdin: an fd is shared as it is, a Readable piped in
+    if (inv.stdinStream != null) stdio.push(typeof inv.stdinStream === 'number' ? inv.stdinStream : 'pipe');
+    child = spawn(info.path, ['run', '--spec', '-', '--report-fd', '3'], { stdio });
   } catch (e) {
     cleanup(inv, true);
     throw new AgentboxNotFoundError(`cannot start ${info.path}: ${e.message}`, 'check the binary');
@@ -527,6 +547,12 @@ async function run(options = {}) {
       child.stdin.on('error', () => { /* agentbox stopped reading: its report says why */ });
       child.stdin.end(JSON.stringify(inv.spec));
       child.stdio[3].on('data', (d) => report.push(d));
+      if (inv.stdinStream != null && typeof inv.stdinStream !== 'number') {
+        const sink = child.stdio[STDIN_FD];
+        sink.on('error', () => { /* the run ended, or the script closed its stdin */ });
+        inv.stdinStream.pipe(sink);
+        child.on('close', () => inv.stdinStream.unpipe(sink));
+      }
       child.stderr.on('data', (d) => {
         stderr.push(d);
         if (filter) filter.push(errDecoder.write(d));
@@ -596,4 +622,5 @@ module.exports = {
   FILE_ORIGINS,
   NETWORK_MODES,
   _StderrFilter: StderrFilter, // for the tests
+  _ownLines: ownLines,
 };

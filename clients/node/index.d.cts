@@ -69,7 +69,9 @@ export interface StreamFile {
 
 /** The script's stdout or stderr as agentbox captured it. `text` is untrusted: all of it, or
  * (elided_bytes > 0) its first head_bytes, a marker line of agentbox's, its last tail_bytes;
- * then `file` has every byte, when the run directory was kept (result.readStream()). */
+ * then `file` has every captured byte, when the run directory was kept
+ * (result.readStream()). Past the output limit the run goes on by default: `truncated`, the
+ * tail is the stream's own end, and `dropped_bytes` were kept nowhere. */
 export interface Stream {
   bytes: number;
   captured_bytes: number;
@@ -80,6 +82,7 @@ export interface Stream {
   head_bytes: number;
   tail_bytes: number;
   elided_bytes: number;
+  dropped_bytes: number;
   file: StreamFile | null;
 }
 
@@ -243,6 +246,9 @@ export interface Report {
   agentbox_exit: number;
   message: string | null;
   fix: string | null;
+  /** A common mistake the failure points at (a file or module next to the script on the host,
+   * which the sandbox does not see) and how to bring it in; null otherwise. */
+  hint: string | null;
   limits_hit: LimitHit[];
   started_unix_ms: number | null;
   wall_ms: number | null;
@@ -273,6 +279,12 @@ export interface Report {
   sandbox_host_uid: number | null;
   workspace_mode: 'tmpfs' | 'idmapped' | 'bind' | null;
   warnings: string[];
+  /** Defaults this host cannot apply as documented ('cpus', 'pids', 'hostname'), each with the
+   * entry of `warnings` that begins `default NAME `; `agentbox doctor` explains them. */
+  defaults_not_applied: string[];
+  /** Token files of a `workspace` directory (its .npmrc...) the sandbox saw as an empty
+   * read-only file: the run could neither read nor change them. */
+  hidden_files: string[];
 }
 
 /** The report of one run, with helpers. */
@@ -335,8 +347,10 @@ export interface RunOptions {
   /** { name: content } written into the workspace, or host paths copied in. */
   files?: Record<string, string | Uint8Array> | string[];
   args?: string[];
-  /** The script's stdin. */
-  stdin?: string | Uint8Array;
+  /** The script's stdin: a string or bytes, or a stream read as the script reads it (an open
+   * fd, or a Readable such as process.stdin); a script that does not read it is never held
+   * up by it. */
+  stdin?: string | Uint8Array | number | NodeJS.ReadableStream;
   env?: Record<string, string>;
   limits?: RunLimits;
   /** The wall-clock limit in seconds (status 'timeout'; default 60). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 
 #include "../cli.h"
 #include "../lib/api-private.h"
@@ -26,6 +27,7 @@
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
+#include "../words.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
 
@@ -224,11 +226,34 @@ wait_forwarding(ab_run_handle *run, ab_result **ret, ab_error **err)
 	return ab_run_wait(run, ret, err);
 }
 
-/* The report's warnings, or its error line for a run agentbox refused. */
+/* Is warning w the one of a default this host cannot apply (it begins "default NAME ", NAME
+ * in the report's defaults_not_applied)? */
+static bool
+default_warning(const json_t *defaults, const char *w)
+{
+	size_t i;
+	json_t *d;
+
+	json_array_foreach(defaults, i, d)
+	{
+		const char *name = json_string_value(d);
+		size_t l = name ? strlen(name) : 0;
+
+		if (name && strncmp(w, "default ", 8) == 0 && strncmp(w + 8, name, l) == 0 &&
+		    w[8 + l] == ' ')
+			return true;
+	}
+	return false;
+}
+
+/* The report's warnings, or its error line for a run agentbox refused. The defaults this host
+ * cannot apply get one short line for all of them (issue 25: not the same essay every run;
+ * agentbox doctor explains them, and the report keeps every word). */
 static void
 print_outcome(const ab_result *res)
 {
 	json_t *rep = json_loads(ab_result_json(res), 0, NULL);
+	json_t *defaults = json_object_get(rep, "defaults_not_applied");
 	const char *status = ab_result_status(res);
 	size_t i;
 	json_t *w;
@@ -238,7 +263,16 @@ print_outcome(const ab_result *res)
 			    ab_result_fix(res), strcmp(status, "usage_error") == 0);
 	} else {
 		json_array_foreach(json_object_get(rep, "warnings"), i, w)
-			fprintf(stderr, "agentbox: warning: %s\n", json_string_value(w));
+		{
+			if (!default_warning(defaults, json_string_value(w)))
+				fprintf(stderr, "agentbox: warning: %s\n", json_string_value(w));
+		}
+		if (json_array_size(defaults) > 0) {
+			fputs("agentbox: note: defaults this host cannot fully apply:", stderr);
+			json_array_foreach(defaults, i, w)
+				fprintf(stderr, "%s %s", i ? "," : "", json_string_value(w));
+			fputs(" (agentbox doctor explains)\n", stderr);
+		}
 	}
 	json_decref(rep);
 }
@@ -268,37 +302,85 @@ fmt_secs(char *buf, size_t size, double ms)
 		snprintf(buf, size, "%.0fm", ms / 60000);
 }
 
-/* The limit a status names, and how it reads in the summary line. */
+/* The limits, how each reads in the summary line, and the status that names it. */
 static const struct {
-	const char *status, *limit, *what;
-} limit_status[] = {
+	const char *limit, *what, *status;
+} limit_words[] = {
 	{ "timeout", "timeout", "timeout" },
-	{ "oom", "memory", "out of memory" },
-	{ "pids_limit", "pids", "task limit reached" },
-	{ "cpu_time_limit", "cpu-time", "CPU time limit reached" },
-	{ "disk_limit", "disk", "workspace full" },
-	{ "file_size_limit", "file-size", "file size limit reached" },
-	{ "output_limit", "output-limit", "output limit reached" },
+	{ "memory", "out of memory", "oom" },
+	{ "pids", "task limit reached", "pids_limit" },
+	{ "cpu-time", "CPU time limit reached", "cpu_time_limit" },
+	{ "disk", "workspace full", "disk_limit" },
+	{ "inodes", "workspace full", "disk_limit" },
+	{ "file-size", "file size limit reached", "file_size_limit" },
+	{ "output-limit", "output limit reached", "output_limit" },
 };
 
-/* One line on stderr after a run, for a person: what happened, how long, how much memory,
- * what the script wrote, and for a limit the fix. Colour only on a terminal, never with
- * NO_COLOR (no-color.org) or TERM=dumb. */
+/* "--timeout 1s", "--memory 256M", "--inodes 16384": a limit as the flags take it. */
 static void
-print_summary(const ab_result *res, bool colour)
+fmt_limit(char *buf, size_t size, const json_t *rep, const char *limit)
+{
+	json_t *l = json_object_get(json_object_get(rep, "limits"), limit);
+	json_t *v = json_object_get(l, "enforced");
+	double d = (double) json_integer_value(
+		json_is_integer(v) ? v : json_object_get(l, "requested"));
+	char num[32];
+
+	if (strcmp(limit, "timeout") == 0 || strcmp(limit, "cpu-time") == 0)
+		snprintf(num, sizeof(num), (long long) d % 1000 == 0 ? "%.0fs" : "%.0fms",
+			 (long long) d % 1000 == 0 ? d / 1000 : d);
+	else if (strcmp(limit, "pids") == 0 || strcmp(limit, "inodes") == 0)
+		snprintf(num, sizeof(num), "%.0f", d);
+	else
+		fmt_size(num, sizeof(num), d);
+	snprintf(buf, size, "--%s %s", limit, num);
+}
+
+static const char *
+limit_what(const char *limit)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(limit_words); i++)
+		if (strcmp(limit_words[i].limit, limit) == 0)
+			return limit_words[i].what;
+	return "limit reached";
+}
+
+/* Where the files the script wrote are: the --collect directory, else the workspace (the
+ * --workspace directory, or the kept run directory's copy); NULL with --rm. */
+static const char *
+files_place(const json_t *rep)
+{
+	const char *c =
+		json_string_value(json_object_get(json_object_get(rep, "collected"), "dir"));
+
+	return c ? c : json_string_value(json_object_get(rep, "workspace"));
+}
+
+/* One line on stderr after a run, for a person: what happened, how long, how much memory,
+ * what the script wrote and where it is, every limit it reached (the report's limits_hit:
+ * issue 25, the line never disagrees with the report), and the fix. In the words of the
+ * interface that asked (words.h): a --spec run's line names the spec's keys. Colour only on
+ * a terminal, never with NO_COLOR (no-color.org) or TERM=dumb. */
+static void
+print_summary(const ab_result *res, bool colour, bool flag_words)
 {
 	json_t *rep = json_loads(ab_result_json(res), 0, NULL);
 	const char *status = json_string_value(json_object_get(rep, "status"));
 	const char *fix = json_string_value(json_object_get(rep, "fix"));
+	const char *hint = json_string_value(json_object_get(rep, "hint"));
 	const char *script = json_string_value(json_object_get(rep, "script"));
 	const char *base = script && strrchr(script, '/') ? strrchr(script, '/') + 1 : script;
+	const char *place = NULL, *ended = NULL;
 	json_t *usage = json_object_get(rep, "usage"), *files = json_object_get(rep, "files"), *f;
-	char head[256], tail[512], num[32], lim[32];
+	json_t *hits = json_object_get(rep, "limits_hit");
+	char head[256], num[32], lim[64];
 	const char *col = "31"; /* red: a limit, a signal, an interrupt */
 	double wall = (double) json_integer_value(json_object_get(rep, "wall_ms"));
-	json_int_t peak = json_integer_value(json_object_get(usage, "memory_peak_bytes"));
-	size_t i, written = 0, n;
+	json_t *peak = json_object_get(usage, "memory_peak_bytes");
+	size_t i, written = 0;
 	bool origins = false;
+	struct strv tail = { 0 };
+	cleanup_free char *line = NULL, *text = NULL;
 
 	if (!status) {
 		json_decref(rep);
@@ -317,55 +399,70 @@ print_summary(const ab_result *res, bool colour)
 			written++;
 	}
 	fmt_secs(num, sizeof(num), wall);
+	/* the limit that ended the run: the one its status names, the last of limits_hit */
+	json_array_foreach(hits, i, f)
+	{
+		for (size_t k = 0; k < ARRAY_SIZE(limit_words); k++)
+			if (strcmp(limit_words[k].limit, json_string_value(f) ?: "") == 0 &&
+			    strcmp(limit_words[k].status, status) == 0)
+				ended = limit_words[k].limit;
+	}
 	if (strcmp(status, "exited") == 0) {
 		json_int_t code = json_integer_value(json_object_get(rep, "exit_code"));
 
-		col = code == 0 ? "32" : "33";
+		col = code == 0 && json_array_size(hits) == 0 ? "32" : "33";
 		snprintf(head, sizeof(head), "exit %lld after %s", (long long) code, num);
 	} else if (strcmp(status, "signaled") == 0) {
 		snprintf(head, sizeof(head), "killed by SIG%s after %s",
 			 json_string_value(json_object_get(rep, "signal_name")) ?: "?", num);
 	} else if (strcmp(status, "interrupted") == 0) {
 		snprintf(head, sizeof(head), "interrupted after %s", num);
+	} else if (ended) {
+		fmt_limit(lim, sizeof(lim), rep, ended);
+		snprintf(head, sizeof(head), "%s after %s (%s)", limit_what(ended), num, lim);
 	} else {
 		snprintf(head, sizeof(head), "%s after %s", status, num);
-		for (i = 0; i < ARRAY_SIZE(limit_status); i++) {
-			json_t *l = json_object_get(json_object_get(rep, "limits"),
-						    limit_status[i].limit);
-			double v = (double) json_integer_value(json_object_get(l, "enforced"));
+	}
+	/* every other limit the run reached, as the report lists them */
+	json_array_foreach(hits, i, f)
+	{
+		const char *h = json_string_value(f);
 
-			if (strcmp(status, limit_status[i].status) != 0)
-				continue;
-			if (strcmp(limit_status[i].limit, "timeout") == 0 ||
-			    strcmp(limit_status[i].limit, "cpu-time") == 0)
-				snprintf(lim, sizeof(lim),
-					 (long long) v % 1000 == 0 ? "%.0fs" : "%.0fms",
-					 (long long) v % 1000 == 0 ? v / 1000 : v);
-			else if (strcmp(limit_status[i].limit, "pids") == 0)
-				snprintf(lim, sizeof(lim), "%.0f", v);
-			else
-				fmt_size(lim, sizeof(lim), v);
-			snprintf(head, sizeof(head), "%s after %s (--%s %s)", limit_status[i].what,
-				 num, limit_status[i].limit, lim);
-		}
+		if (!h || (ended && strcmp(h, ended) == 0))
+			continue;
+		fmt_limit(lim, sizeof(lim), rep, h);
+		strv_pushf(&tail, "; %s (%s)", limit_what(h), lim);
 	}
-	n = 0;
-	if (peak > 0) {
-		n += (size_t) snprintf(tail + n, sizeof(tail) - n, ", peak memory %.1f MiB",
-				       (double) peak / (1 << 20));
-	} else if (json_integer_value(json_object_get(rep, "max_rss_kib")) > 0) {
-		n += (size_t) snprintf(
-			tail + n, sizeof(tail) - n, ", max RSS %.1f MiB",
-			(double) json_integer_value(json_object_get(rep, "max_rss_kib")) / 1024);
+	if (json_is_integer(peak))
+		strv_pushf(&tail, ", peak memory %.1f MiB",
+			   (double) json_integer_value(peak) / (1 << 20));
+	else if (json_integer_value(json_object_get(rep, "max_rss_kib")) > 0)
+		strv_pushf(&tail, ", max RSS %.1f MiB",
+			   (double) json_integer_value(json_object_get(rep, "max_rss_kib")) / 1024);
+	place = files_place(rep);
+	strv_pushf(&tail, ", %zu file%s written", written, written == 1 ? "" : "s");
+	if (place)
+		strv_pushf(&tail, " (in %s)", place);
+	else if (written > 0)
+		strv_pushf(&tail, " (not kept: --rm without --collect)");
+	if (fix && (strcmp(status, "exited") != 0 || json_array_size(hits) > 0))
+		strv_pushf(&tail, "; %s", fix);
+	if (hint)
+		strv_pushf(&tail, "; hint: %s", hint);
+	line = strv_join(&tail, "");
+	strv_done(&tail);
+	/* the report's fix and hint are in the run's words already */
+	text = flag_words ? xstrdup(head) : words_for_spec(head);
+	if (!flag_words) {
+		char *t = words_for_spec(line);
+
+		free(line);
+		line = t;
 	}
-	n += (size_t) snprintf(tail + n, sizeof(tail) - n, ", %zu file%s written", written,
-			       written == 1 ? "" : "s");
-	if (fix && strcmp(status, "exited") != 0)
-		(void) snprintf(tail + n, sizeof(tail) - n, "; %s", fix);
 	if (colour)
-		fprintf(stderr, "agentbox: \033[%sm%s\033[0m%s\n", col, head, tail);
+		fprintf(stderr, "agentbox: \033[%sm%s\033[0m%s\n", col, text, line);
 	else
-		fprintf(stderr, "agentbox: %s%s\n", head, tail);
+		fprintf(stderr, "agentbox: %s%s\n", text, line);
 	json_decref(rep);
 }
 
@@ -395,7 +492,8 @@ cmd_run(int argc, char **argv)
 	/* --report-fd: must be open now, and is not passed on to anything */
 	fd_ok = o.report_fd > 0 && fcntl(o.report_fd, F_GETFD) >= 0;
 	if (r == 0 && o.report_fd > 0 && !fd_ok)
-		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd);
+		r = ab_err_usage(&err, "--report-fd %d is not an open fd", o.report_fd),
+		ab_err_fix(&err, "open it first, e.g. --report-fd 3 3>report.json");
 	if (fd_ok)
 		(void) fcntl(o.report_fd, F_SETFD, FD_CLOEXEC);
 	/* --spec: the whole run as JSON; other flags may not be mixed in */
@@ -410,13 +508,34 @@ cmd_run(int argc, char **argv)
 			r = ab_err_usage(&err, "--spec '%s': %s", o.spec_path,
 					 fd < 0 ? strerror(errno)
 						: "cannot read it (over 64 MiB?)");
+			ab_err_fix(&err, "pass a readable JSON file, or - for stdin");
 		} else {
 			run_opts_init(&so);
 			r = spec_parse_text(spec_text, (size_t) -1, &so, &err);
 			dry_run = so.dry_run;
+			if (r == 0 && so.stdin_fd == STDIN_FILENO && strcmp(o.spec_path, "-") == 0)
+				r = ab_err_usage(&err, "spec: stdin_fd 0 is the spec itself here "
+						       "(--spec -)"),
+				ab_err_fix(&err, "pass the spec in a file (--spec FILE), or the "
+						 "stream on another fd");
 			run_opts_done(&so);
 		}
 		o.report_path = report;
+	}
+	/* The script's stdin (issue 25): `--stdin -` streams ours, and so does a pipe or a file on
+	 * our stdin by default, as for any Unix filter; a terminal never (it stays ours), nor
+	 * what SCRIPT - reads the code from. */
+	if (r == 0 && !o.spec_path && o.stdin_fd == STDIN_FILENO && !o.code &&
+	    strcmp(o.script, "-") == 0)
+		r = ab_err_usage(&err, "--stdin - and SCRIPT - both read agentbox's stdin"),
+		ab_err_fix(&err, "give the code with --code TEXT or in a file, or the input with "
+				 "--stdin FILE");
+	if (r == 0 && !o.spec_path && !o.stdin_path && o.stdin_fd < 0 &&
+	    !(!o.code && strcmp(o.script, "-") == 0)) {
+		struct stat st;
+
+		if (fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode)))
+			o.stdin_fd = STDIN_FILENO;
 	}
 	/* SCRIPT '-': the code comes from our stdin */
 	if (r == 0 && !o.spec_path && !o.code && strcmp(o.script, "-") == 0) {
@@ -424,7 +543,8 @@ cmd_run(int argc, char **argv)
 
 		if (n < 0)
 			r = ab_err_usage(&err, "reading the script from stdin: %s",
-					 n == -EFBIG ? "more than 16 MiB" : strerror((int) -n));
+					 n == -EFBIG ? "more than 16 MiB" : strerror((int) -n)),
+			ab_err_fix(&err, "pass a script file instead");
 		else {
 			o.code = code;
 			o.code_len = (size_t) n;
@@ -468,6 +588,9 @@ cmd_run(int argc, char **argv)
 		json_decref(j);
 	}
 	ctx = ab_context_new(NULL);
+	/* flags asked for the run: its messages name them (a --spec run's name the spec's keys) */
+	if (!o.spec_path)
+		api_context_flag_words(ctx);
 	spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
 	/* --report -: our stdout carries the report and nothing else (one JSON document for a
 	 * caller that parses it), so the script's stdout is not relayed there: it is in the
@@ -519,8 +642,10 @@ cmd_run(int argc, char **argv)
 			const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
 
 			if (st && strcmp(st, "setup_error") != 0 && strcmp(st, "usage_error") != 0)
-				print_summary(res, tty && !(nc && *nc) &&
-							   !(term && strcmp(term, "dumb") == 0));
+				print_summary(res,
+					      tty && !(nc && *nc) &&
+						      !(term && strcmp(term, "dumb") == 0),
+					      !o.spec_path);
 		}
 		code_exit = ab_result_agentbox_exit(res);
 		ab_result_free(res);

@@ -20,6 +20,10 @@ struct ab_run_handle {
 	bool waited;
 };
 
+/* The command line's context: its runs' reports name its flags (--memory), not the spec's
+ * keys (limits.memory); words.h. */
+void api_context_flag_words(ab_context *ctx);
+
 /* Sends sig to the run's supervisor (which stops the run and reports the signal). */
 int api_run_signal(ab_run_handle *r, int sig);
 
@@ -33,10 +37,11 @@ const json_t *api_spec_json(const ab_spec *s);
 
 /* Starts `agentbox-supervisor mode` with the request {"config", body_key: body} (and
  * extra_key: extra when extra_key is not NULL); ctl_fd >= 0 becomes its fd 6 (a slot's
- * control socket; the caller keeps its own copy). */
+ * control socket; the caller keeps its own copy), in_fd >= 0 its fd 0 (a run's stdin_fd;
+ * else /dev/null). */
 ab_run_handle *api_start(ab_context *ctx, const char *mode, const char *body_key,
 			 const json_t *body, const char *extra_key, const json_t *extra,
-			 const ab_io *io, int ctl_fd, ab_error **err);
+			 const ab_io *io, int ctl_fd, int in_fd, ab_error **err);
 /* Waits for the supervisor to end (blocking), without reading its response. */
 int api_finish_quietly(ab_run_handle *r);
 /* Closes the handle's fds and frees it (a supervisor still running sees its watch pipe end,

@@ -55,7 +55,8 @@ error_new(int code, int exit, const char *fix, const char *fmt, va_list ap)
 	e->exit = exit ? exit : 125;
 	if (vasprintf(&e->message, fmt, ap) < 0)
 		e->message = xstrdup("out of memory");
-	e->fix = xstrdup(fix ? fix : "");
+	/* every usage error says how to fix it: docs/api.md has each call's arguments */
+	e->fix = xstrdup(fix && *fix ? fix : e->exit == 2 ? "docs/api.md describes the call" : "");
 	return e;
 }
 
@@ -139,7 +140,14 @@ ab_error_free(ab_error *e)
 struct ab_context {
 	struct ab_cfg cfg;
 	struct strv sanitizer_env; /* ASAN_OPTIONS etc., passed on to supervisors */
+	bool flag_words;           /* the command line's: reports name its flags (words.h) */
 };
+
+void
+api_context_flag_words(ab_context *ctx)
+{
+	ctx->flag_words = true;
+}
 
 AB_EXPORT ab_context *
 ab_context_new(ab_error **err)
@@ -251,7 +259,9 @@ ab_spec_from_json(const char *json, size_t len, ab_error **err)
 	int r;
 
 	if (!json)
-		return fail(err, -EINVAL, 2, NULL, "spec: no JSON given"), NULL;
+		return fail(err, -EINVAL, 2, "pass the spec's JSON text (docs/spec.md)",
+			    "spec: no JSON given"),
+		       NULL;
 	j = json_loadb(json, len == (size_t) -1 ? strlen(json) : len, JSON_REJECT_DUPLICATES, &je);
 	if (!j) {
 		fail(err, -EINVAL, 2, "pass one JSON object (docs/spec.md)",
@@ -306,7 +316,8 @@ spec_put(ab_spec *s, const char *key, json_t *v, ab_error **err)
 
 	if (!s || !v) {
 		json_decref(v);
-		return fail(err, -EINVAL, 2, NULL, "spec: no spec or no value for \"%s\"", key);
+		return fail(err, -EINVAL, 2, "pass a spec from ab_spec_new() and a value",
+			    "spec: no spec or no value for \"%s\"", key);
 	}
 	r = check_key(key, v, err);
 	if (r < 0) {
@@ -351,7 +362,7 @@ AB_EXPORT int
 ab_spec_set_code(ab_spec *s, const char *code, size_t len, ab_error **err)
 {
 	if (!code)
-		return fail(err, -EINVAL, 2, NULL, "spec: no code given");
+		return fail(err, -EINVAL, 2, "pass the script's text", "spec: no code given");
 	return spec_put(s, "code", json_stringn(code, len == (size_t) -1 ? strlen(code) : len),
 			err);
 }
@@ -372,7 +383,8 @@ AB_EXPORT int
 ab_spec_set_stdin_data(ab_spec *s, const char *data, size_t len, ab_error **err)
 {
 	if (!data)
-		return fail(err, -EINVAL, 2, NULL, "spec: no stdin data given");
+		return fail(err, -EINVAL, 2, "pass the text the script reads on stdin",
+			    "spec: no stdin data given");
 	return spec_put(s, "stdin_data",
 			json_stringn(data, len == (size_t) -1 ? strlen(data) : len), err);
 }
@@ -381,7 +393,8 @@ AB_EXPORT int
 ab_spec_set_env(ab_spec *s, const char *name, const char *value, ab_error **err)
 {
 	if (!name || !value)
-		return fail(err, -EINVAL, 2, NULL, "spec: env needs a name and a value");
+		return fail(err, -EINVAL, 2, "pass the variable's name and its value",
+			    "spec: env needs a name and a value");
 	return spec_add(s, "env", name, json_string(value), err);
 }
 
@@ -413,7 +426,9 @@ AB_EXPORT int
 ab_spec_set_limit(ab_spec *s, const char *name, const char *value, ab_error **err)
 {
 	if (!name || !value)
-		return fail(err, -EINVAL, 2, NULL, "spec: a limit needs a name and a value");
+		return fail(err, -EINVAL, 2,
+			    "pass a limit's name (\"memory\") and a value (\"512M\")",
+			    "spec: a limit needs a name and a value");
 	return spec_add(s, "limits", name, json_string(value), err);
 }
 
@@ -436,11 +451,12 @@ ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error *
 	json_t *v;
 
 	if (!key || !value_json)
-		return fail(err, -EINVAL, 2, NULL, "spec: a key and a JSON value are needed");
+		return fail(err, -EINVAL, 2, "pass a spec key and its value as JSON text",
+			    "spec: a key and a JSON value are needed");
 	v = json_loads(value_json, JSON_DECODE_ANY, &je);
 	if (!v)
-		return fail(err, -EINVAL, 2, NULL, "spec: \"%s\": not valid JSON: %s", key,
-			    je.text);
+		return fail(err, -EINVAL, 2, "pass the value as JSON text (a string in quotes)",
+			    "spec: \"%s\": not valid JSON: %s", key, je.text);
 	return spec_put(s, key, v, err);
 }
 
@@ -573,12 +589,13 @@ static ab_run_handle *
 start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body, const ab_io *io,
       ab_error **err)
 {
-	return api_start(ctx, mode, body_key, body, NULL, NULL, io, -1, err);
+	return api_start(ctx, mode, body_key, body, NULL, NULL, io, -1, -1, err);
 }
 
 ab_run_handle *
 api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body,
-	  const char *extra_key, const json_t *extra, const ab_io *io, int ctl_fd, ab_error **err)
+	  const char *extra_key, const json_t *extra, const ab_io *io, int ctl_fd, int in_fd,
+	  ab_error **err)
 {
 	cleanup_free char *path = find_supervisor(ctx), *text = NULL;
 	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1, resp = -1;
@@ -603,7 +620,9 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	r->response_fd = memfd_create("agentbox-response", MFD_CLOEXEC);
 	resp = r->response_fd >= 0 ? fcntl(r->response_fd, F_DUPFD_CLOEXEC, 10) : -1;
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-	in = high(nul >= 0 ? fcntl(nul, F_DUPFD_CLOEXEC, 0) : -1);
+	/* a run's stdin_fd, streamed by the supervisor into the sandbox (feed.h) */
+	in = high(in_fd >= 0 ? fcntl(in_fd, F_DUPFD_CLOEXEC, 0)
+			     : (nul >= 0 ? fcntl(nul, F_DUPFD_CLOEXEC, 0) : -1));
 	out = high(io && io->out_fd >= 0 ? fcntl(io->out_fd, F_DUPFD_CLOEXEC, 0)
 					 : fcntl(nul, F_DUPFD_CLOEXEC, 0));
 	errfd = high(io && io->err_fd >= 0 ? fcntl(io->err_fd, F_DUPFD_CLOEXEC, 0)
@@ -797,19 +816,34 @@ ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
 	struct ab_run_opts o;
 	struct ab_err e = { 0 };
 	ab_run_handle *r;
-	int rc;
+	int rc, in_fd;
 
 	if (!s)
-		return fail(err, -EINVAL, 2, NULL, "no spec given"), NULL;
+		return fail(err, -EINVAL, 2, "pass a spec (ab_spec_from_json, ab_spec_new)",
+			    "no spec given"),
+		       NULL;
 	/* the whole spec, as the supervisor will read it: refused here, not after a fork */
 	run_opts_init(&o);
 	rc = spec_parse(s->j, &o, &e);
+	in_fd = o.stdin_fd;
 	run_opts_done(&o);
 	if (rc < 0)
 		return api_fail_ab(err, &e), NULL;
+	if (in_fd >= 0 && fcntl(in_fd, F_GETFD) < 0)
+		return fail(err, -EBADF, 2,
+			    "open the stream first, or leave stdin_fd out (the script's stdin is "
+			    "then /dev/null)",
+			    "stdin_fd %d is not an open fd of this process", in_fd),
+		       NULL;
 	if (!ctx)
 		ctx = own = ab_context_new(err);
-	r = start(ctx, "run", "spec", s->j, io, err);
+	{
+		json_t *words = json_string("flags");
+
+		r = api_start(ctx, "run", "spec", s->j, ctx->flag_words ? "words" : NULL, words, io,
+			      -1, in_fd, err);
+		json_decref(words);
+	}
 	ab_context_free(own);
 	return r;
 }
@@ -854,7 +888,8 @@ ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err)
 	if (ret)
 		*ret = NULL;
 	if (!r)
-		return fail(err, -EINVAL, 2, NULL, "no run given");
+		return fail(err, -EINVAL, 2, "pass the handle ab_run_start returned",
+			    "no run given");
 	if (r->pid <= 0) { /* never started */
 		run_free(r);
 		return -EINVAL;
@@ -1155,7 +1190,9 @@ ab_prepare(ab_context *ctx, const char *req_json, const ab_io *io, char **ret, a
 	req = req_json ? json_loads(req_json, 0, &je) : NULL;
 	if (!json_is_object(req)) {
 		json_decref(req);
-		return fail(err, -EINVAL, 2, NULL, "prepare: the request is not a JSON object");
+		return fail(err, -EINVAL, 2,
+			    "pass a JSON object such as {\"python\": \"requirements.txt\"}",
+			    "prepare: the request is not a JSON object");
 	}
 	r = command(ctx, "prepare", req, io, &j, err);
 	dump(j, ret);
@@ -1169,7 +1206,8 @@ ab_collect(ab_context *ctx, const char *run_dir, const char *dest, char **ret, a
 	int r;
 
 	if (!run_dir || !dest)
-		return fail(err, -EINVAL, 2, NULL, "collect: give RUN_DIR and DIR");
+		return fail(err, -EINVAL, 2, "pass a kept run directory and a destination",
+			    "collect: give RUN_DIR and DIR");
 	r = command(ctx, "collect", json_pack("{s:s, s:s}", "run_dir", run_dir, "dest", dest), NULL,
 		    &j, err);
 	if (r < 0) {
@@ -1183,7 +1221,7 @@ AB_EXPORT int
 ab_rm(ab_context *ctx, const char *run_dir, ab_error **err)
 {
 	if (!run_dir)
-		return fail(err, -EINVAL, 2, NULL, "rm: give RUN_DIR");
+		return fail(err, -EINVAL, 2, "pass a kept run directory", "rm: give RUN_DIR");
 	return command(ctx, "rm", json_pack("{s:s}", "run_dir", run_dir), NULL, NULL, err);
 }
 

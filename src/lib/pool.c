@@ -249,7 +249,7 @@ slot_start(ab_pool *p, struct pool_class *c, ab_error **err)
 	sl->ctl = sv[0];
 	sl->state = SLOT_STARTING;
 	sl->started_ms = mono_ms();
-	sl->h = api_start(p->ctx, "slot", "spec", c->tmpl, "slot", c->slot, NULL, sv[1], err);
+	sl->h = api_start(p->ctx, "slot", "spec", c->tmpl, "slot", c->slot, NULL, sv[1], -1, err);
 	(void) close(sv[1]);
 	if (!sl->h) {
 		(void) close(sl->ctl);
@@ -451,15 +451,17 @@ ab_pool_add(ab_pool *p, const ab_spec *tmpl, unsigned slots, const char *opts_js
 	int r;
 
 	if (!p || !j)
-		return api_fail(err, -EINVAL, 2, NULL, "pool: no pool or no template spec");
+		return api_fail(err, -EINVAL, 2, "pass the pool ab_pool_new made and a spec",
+				"pool: no pool or no template spec");
 	if (slots > POOL_MAX_SLOTS)
-		return api_fail(err, -EINVAL, 2, NULL, "pool: at most %d slots per class",
-				POOL_MAX_SLOTS);
+		return api_fail(err, -EINVAL, 2, "ask for fewer slots",
+				"pool: at most %d slots per class", POOL_MAX_SLOTS);
 	if (opts_json) {
 		opts = json_loads(opts_json, 0, &je);
 		if (!json_is_object(opts)) {
 			json_decref(opts);
-			return api_fail(err, -EINVAL, 2, NULL,
+			return api_fail(err, -EINVAL, 2,
+					"pass {\"preimport\": [...], \"idle_ms\": N} or NULL",
 					"pool: options are not a JSON object");
 		}
 	}
@@ -467,7 +469,8 @@ ab_pool_add(ab_pool *p, const ab_spec *tmpl, unsigned slots, const char *opts_js
 	{
 		if (strcmp(key, "preimport") != 0 && strcmp(key, "idle_ms") != 0) {
 			/* the message first: key belongs to opts */
-			r = api_fail(err, -EINVAL, 2, NULL, "pool: unknown option \"%s\"", key);
+			r = api_fail(err, -EINVAL, 2, "use preimport or idle_ms",
+				     "pool: unknown option \"%s\"", key);
 			json_decref(opts);
 			return r;
 		}
@@ -479,21 +482,23 @@ ab_pool_add(ab_pool *p, const ab_spec *tmpl, unsigned slots, const char *opts_js
 		run_opts_done(&o);
 		json_decref(opts);
 		return r < 0 ? api_fail_ab(err, &e)
-			     : api_fail(err, -EINVAL, 2, NULL,
+			     : api_fail(err, -EINVAL, 2,
+					"run such specs cold (ab_run_start); docs/warm.md says "
+					"which specs a slot can serve",
 					"pool: no warm slot for this spec: %s", why);
 	}
 	pre = json_object_get(opts, "preimport");
 	if (pre && (!json_is_array(pre) || json_array_size(pre) > AB_WARM_MAX_MODS)) {
 		run_opts_done(&o);
 		json_decref(opts);
-		return api_fail(err, -EINVAL, 2, NULL,
+		return api_fail(err, -EINVAL, 2, "list the module names in an array",
 				"pool: \"preimport\" must be an array of at most %d names",
 				AB_WARM_MAX_MODS);
 	}
 	json_array_foreach(pre, i, v)
 	{
 		if (!json_is_string(v) || !warm_module_ok(o.lang, json_string_value(v))) {
-			r = api_fail(err, -EINVAL, 2, NULL,
+			r = api_fail(err, -EINVAL, 2, "name a module as an import statement would",
 				     "pool: pre-import '%s' is not a %s module name",
 				     json_is_string(v) ? json_string_value(v) : "?",
 				     o.lang == AB_LANG_NODE ? "Node" : "Python");
@@ -615,7 +620,9 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 	int r;
 
 	if (!p || !j)
-		return api_fail(err, -EINVAL, 2, NULL, "no pool or no spec given"), NULL;
+		return api_fail(err, -EINVAL, 2, "pass the pool ab_pool_new made and a spec",
+				"no pool or no spec given"),
+		       NULL;
 	run_opts_init(&o);
 	r = spec_parse(j, &o, &e);
 	eligible = r == 0 && !warm_refusal(&o);
@@ -665,7 +672,7 @@ ab_pool_wait_ready(ab_pool *p, int timeout_ms, ab_error **err)
 	int64_t end = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 
 	if (!p)
-		return api_fail(err, -EINVAL, 2, NULL, "no pool given");
+		return api_fail(err, -EINVAL, 2, "pass the pool ab_pool_new made", "no pool given");
 	for (;;) {
 		int next = pool_work(p);
 		bool all = true;

@@ -22,7 +22,8 @@
 #include "../util/strv.h"
 #include "agentbox/agentbox.h"
 
-#define MCP_ID_LEN 12 /* run and workspace ids: [a-z0-9]{12} */
+#define MCP_ID_LEN   12 /* run and workspace ids: [a-z0-9]{12} */
+#define MCP_MAX_RUNS 32 /* the operator's cap on runs at once, by default */
 
 /* JSON-RPC and MCP error codes */
 enum {
@@ -38,8 +39,14 @@ enum {
 /* What the operator allows (command line or --config FILE). */
 struct mcp_policy {
 	char *state_dir; /* runs/, jobs/, workspaces/, staging/ */
-	int max_running; /* runs at once (default: cores) */
-	int max_queued;  /* calls waiting for a slot */
+	int max_running; /* runs at once, at most (--max-runs; default MCP_MAX_RUNS) */
+	/* Below that, a run starts while what the runs going hold fits (issue 25: not the number
+	 * of cores, CPU is shared by each run's cpus limit): their memory limits add up to at
+	 * most mem_budget (this host's memory), their pids limits to at most tasks_budget (half
+	 * of the tasks the host allows this server: threads-max, its RLIMIT_NPROC). One run
+	 * alone always starts. */
+	uint64_t mem_budget, tasks_budget;
+	int max_queued; /* calls waiting for a slot */
 	bool allow_python, allow_node;
 	bool cap_set[AB_LIM_COUNT];
 	uint64_t cap[AB_LIM_COUNT]; /* in the limit's base unit (ms, bytes, milli-cores...) */
@@ -91,7 +98,8 @@ struct mcp {
 	struct mcp_job *jobs;        /* queued and running */
 	struct mcp_pending *pending; /* requests that wait for a run */
 	int n_running, n_queued;
-	json_t *info_cache;          /* sandbox_info, computed once */
+	uint64_t mem_running, tasks_running; /* what the runs going hold (their limits) */
+	json_t *info_cache;                  /* sandbox_info, computed once */
 	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
 	json_t *info_langs;          /* what they answered so far */
 	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */

@@ -1,8 +1,9 @@
 /* server.c: `agentbox mcp`, the loop. One thread, one poll(2): stdin (one JSON-RPC message a
  * line, at most --max-message bytes), a signalfd (SIGTERM, SIGINT, SIGHUP: every run is
  * cancelled, then we exit), and per running run its pidfd (ab_run_fd) and, when the call
- * asked for progress, the read ends of the pipes its output is relayed to. Runs start when a
- * slot is free (--max-runs, default: the number of cores), in the order they came; a call
+ * asked for progress, the read ends of the pipes its output is relayed to. Runs start in the
+ * order they came while what the runs going hold fits (--max-runs, their memory and pids
+ * limits against this host's; not the number of cores: issue 25, start_queued); a call
  * answers when its run ends, or after its soft wait with status "running" (wait_run picks it
  * up), or never when the client cancelled it (notifications/cancelled).
  *
@@ -23,11 +24,13 @@
 #include <unistd.h>
 
 #include <linux/openat2.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "../hostfs.h"
+#include "../spec.h"
 #include "../units.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
@@ -49,6 +52,7 @@ struct mcp_job {
 		JOB_RUNNING
 	} state;
 	json_t *spec;
+	uint64_t mem, tasks; /* what the run may hold: its memory and pids limits */
 	ab_run_handle *h;
 	int out_r, err_r; /* relayed output (progress), or -1 */
 	char tail[TAIL_BYTES];
@@ -72,13 +76,36 @@ static ab_context *ctx;
 
 /* ---- policy ----------------------------------------------------------------------------- */
 
+/* What runs may hold at once (struct mcp_policy): this host's memory (MemTotal), and half of
+ * the tasks it allows this server (kernel.threads-max, and its RLIMIT_NPROC unless root). */
+static void
+budgets(uint64_t *ret_mem, uint64_t *ret_tasks)
+{
+	char buf[4096];
+	const char *p;
+	unsigned long long kib = 0, threads = 0;
+	struct rlimit rl;
+
+	*ret_mem = 4ULL << 30;
+	if (read_small_file_at(AT_FDCWD, "/proc/meminfo", buf, sizeof(buf)) > 0 &&
+	    (p = strstr(buf, "MemTotal:")) && sscanf(p + 9, "%llu", &kib) == 1 && kib > 0)
+		*ret_mem = (uint64_t) kib << 10;
+	*ret_tasks = 4096;
+	if (read_small_file_at(AT_FDCWD, "/proc/sys/kernel/threads-max", buf, sizeof(buf)) > 0 &&
+	    sscanf(buf, "%llu", &threads) == 1 && threads > 0)
+		*ret_tasks = threads;
+	if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < *ret_tasks)
+		*ret_tasks = rl.rlim_cur;
+	*ret_tasks /= 2;
+}
+
 void
 mcp_policy_defaults(struct mcp_policy *p)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
 	memset(p, 0, sizeof(*p));
-	p->max_running = n > 0 ? (int) n : 1;
+	p->max_running = MCP_MAX_RUNS;
+	budgets(&p->mem_budget, &p->tasks_budget);
 	p->max_queued = 64;
 	p->allow_python = p->allow_node = true;
 	p->keep_runs = 200;
@@ -107,7 +134,12 @@ static const char usage_text[] =
 	"cancel_run, list_files, read_file, create_workspace, delete_workspace, sandbox_info\n"
 	"(docs/mcp.md). The operator's policy:\n"
 	"  --state-dir DIR        runs, workspaces, records (default /var/tmp/agentbox-mcp-UID)\n"
-	"  --max-runs N           runs at once (default: the number of cores)\n"
+	"  --max-runs N           runs at once, at most (default 32); below that a run\n"
+	"                         starts while the memory limits of the runs going add\n"
+	"                         up to no more than this host's memory and their pids\n"
+	"                         limits to half the tasks it allows this server; CPU is\n"
+	"                         shared through each run's cpus limit (a sleeping run\n"
+	"                         waits for no core); one run alone always starts\n"
 	"  --max-queue N          calls waiting for a slot (default 64)\n"
 	"  --languages LIST       python,node (default both)\n"
 	"  --cap LIMIT=VALUE      the most a call may ask for (timeout=120s, memory=1G, pids=128,\n"
@@ -746,8 +778,7 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 {
 	struct mcp_job *j, **tail;
 
-	if ((m->n_queued >= m->pol.max_queued && m->n_running >= m->pol.max_running) ||
-	    too_many_waiting(m)) {
+	if (m->n_queued >= m->pol.max_queued || too_many_waiting(m)) {
 		json_decref(spec);
 		if (staged)
 			mcp_staging_remove(m, job_id);
@@ -760,6 +791,17 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 	j = xcalloc(1, sizeof(*j));
 	snprintf(j->id, sizeof(j->id), "%s", job_id);
 	j->spec = spec;
+	{
+		/* what it will hold, for the admission (start_queued) */
+		struct ab_run_opts o;
+		struct ab_err e = { 0 };
+
+		run_opts_init(&o);
+		(void) spec_parse(spec, &o, &e);
+		j->mem = o.limits[AB_LIM_MEMORY].value;
+		j->tasks = o.limits[AB_LIM_PIDS].value;
+		run_opts_done(&o);
+	}
 	j->staged = staged;
 	j->workspace = workspace ? xstrdup(workspace) : NULL;
 	j->out_r = j->err_r = -1;
@@ -893,6 +935,8 @@ job_finished(struct mcp *m, struct mcp_job *j, ab_result *res, ab_error *e)
 		mcp_staging_remove(m, j->id);
 	job_unlink(m, j);
 	m->n_running--;
+	m->mem_running -= j->mem;
+	m->tasks_running -= j->tasks;
 	job_free(j);
 	retention(m);
 }
@@ -974,6 +1018,8 @@ job_start(struct mcp *m, struct mcp_job *j)
 
 	m->n_queued--;
 	m->n_running++;
+	m->mem_running += j->mem;
+	m->tasks_running += j->tasks;
 	j->state = JOB_RUNNING;
 	j->started_ms = now_ms();
 	if (live && (relay_pipe(&j->out_r, &ow) < 0 || relay_pipe(&j->err_r, &ew) < 0))
@@ -999,19 +1045,35 @@ job_start(struct mcp *m, struct mcp_job *j)
 	fprintf(stderr, "agentbox mcp: run %s started (%d running)\n", j->id, m->n_running);
 }
 
+/* Does what j holds fit beside the runs going (struct mcp_policy)? */
+static bool
+fits(const struct mcp *m, const struct mcp_job *j)
+{
+	if (m->n_running >= m->pol.max_running)
+		return false;
+	if (m->n_running == 0)
+		return true; /* one run alone, whatever it asks */
+	return m->mem_running + j->mem <= m->pol.mem_budget &&
+	       m->tasks_running + j->tasks <= m->pol.tasks_budget;
+}
+
+/* Starts queued runs in the order they came, while the first one waiting fits (never one
+ * behind it: a big run is not starved by small ones passing it). */
 static void
 start_queued(struct mcp *m)
 {
 	bool again = true;
 
-	while (again && m->n_running < m->pol.max_running) {
+	while (again) {
 		again = false;
 		for (struct mcp_job *j = m->jobs; j; j = j->next) {
-			if (j->state == JOB_QUEUED) {
+			if (j->state != JOB_QUEUED)
+				continue;
+			if (fits(m, j)) {
 				job_start(m, j); /* may free j: start over */
 				again = true;
-				break;
 			}
+			break;
 		}
 	}
 }
@@ -1365,6 +1427,11 @@ info_build(struct mcp *m)
 		"default_wait_ms", (json_int_t) m->pol.wait_ms, "workspace_ttl_ms",
 		(json_int_t) m->pol.ws_ttl_ms);
 	json_object_set_new(info, "limits", caps);
+	/* what may run at once (issue 25): besides max_runs, what the runs going may hold */
+	json_object_set_new(json_object_get(info, "server"), "memory_budget_bytes",
+			    json_integer((json_int_t) m->pol.mem_budget));
+	json_object_set_new(json_object_get(info, "server"), "tasks_budget",
+			    json_integer((json_int_t) m->pol.tasks_budget));
 	json_object_set(info, "languages", m->info_langs ? m->info_langs : json_object());
 	json_decref(doctor);
 	return info;
@@ -1765,8 +1832,11 @@ mcp_main(int argc, char **argv)
 	(void) sigprocmask(SIG_BLOCK, &set, NULL);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
-	fprintf(stderr, "agentbox mcp %s: state in %s, %d runs at once\n", mcp_server_version(),
-		m.pol.state_dir, m.pol.max_running);
+	fprintf(stderr,
+		"agentbox mcp %s: state in %s, at most %d runs at once, while their memory "
+		"limits fit in %.1f GiB and their pids limits in %llu tasks\n",
+		mcp_server_version(), m.pol.state_dir, m.pol.max_running,
+		(double) m.pol.mem_budget / (1 << 30), (unsigned long long) m.pol.tasks_budget);
 	retention(&m);
 	expire_workspaces(&m);
 	next_tick = now_ms() + TICK_MS;

@@ -18,6 +18,7 @@
 #include "../util/macro.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
+#include "../words.h"
 #include "mcp.h"
 
 #define MAX_LINKS 50 /* resource links per result; list_files has the rest */
@@ -158,11 +159,13 @@ mcp_tools_list(const struct mcp *m)
 		"{s:{s:s, s:o, s:s}, s:o, s:o, s:{s:s, s:{s:s}, s:s}, s:o, s:{s:s, "
 		"s:{s:s}, s:s}, s:o, s:o, s:{s:s, s:i, s:s}}",
 		"language", "type", "string", "enum", langs(m), "description",
-		"the interpreter: python (python3) or node", "code",
-		str_schema("the program, run as /work/script.py or /work/script.js"), "files",
-		files_schema(), "args", "type", "array", "items", "type", "string", "description",
-		"the program's arguments", "stdin", str_schema("the program's standard input"),
-		"env", "type", "object", "additionalProperties", "type", "string", "description",
+		"the interpreter: python (python3) or node; default python, or node for code "
+		"that starts with a node shebang",
+		"code", str_schema("the program, run as /work/script.py or /work/script.js"),
+		"files", files_schema(), "args", "type", "array", "items", "type", "string",
+		"description", "the program's arguments", "stdin",
+		str_schema("the program's standard input"), "env", "type", "object",
+		"additionalProperties", "type", "string", "description",
 		"environment variables added to the sandbox's clean environment", "limits",
 		limits_schema(), "workspace_id",
 		str_schema("a workspace from create_workspace: its files are copied into this "
@@ -182,8 +185,7 @@ mcp_tools_list(const struct mcp *m)
 		     "in /work: images (PNG, JPEG, SVG) inline, every other file as an "
 		     "agentbox://runs/{run_id}/files/{path} resource (read_file reads it). "
 		     "isError is true when the program failed or hit a limit.",
-		     obj_schema(run_in, "language", "code"), run_output_schema(), false, false,
-		     false));
+		     obj_schema(run_in, "code", NULL), run_output_schema(), false, false, false));
 	json_array_append_new(
 		tools,
 		tool("wait_run", "Wait for a run",
@@ -429,7 +431,7 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 	json_t *f;
 	cleanup_fd int ws = mcp_run_workspace(m, job_id);
 	cleanup_free char *summary = NULL;
-	char peak[32] = "?", line[1024];
+	char peak[32] = "not measured", cpu[32] = "not measured", line[1024];
 	size_t n_files = 0;
 	const char *script = lang && strcmp(lang, "node") == 0 ? "script.js" : "script.py";
 	struct strv sum = { 0 };
@@ -470,8 +472,11 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				json_array_append_new(content, img);
 			}
 			/* dot-directories (caches a library left under HOME=/work) stay in the
-			 * manifest, not in the blocks the model reads */
-			if (n_links < MAX_LINKS && raw[0] != '.' && !strstr(raw, "/.")) {
+			 * manifest, not in the blocks the model reads; so do the caller's own
+			 * files the run did not change (issue 25: an uploaded sales.csv came back
+			 * beside the results) */
+			if (n_links < MAX_LINKS && raw[0] != '.' && !strstr(raw, "/.") &&
+			    (!origin || strcmp(origin, "unchanged") != 0)) {
 				json_t *l =
 					json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link",
 						  "uri", uri, "name", raw, "mimeType", mime);
@@ -546,15 +551,22 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		snprintf(line, sizeof(line), "run %s: %s", job_id, status);
 	strv_push(&sum, line);
 	if (json_is_integer(json_object_get(rep, "wall_ms")) &&
-	    strcmp(status, "setup_error") != 0 && strcmp(status, "usage_error") != 0)
-		strv_pushf(&sum, " in %.2f s (CPU %.2f s, peak memory %s)",
+	    strcmp(status, "setup_error") != 0 && strcmp(status, "usage_error") != 0) {
+		/* a figure not measured says so (issue 25), never a number */
+		if (json_is_integer(json_object_get(rep, "cpu_ms")))
+			snprintf(cpu, sizeof(cpu), "%.2f s",
+				 (double) json_integer_value(json_object_get(rep, "cpu_ms")) /
+					 1000.0);
+		strv_pushf(&sum, " in %.2f s (CPU %s, peak memory %s)",
 			   (double) json_integer_value(json_object_get(rep, "wall_ms")) / 1000.0,
-			   (double) json_integer_value(json_object_get(rep, "cpu_ms")) / 1000.0,
-			   peak);
+			   cpu, peak);
+	}
 	if (json_string_value(json_object_get(rep, "message")))
 		strv_pushf(&sum, "\n%s", json_string_value(json_object_get(rep, "message")));
 	if (json_string_value(json_object_get(rep, "fix")))
 		strv_pushf(&sum, " (fix: %s)", json_string_value(json_object_get(rep, "fix")));
+	if (json_string_value(json_object_get(rep, "hint")))
+		strv_pushf(&sum, "\nhint: %s", json_string_value(json_object_get(rep, "hint")));
 	for (int s = 0; s < 2; s++) {
 		const char *name = s ? "stderr" : "stdout";
 		json_t *st = json_object_get(rep, name);
@@ -598,9 +610,33 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				   (long long) json_integer_value(json_object_get(f, "size")));
 		}
 	}
-	if (json_array_size(json_object_get(rep, "warnings")) > 0)
-		strv_pushf(&sum, "\nwarnings: %zu (see structuredContent.warnings)",
-			   json_array_size(json_object_get(rep, "warnings")));
+	/* a default this host cannot apply (defaults_not_applied: cpus without a cgroup...) is
+	 * the same on every run: structuredContent.warnings has it, sandbox_info says it once;
+	 * the text counts the warnings about this run (issue 25) */
+	{
+		json_t *defaults = json_object_get(rep, "defaults_not_applied"), *w, *d;
+		size_t j, n_warn = 0;
+
+		json_array_foreach(json_object_get(rep, "warnings"), i, w)
+		{
+			const char *t = json_string_value(w) ?: "";
+			bool of_default = false;
+
+			json_array_foreach(defaults, j, d)
+			{
+				const char *name = json_string_value(d) ?: "";
+
+				if (strncmp(t, "default ", 8) == 0 &&
+				    strncmp(t + 8, name, strlen(name)) == 0 &&
+				    t[8 + strlen(name)] == ' ')
+					of_default = true;
+			}
+			n_warn += !of_default;
+		}
+		if (n_warn > 0)
+			strv_pushf(&sum, "\nwarnings: %zu (see structuredContent.warnings)",
+				   n_warn);
+	}
 	summary = strv_join(&sum, "");
 	strv_done(&sum);
 	json_array_insert_new(content, 0, text_block(summary));
@@ -719,7 +755,8 @@ build_limits(struct mcp *m, json_t *given, json_t **err)
 			goto fail;
 		}
 		if (cli_set_limit(&o, (enum ab_limit_id) id, val, &e) < 0) {
-			*err = argerr("%s", e.msg);
+			words_err_for_spec(&e); /* the call's words: limits.memory, not --memory */
+			*err = argerr("%s (fix: %s)", e.msg, e.fix);
 			goto fail;
 		}
 		if (m->pol.cap_set[id] && o.limits[id].value > m->pol.cap[id]) {
@@ -822,8 +859,14 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 
 	if ((err = check_keys(args, keys)))
 		goto fail;
-	lang = get_str(args, "language", true, &err);
+	lang = get_str(args, "language", false, &err);
 	code = err ? NULL : get_str(args, "code", true, &err);
+	/* issue 25: Python unless the call or a node shebang says otherwise (as agentbox run) */
+	if (!err && !lang)
+		lang = strncmp(code, "#!", 2) == 0 && strstr(code, "node") &&
+				       strstr(code, "node") < code + strcspn(code, "\n")
+			       ? "node"
+			       : "python";
 	stdin_data = err ? NULL : get_str(args, "stdin", false, &err);
 	ws = err ? NULL : get_str(args, "workspace_id", false, &err);
 	if (err)
@@ -863,7 +906,9 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 
 		free(text);
 		if (!s) {
-			err = argerr("%s", e ? ab_error_message(e) : "out of memory");
+			err = argerr("%s%s%s%s", e ? ab_error_message(e) : "out of memory",
+				     e && *ab_error_fix(e) ? " (fix: " : "",
+				     e ? ab_error_fix(e) : "", e && *ab_error_fix(e) ? ")" : "");
 			ab_error_free(e);
 			goto fail;
 		}

@@ -157,6 +157,9 @@ mode_run(const json_t *req)
 	run_opts_init(&o);
 	result_init(&res, &o);
 	r = spec_parse(json_object_get(req, "spec"), &o, &err);
+	/* the command line asked: its messages name flags (words.h) */
+	o.flag_words = json_is_string(json_object_get(req, "words")) &&
+		       strcmp(json_string_value(json_object_get(req, "words")), "flags") == 0;
 	if (r == 0) {
 		enter_scope(&o);
 		fds_before = fds_count_from(3);
@@ -167,6 +170,11 @@ mode_run(const json_t *req)
 			fds_count_from(3) - fds_before - (res.run_dir_fd >= 0 ? 1 : 0);
 	}
 	if (r < 0) {
+		/* every usage error says how to fix it; these are what each check names */
+		if (err.exit == AB_EXIT_USAGE)
+			ab_err_fix(&err, "%s",
+				   o.flag_words ? "agentbox run --help says what each option takes"
+						: "docs/spec.md says what each key takes");
 		res.status =
 			err.exit == AB_EXIT_USAGE ? AB_STATUS_USAGE_ERROR : AB_STATUS_SETUP_ERROR;
 		result_set_message(&res, err.msg, err.fix);

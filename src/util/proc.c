@@ -34,6 +34,47 @@ proc_parse_starttime(const char *stat, uint64_t *ret)
 }
 
 int
+proc_parse_cpu_ticks(const char *stat, uint64_t *ret)
+{
+	const char *p = strrchr(stat, ')');
+	uint64_t sum = 0;
+
+	if (!p)
+		return -EINVAL;
+	p++;
+	/* after ')': field 3 (state) is the first; utime is field 14 */
+	for (int field = 3; field < 14; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EINVAL;
+	}
+	for (int field = 14; field <= 17; field++) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(p + 1, &end, 10);
+		if (errno || end == p + 1 || (*end != ' ' && *end != '\0' && *end != '\n'))
+			return -EINVAL;
+		sum += v;
+		p = end;
+	}
+	*ret = sum;
+	return 0;
+}
+
+int64_t
+proc_parse_hwm_kib(const char *text)
+{
+	const char *p = strncmp(text, "VmHWM:", 6) == 0 ? text : strstr(text, "\nVmHWM:");
+
+	if (!p)
+		return -1;
+	p = strchr(p + 1, ':') + 1;
+	return strtoll(p, NULL, 10);
+}
+
+int
 proc_pid_starttime(const char *proc_root, pid_t pid, uint64_t *ret)
 {
 	char path[4200], buf[1024];

@@ -10,6 +10,14 @@
  * may hold spaces and ')', so parsing starts after the last ')'. Returns 0 or -EINVAL. */
 int proc_parse_starttime(const char *stat_text, uint64_t *ret);
 
+/* Fields 14-17 (utime, stime, cutime, cstime: clock ticks) of a /proc/PID/stat text,
+ * summed: the CPU the process used and what its children it reaped had used. Returns 0 or
+ * -EINVAL. */
+int proc_parse_cpu_ticks(const char *stat_text, uint64_t *ret);
+
+/* VmHWM (the peak resident set, KiB) from a /proc/PID/status text, or -1. */
+int64_t proc_parse_hwm_kib(const char *status_text);
+
 /* starttime of pid (0 = this process) read from proc_root ("/proc"). Returns 0, -ESRCH when
  * the process is gone, or -errno. */
 int proc_pid_starttime(const char *proc_root, pid_t pid, uint64_t *ret);

@@ -101,6 +101,12 @@ test_specs(void)
 	s = ab_spec_from_json("{\"code\":\"x\",\"limits\":{\"memory\":\"lots\"}}", (size_t) -1, &e);
 	TAP_OK(!s && e && strstr(ab_error_message(e), "memory"),
 	       "a limit that does not parse is refused");
+	/* issue 25: in the spec's words (no flag this caller never used), with a fix */
+	TAP_OK(e && strstr(ab_error_message(e), "limits.memory") &&
+		       !strstr(ab_error_message(e), "--") && *ab_error_fix(e) &&
+		       !strstr(ab_error_fix(e), "--"),
+	       "... naming limits.memory, with a fix in the spec's words (%s; fix: %s)",
+	       e ? ab_error_message(e) : "", e ? ab_error_fix(e) : "");
 	ab_error_free(e);
 	e = NULL;
 	s = ab_spec_new();
@@ -115,6 +121,8 @@ test_specs(void)
 	ab_error_free(e);
 	e = NULL;
 	TAP_OK(ab_spec_set_language(s, "ruby", &e) < 0, "a setter refuses an unknown language");
+	TAP_OK(e && *ab_error_fix(e) && !strstr(ab_error_fix(e), "--"),
+	       "... and says how to fix it in the spec's words (%s)", e ? ab_error_fix(e) : "");
 	ab_error_free(e);
 	j = ab_spec_to_json(s);
 	TAP_OK(j && strstr(j, "\"timeout\":\"10s\"") && strstr(j, "\"args\":[\"a\"]"),
@@ -241,6 +249,9 @@ main(void)
 	       "the report lists the file it wrote");
 	TAP_STREQ(ab_result_status(res[3]), "timeout", "the 1.5 s timeout ended the sleeper");
 	TAP_OK(ab_result_agentbox_exit(res[3]) == 124, "timeout: agentbox exit 124");
+	TAP_STREQ(ab_result_fix(res[3]),
+		  "raise limits.timeout (now 1.5 s), or make the script faster",
+		  "timeout: the fix names the spec's limits.timeout, not a flag");
 	TAP_STREQ(ab_result_status(res[CANCEL]), "interrupted", "the cancelled run: interrupted");
 	TAP_OK(ab_result_agentbox_exit(res[CANCEL]) == 130, "cancelled: agentbox exit 130");
 
@@ -268,6 +279,42 @@ main(void)
 	kill(own, SIGKILL);
 	TAP_OK(waitpid(own, &own_status, 0) == own && WIFSIGNALED(own_status),
 	       "our own child is ours to reap");
+
+	/* issue 25: a stream of this process's as the script's stdin (spec stdin_fd) */
+	{
+		int p[2];
+		char json[256];
+		ab_error *e = NULL;
+		ab_result *sr = NULL;
+		ab_spec *ss;
+
+		if (pipe(p) == 0) {
+			(void) !write(p[1], "piped\n", 6);
+			(void) close(p[1]);
+			snprintf(json, sizeof(json),
+				 "{\"code\":\"import sys; print(sys.stdin.read().upper(), "
+				 "end='')\",\"stdin_fd\":%d,\"rm\":true}",
+				 p[0]);
+			ss = spec(json);
+			TAP_OK(ss && ab_run(ctx, ss, &sr, &e) == 0, "stdin_fd: the run ran (%s)",
+			       e ? ab_error_message(e) : "ok");
+			TAP_STREQ(sr ? ab_result_stdout(sr, NULL) : NULL, "PIPED\n",
+				  "stdin_fd: the script read the stream");
+			ab_result_free(sr);
+			ab_error_free(e);
+			e = NULL;
+			(void) close(p[0]);
+			TAP_OK(ss && !ab_run_start(ctx, ss, NULL, &e) && e &&
+				       ab_error_exit_status(e) == 2 && *ab_error_fix(e) &&
+				       strstr(ab_error_message(e), "is not an open fd"),
+			       "stdin_fd of a closed fd: a usage error with a fix (%s)",
+			       e ? ab_error_message(e) : "");
+			ab_error_free(e);
+			ab_spec_free(ss);
+		} else {
+			TAP_OK(0, "pipe() for the stdin_fd test");
+		}
+	}
 
 	for (int i = 0; i < N; i++) {
 		ab_result_free(res[i]);

@@ -40,6 +40,8 @@ refused() {
     fi
     if [ "$_status" = usage_error ]; then
         check "$_label: the --help hint follows" grep -qxF "$HINT" "$WORK/err"
+        # issue 25: every usage error says how to fix it
+        _fix=fix
     fi
     is "$(jr .message | head -c 200)" "$(printf '%s\n' "$_line" | sed 's/^agentbox: //; s/ (fix: .*//' | head -c 200)" \
         "$_label: the report's message is the stderr line"

@@ -739,6 +739,8 @@ EOF
 fi
 
 # ---- T23: output floods ------------------------------------------------------------------
+# --on-output-limit kill stops a flooding run at the cap (an option since issue 25: by default
+# the run goes on, which the end of this section checks)
 cat >"$WORK/flood.py" <<'EOF'
 import sys
 stream = sys.stderr.buffer if len(sys.argv) > 1 else sys.stdout.buffer
@@ -764,13 +766,13 @@ rc=0
 if [ $have_time = 1 ]; then
     # shellcheck disable=SC2086
     bounded 60 /usr/bin/time -f %M -o "$WORK/time" "$AGENTBOX" run --runs-dir "$RUNS" \
-        --report "$WORK/r.json" $SAFE --output-limit 1M --rm "$WORK/flood.py" \
+        --report "$WORK/r.json" $SAFE --output-limit 1M --on-output-limit kill --rm "$WORK/flood.py" \
         >"$WORK/out" 2>"$WORK/err" || rc=$?
     keep_report "$WORK/r.json"
     cg_note
 else
     # shellcheck disable=SC2086
-    abb 60 $SAFE --output-limit 1M --rm "$WORK/flood.py"
+    abb 60 $SAFE --output-limit 1M --on-output-limit kill --rm "$WORK/flood.py"
 fi
 is "$rc" 137 "py stdout flood: agentbox exits 137 (the run was SIGKILLed at the cap)"
 is "$(jr .status)" output_limit "py stdout flood: status output_limit"
@@ -789,17 +791,32 @@ else
     skip "py stdout flood: agentbox RSS stays small" "/usr/bin/time is not installed (apt-get install time)"
 fi
 # shellcheck disable=SC2086
-abb 60 $SAFE --output-limit 1M --rm "$WORK/flood.py" stderr
+abb 60 $SAFE --output-limit 1M --on-output-limit kill --rm "$WORK/flood.py" stderr
 is "$(jr .status)" output_limit "py stderr flood: status output_limit"
 is "$(jr .stderr.truncated)" true "py stderr flood: stderr.truncated"
 is "$(jr .stderr.captured_bytes)" $MiB "py stderr flood: stderr.captured_bytes == cap"
 # shellcheck disable=SC2086
-abb 60 $SAFE --output-limit 1M --rm "$WORK/flood.js"
+abb 60 $SAFE --output-limit 1M --on-output-limit kill --rm "$WORK/flood.js"
 is "$(jr .status)" output_limit "js stdout flood: status output_limit"
 is "$(jr .stdout.truncated)" true "js stdout flood: stdout.truncated"
 is "$(jr .stdout.captured_bytes)" $MiB "js stdout flood: stdout.captured_bytes == cap"
 le "$(wc -c <"$WORK/out")" $MiB "js stdout flood: at most the cap relayed"
 le "$(jr .wall_ms)" 10000 "js stdout flood: agentbox stopped the run promptly"
+# issue 25: by default a chatty script is not killed: the run goes on past the cap, the relay
+# too, the report keeps the first and last bytes, and agentbox holds no more than before
+for s in flood.py flood.js; do
+    # shellcheck disable=SC2086
+    abb 60 $SAFE --output-limit 1M --rm "$WORK/$s"
+    is "$rc/$(jr .status)" 0/exited "$s, the default: the run went on to its own end"
+    check "$s, the default: limits_hit has output-limit" hit output-limit
+    check "$s, the default: it finished (flood done)" jqe '.stderr.text | test("flood done")'
+    is "$(jr .stdout.bytes)" $((50 * MiB)) "$s, the default: stdout.bytes counts all 50 MiB"
+    is "$(wc -c <"$WORK/out")" $((50 * MiB)) "$s, the default: the live relay got all of it"
+    is "$(jr .stdout.captured_bytes)" $MiB "$s, the default: captured_bytes is the cap"
+    check "$s, the default: the report's text ends with the stream's end" \
+        jqe '.stdout.tail_bytes > 0 and (.stdout.text | endswith("yyy\n"))'
+    le "$(jr .agentbox_max_rss_kib)" 32768 "$s, the default: agentbox's own peak RSS (KiB) stays small"
+done
 
 # ---- --cpu-time --------------------------------------------------------------------------
 # The spinners count CPU time (5 s is their own cap), so a loaded machine only stretches the

@@ -67,7 +67,7 @@ is "$rc" 137 "filling the workspace past --memory: exit 137"
 check "the warning was there from the start" warned
 check "the OOM message says tmpfs counts as memory, and which caps" \
     jqe '.message | test("(OOM-killed|killed the run); tmpfs pages count against --memory 64M, and the workspace \\(--disk 256M\\), /tmp and /dev/shm \\(--tmp-size 16M each\\) may hold 288M")'
-check "the OOM message says how much the workspace held" jqe '.message | test("the workspace held [0-9.]+[KM] at the end")'
+check "the OOM message says how much tmpfs held" jqe '.message | test("(the workspace|tmpfs) held [0-9.]+[KM] at the end")'
 is "$(jr .fix)" "raise --memory above 288M, or lower --disk or --tmp-size (the workspace, /tmp and /dev/shm are RAM and count against it)" \
     "the OOM fix: raise --memory or lower the caps"
 check "the OOM message is in the report only once: limits_hit memory" jqe '.limits_hit == ["memory"]'
@@ -78,13 +78,26 @@ abb 60 --memory 64M --disk 48M --tmp-size 4M --pids 64 --timeout 30s "$WORK/fill
 is "$(jr .status)" oom "40 MiB in the workspace, then a heap: status oom"
 refute "caps under --memory: no tmpfs warning" warned
 check "the OOM message says the workspace held a share of --memory" \
-    jqe '.message | test("(OOM-killed|killed the run); the workspace held [0-9.]+M at the end, and tmpfs pages count against --memory 64M")'
+    jqe '.message | test("(OOM-killed|killed the run); (the workspace|tmpfs) held [0-9.]+M at the end.*, and tmpfs pages count against --memory 64M")'
+is "$(jr .fix)" "raise --memory, or keep less in /work, /tmp and /dev/shm (they are RAM and count against it)" \
+    "the OOM fix names tmpfs: it held a real share of the limit"
 
 # ---- an OOM kill with nothing in tmpfs says nothing of it ---------------------------------
 abb 60 --memory 64M --disk 48M --tmp-size 4M --pids 64 --timeout 30s "$WORK/fill.py" 0 hog
 is "$(jr .status)" oom "an empty workspace, then a heap: status oom"
-# the cgroup's OOM kill, or (no memory cgroup: unprivileged on a v1 host) the watchdog's
-check "a heap alone: the plain OOM message" \
-    jqe '.message | test("^memory limit reached: (1 process\\(es\\) OOM-killed|the watchdog measured [0-9]+ bytes against --memory [0-9]+ and killed the run)$")'
+# the cgroup's OOM kill, or (no memory cgroup: unprivileged on a v1 host) the watchdog's; then
+# what tmpfs was measured to hold (issue 25): little, so the processes used the memory
+check "a heap alone: the OOM message says tmpfs held little" \
+    jqe '.message | test("^memory limit reached: (1 process\\(es\\) OOM-killed|the watchdog measured [0-9]+ bytes against --memory [0-9]+ and killed the run)(; tmpfs held only [0-9.]+[KM], so the script.s processes used the memory)?$")'
+
+# ---- issue 25: caps over the limit, but tmpfs held next to nothing: the fix is --memory ------
+# the default workspace and /tmp, /dev/shm caps (768M) over --memory 64M, a heap alone
+abb 60 --memory 64M --pids 64 --timeout 30s "$WORK/fill.py" 0 hog
+is "$(jr .status)" oom "caps over --memory, a heap alone: status oom"
+check "caps over --memory: the warning was there from the start" warned
+is "$(jr .fix)" "raise --memory (now 64M), or have the script hold less in memory" \
+    "caps over --memory, tmpfs empty: the fix names --memory alone"
+refute "... not --disk or --tmp-size" jqe '(.message + .fix) | test("--disk|--tmp-size|may hold")'
+check "... and the message says tmpfs held little" jqe '.message | test("tmpfs held only [0-9.]+[KM]")'
 
 done_testing

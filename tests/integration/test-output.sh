@@ -2,8 +2,9 @@
 # test-output.sh -- issue 15: what the report and agentbox's own stdout carry of the script's
 # output. A 50 MB stdout under --output-limit 100M leaves a small report (a head and a tail
 # with a marker) and the whole stream in RUN_DIR/stdout, checked byte for byte on the host;
-# --on-output-limit truncate lets a flooding script run on (it writes a file afterwards) while
-# kill (the default) still stops it; --rm keeps no stream file and says so; an excerpt never
+# --on-output-limit truncate (the default since issue 25) lets a flooding script run on (it writes
+# a file afterwards) and keeps its last bytes, while kill still stops it; --rm keeps no stream
+# file and says so; an excerpt never
 # splits a UTF-8 character; --report - puts exactly one JSON document on stdout.
 # Every flood is bounded by --output-limit and --timeout, and runs under an outer timeout.
 # shellcheck source-path=SCRIPTDIR
@@ -71,13 +72,16 @@ rm -f "$WORK/out" "$WORK/big.want"
 "$AGENTBOX" rm "$rd" 2>/dev/null || true
 
 # ---- --on-output-limit truncate / kill --------------------------------------------------
-# 16 MiB to stdout and 16 MiB to stderr, then a file and an exit status of its own
+# 16 MiB to stdout and 16 MiB to stderr, its last line its own, then a file and an exit status
+# of its own
 cat >"$WORK/flood.py" <<'EOF'
 import os, sys
 line = "y" * 1023 + "\n"
-for i in range(16 * 1024):
+for i in range(16 * 1024 - 1):
     sys.stdout.write(line)
     sys.stderr.write(line)
+sys.stdout.write("the last line of stdout" + "." * 1000 + "\n")
+sys.stderr.write("y" * 1023 + "\n")
 sys.stdout.flush()
 sys.stderr.flush()
 with open("/work/after.txt", "w") as f:
@@ -87,8 +91,12 @@ EOF
 python3 -c '
 import sys
 sys.stdout.write(("y" * 1023 + "\n") * 1024)' >"$WORK/first1m"
-abb 120 --output-limit 1M --on-output-limit truncate --timeout 60s "$WORK/flood.py"
-is "$rc" 3 "truncate: agentbox exits with the script's own status (3)"
+# issue 25: truncate is the default; the flag says the same
+for how in "" "--on-output-limit truncate"; do
+# shellcheck disable=SC2086 # $how is words
+abb 120 --output-limit 1M $how --timeout 60s "$WORK/flood.py"
+[ -z "$how" ] && how="(the default)"
+is "$rc" 3 "truncate $how: agentbox exits with the script's own status (3)"
 is "$(jr .status)" exited "truncate: status exited (the cap did not end the run)"
 is "$(jr .exit_code)" 3 "truncate: exit_code 3"
 is "$(jq -c .limits_hit "$WORK/r.json")" '["output-limit"]' "truncate: limits_hit lists output-limit"
@@ -96,29 +104,36 @@ is "$(jr .stdout.truncated),$(jr .stderr.truncated)" true,true "truncate: both s
 is "$(jr .stdout.captured_bytes)" $MiB "truncate: stdout.captured_bytes is the cap"
 is "$(jr .stdout.bytes)" $((16 * MiB)) "truncate: stdout.bytes counts all 16 MiB (read and discarded)"
 is "$(jr .stderr.bytes)" $((16 * MiB)) "truncate: stderr.bytes counts all 16 MiB"
-check "truncate: the message says the run went on" jqe '.message | test("read and discarded and the run went on")'
+check "truncate: the message says the run went on" jqe '.message | test("and the run went on")'
 check "truncate: limits.output-limit.note names the mode" jqe '.limits."output-limit".note | test("truncate")'
 rd=$(jr .run_dir)
 is "$(cat "$rd/work/after.txt" 2>/dev/null)" "ran on" "truncate: the script ran on and wrote a file after the flood"
 check "truncate: files lists it" jqe '[.files[] | select(.path == "after.txt")] | length == 1'
-is "$(wc -c <"$WORK/out")" $MiB "truncate: the relay stopped at the cap too"
+is "$(wc -c <"$WORK/out")" $((16 * MiB)) "truncate: the live relay went on past the cap (all 16 MiB)"
 is "$(sha "$rd/stdout")" "$(sha "$WORK/first1m")" "truncate: RUN_DIR/stdout holds the first MiB, byte for byte"
 is "$(jr .stderr.file.sha256)" "$(sha "$rd/stderr")" "truncate: stderr.file.sha256 is RUN_DIR/stderr's hash"
+check "truncate: the report's text ends with the stream's own last line" \
+    jqe '.stdout.text | endswith("the last line of stdout" + ("." * 1000) + "\n")'
+check "truncate: the marker says what is in RUN_DIR/stdout and how much was dropped" \
+    jqe '.stdout.text | test("the first 1048576 bytes are in [^ ]*/stdout, the [0-9]+ after them \\(past the output limit\\) were dropped\\]")'
+is "$(jr '.stdout.head_bytes + .stdout.elided_bytes + .stdout.tail_bytes')" $((16 * MiB)) \
+    "truncate: head + elided + tail is the whole stream"
+is "$(jr '.stdout.dropped_bytes')" "$(jr '.stdout.bytes - .stdout.captured_bytes - .stdout.tail_bytes')" \
+    "truncate: dropped_bytes is what lies between the capture and the tail"
+lt "$(jr .agentbox_max_rss_kib)" 65536 "truncate: agentbox held little while 32 MiB went by (KiB)"
 keep_report "$WORK/r.json"
-
-# kill (the default, and explicit): unchanged
-for how in "" "--on-output-limit kill"; do
-    # shellcheck disable=SC2086 # $how is words
-    abb 120 --output-limit 1M $how --timeout 60s "$WORK/flood.py"
-    l="kill${how:+ (explicit)}"
-    is "$rc" 137 "$l: the run was SIGKILLed at the cap (exit 137)"
-    is "$(jr .status)" output_limit "$l: status output_limit"
-    is "$(jr .stdout.captured_bytes)" $MiB "$l: stdout.captured_bytes is the cap"
-    lt "$(jr .stdout.bytes)" $((8 * MiB)) "$l: reading stopped soon after the cap"
-    refute "$l: the script did not run on" test -e "$(jr .run_dir)/work/after.txt"
-    check "$l: limits.output-limit.note says the run is stopped" \
-        jqe '.limits."output-limit".note | test("stopped")'
 done
+
+# kill: an option (issue 25: no longer the default)
+abb 120 --output-limit 1M --on-output-limit kill --timeout 60s "$WORK/flood.py"
+l="kill"
+is "$rc" 137 "$l: the run was SIGKILLed at the cap (exit 137)"
+is "$(jr .status)" output_limit "$l: status output_limit"
+is "$(jr .stdout.captured_bytes)" $MiB "$l: stdout.captured_bytes is the cap"
+lt "$(jr .stdout.bytes)" $((8 * MiB)) "$l: reading stopped soon after the cap"
+refute "$l: the script did not run on" test -e "$(jr .run_dir)/work/after.txt"
+check "$l: limits.output-limit.note says the run is stopped" \
+    jqe '.limits."output-limit".note | test("stopped")'
 
 # ---- --rm: no stream file, and the report says so ------------------------------------------
 abb 120 --rm --output-limit 4M --inline-output 1K --timeout 60s "$WORK/big.py"
@@ -144,6 +159,13 @@ rc=0
 bounded 120 "$AGENTBOX" run --report "$WORK/r.json" --spec "$WORK/spec.json" >/dev/null 2>"$WORK/err" || rc=$?
 is "$rc" 3 "spec on_output_limit truncate: the script ran to its own exit"
 is "$(jr '.stdout.head_bytes + .stdout.tail_bytes')" 2048 "spec inline_output \"2K\": 2 KiB inline"
+keep_report "$WORK/r.json"
+printf '{"script":"%s","runs_dir":"%s","on_output_limit":"kill","limits":{"output-limit":"1M","timeout":"60s"}}' \
+    "$WORK/flood.py" "$RUNS" >"$WORK/spec.json"
+rm -f "$WORK/r.json"
+rc=0
+bounded 120 "$AGENTBOX" run --report "$WORK/r.json" --spec "$WORK/spec.json" >/dev/null 2>"$WORK/err" || rc=$?
+is "$rc/$(jr .status)" 137/output_limit "spec on_output_limit kill: the run was stopped at the cap"
 keep_report "$WORK/r.json"
 for bad in "--inline-output 65M" "--inline-output lots" "--on-output-limit maybe"; do
     # shellcheck disable=SC2086 # $bad is words
@@ -172,7 +194,7 @@ is "$(jq -r .stdout.text "$WORK/rep.out" 2>/dev/null)" '{"not": "the report"}
 plain line' "--report -: the script's stdout is in the report"
 is "$(jq -r .stdout.relay_dropped_bytes "$WORK/rep.out" 2>/dev/null)" null \
     "--report -: stdout was not relayed (relay_dropped_bytes null)"
-is "$(grep -v "^agentbox: warning: " "$WORK/err")" "to stderr" "--report -: the script's stderr still goes to stderr"
+is "$(grep -v "^agentbox: warning: \|^agentbox: note: " "$WORK/err")" "to stderr" "--report -: the script's stderr still goes to stderr"
 keep_report "$WORK/rep.out"
 # the same with the run given as a spec on stdin, and a stream past --inline-output
 printf '{"script":"%s","runs_dir":"%s","limits":{"output-limit":"100M","timeout":"120s"}}' \

@@ -222,6 +222,135 @@ is "$rc" 1 "an uncaught exception: exit 1"
 check "an uncaught exception: stderr relayed" grep -q boom "$WORK/err"
 is "$(jr .stderr.text)" "boom" "an uncaught exception: stderr captured"
 
+# ---- issue 25: the figures of a killed run, and of a short one --------------------------------
+# A run agentbox kills: its processes die unreaped by their parents, and the wait statuses
+# carried 5 ms of a second of CPU. The script says what it used before it waits to be killed.
+cat >"$WORK/burn.py" <<'EOF'
+import resource, time
+end = time.process_time() + 0.6
+while time.process_time() < end:
+    pass
+x = bytearray(40 << 20)
+for i in range(0, len(x), 4096):
+    x[i] = 1
+print("cpu_ms", int(time.process_time() * 1000), "maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+time.sleep(60)
+EOF
+abb 60 --timeout 8s "$WORK/burn.py"
+own_cpu=$(sed -n 's/^cpu_ms \([0-9]*\) .*/\1/p' "$WORK/out")
+own_rss=$(sed -n 's/.* maxrss \([0-9]*\)$/\1/p' "$WORK/out")
+is "$(jr .status)" timeout "killed run: status timeout"
+if [ -n "$own_cpu" ] && [ -n "$own_rss" ]; then
+    check "killed run: cpu_ms ($(jr .cpu_ms)) counts the script's own $own_cpu ms" \
+        test "$(jr .cpu_ms)" -ge $((own_cpu - 20))
+    is "$(jr .usage.cpu_ms)" "$(jr .cpu_ms)" "killed run: usage.cpu_ms is the same figure"
+    check "killed run: max_rss_kib ($(jr .max_rss_kib)) is at least the script's own ($own_rss KiB)" \
+        test "$(jr .max_rss_kib)" -ge $((own_rss - 1024))
+else
+    not_ok "killed run: the script said what it used" "stdout: $(cat "$WORK/out")"
+fi
+# a short script: its memory is measured (the watchdog's first sample came after it), or null
+printf 'import time\nprint(6 * 7)\ntime.sleep(0.05)\n' >"$WORK/short.py"
+abb 60 "$WORK/short.py"
+check "short run: memory_peak_bytes measured the interpreter ($(jr .usage.memory_peak_bytes) bytes)" \
+    jqe '.usage.memory_peak_bytes > 1048576'
+abb 60 --code 'print(6 * 7)'
+check "print(6*7): memory_peak_bytes is the interpreter's or null, never agentbox-init's ($(jr .usage.memory_peak_bytes))" \
+    jqe '.usage.memory_peak_bytes == null or .usage.memory_peak_bytes > 1048576'
+
+# ---- issue 25: stdin flows, as for any Unix filter ------------------------------------------
+cat >"$WORK/stdin.py" <<'EOF'
+import sys
+data = sys.stdin.buffer.read()
+print("read", len(data), data[:20])
+EOF
+printf 'import time\nprint("no read")\n' >"$WORK/noread.py"
+sin() { # sin CMD...: an agentbox run whose stdin the caller sets up; report, out, err as ab's
+    rm -f "$WORK/r.json"
+    rc=0
+    bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    keep_report "$WORK/r.json"
+}
+echo hi | sin "$WORK/stdin.py"
+is "$rc/$(outtext)" "0/read 3 b'hi\\n'" "a pipe on agentbox's stdin: the script reads it (the default)"
+echo hi | sin --stdin - "$WORK/stdin.py"
+is "$(outtext)" "read 3 b'hi\\n'" "--stdin -: the script reads agentbox's stdin"
+printf 'from a file' >"$WORK/in.txt"
+sin "$WORK/stdin.py" <"$WORK/in.txt"
+is "$(outtext)" "read 11 b'from a file'" "a file on agentbox's stdin: the script reads it (the default)"
+sin "$WORK/stdin.py" </dev/null
+is "$(outtext)" "read 0 b''" "/dev/null on agentbox's stdin: nothing to read"
+head -c 50000000 /dev/zero | sin "$WORK/stdin.py"
+is "$(outtext)" "read 50000000 b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'" \
+    "50 MB streamed through a pipe, every byte"
+lt_kib() { if [ "$1" -lt "$2" ] 2>/dev/null; then ok "$3 ($1 KiB)"; else not_ok "$3" "got '$1', want < $2"; fi; }
+lt_kib "$(jr .agentbox_max_rss_kib)" 32768 "... and agentbox held little of it"
+# a script that does not read: the writer waits (a bounded buffer), the run ends on time
+yes | head -c 100000000 | sin "$WORK/noread.py"
+is "$rc/$(outtext)" "0/no read" "100 MB offered to a script that does not read: it ends as usual"
+lt_kib "$(jr .agentbox_max_rss_kib)" 32768 "... and agentbox buffered little of it"
+# a stdin that never closes never delays a script that does not read it
+mkfifo "$WORK/never"
+sleep 60 >"$WORK/never" &
+holder=$!
+t0=$(date +%s)
+sin "$WORK/noread.py" <"$WORK/never"
+el=$(($(date +%s) - t0))
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+is "$rc/$(outtext)" "0/no read" "a stdin that never closes: the script ran"
+check "... and agentbox did not wait for the stream's end (${el}s)" test "$el" -lt 20
+# a spec names a stream of its caller's by its fd
+printf '{"script": "%s", "runs_dir": "%s", "stdin_fd": 5}' "$WORK/stdin.py" "$RUNS" >"$WORK/spec-fd.json"
+rc=0
+bounded 60 "$AGENTBOX" run --report "$WORK/r.json" --spec "$WORK/spec-fd.json" >"$WORK/out" 2>"$WORK/err" 5<"$WORK/in.txt" || rc=$?
+keep_report "$WORK/r.json"
+is "$rc/$(outtext)" "0/read 11 b'from a file'" "spec stdin_fd 5: the script reads the caller's fd 5"
+rc=0
+printf '{"script": "%s", "stdin_fd": 0}' "$WORK/stdin.py" |
+    bounded 30 "$AGENTBOX" run --spec - >/dev/null 2>"$WORK/err" || rc=$?
+is "$rc" 2 "spec stdin_fd 0 with --spec -: a usage error (that stream is the spec)"
+rc=0
+bounded 30 "$AGENTBOX" run --spec "$WORK/spec-fd.json" >/dev/null 2>"$WORK/err" 5<&- || rc=$?
+is "$rc" 2 "spec stdin_fd of a closed fd: a usage error"
+check "... naming it, with a fix" grep -q 'stdin_fd 5 is not an open fd.*(fix: ' "$WORK/err"
+rc=0
+echo 'print(1)' | bounded 30 "$AGENTBOX" run --stdin - - >/dev/null 2>"$WORK/err" || rc=$?
+is "$rc" 2 "--stdin - with SCRIPT -: a usage error (both read agentbox's stdin)"
+
+# ---- issue 25: a hint for the common mistakes ----------------------------------------------
+mkdir -p "$WORK/proj/node_modules/leftpad" "$WORK/proj2"
+printf 'print(open("data.txt").read())\n' >"$WORK/proj/reads.py"
+printf 'the data\n' >"$WORK/proj/data.txt"
+printf 'import helpers\n' >"$WORK/proj/imports.py"
+printf 'X = 1\n' >"$WORK/proj/helpers.py"
+printf 'require("leftpad");\n' >"$WORK/proj/app.js"
+printf 'module.exports = 1;\n' >"$WORK/proj/node_modules/leftpad/index.js"
+printf 'print(open("data.txt").read())\n' >"$WORK/proj2/reads.py"
+chmod -R a+rX "$WORK/proj" "$WORK/proj2"
+abb 60 --summary "$WORK/proj/reads.py"
+is "$rc" 1 "a file next to the script: the run fails (only the script is copied)"
+is "$(jr .hint)" "'data.txt' is next to the script on the host, but only the script is copied into the sandbox: add --input $WORK/proj/data.txt (or run in $WORK/proj with --workspace $WORK/proj)" \
+    "... the report's hint names --input and --workspace"
+check "... and so does the summary line" grep -q "; hint: 'data.txt' is next to the script" "$WORK/err"
+abb 60 --input "$WORK/proj/data.txt" "$WORK/proj/reads.py"
+is "$rc/$(jr .hint)" 0/null "... which the hint's --input fixes"
+abb 60 "$WORK/proj2/reads.py"
+is "$rc/$(jr .hint)" 1/null "no such file next to the script: no hint"
+abb 60 "$WORK/proj/imports.py"
+is "$(jq --arg p "$WORK/proj/helpers.py" '.hint | contains("add --input " + $p)' "$WORK/r.json")" true \
+    "a module next to the script: the hint names --input helpers.py"
+abb 60 "$WORK/proj/app.js"
+is "$(jr .hint)" "'leftpad' is in the node_modules next to the script on the host, which the sandbox does not see: add --node-modules $WORK/proj/node_modules" \
+    "require() of a package in node_modules next to the script: the hint names --node-modules"
+abb 60 --node-modules "$WORK/proj/node_modules" "$WORK/proj/app.js"
+is "$rc/$(jr .hint)" 0/null "... which the hint's --node-modules fixes"
+printf '{"script": "%s", "runs_dir": "%s"}' "$WORK/proj/reads.py" "$RUNS" |
+    bounded 60 "$AGENTBOX" run --spec - --report "$WORK/r.json" >/dev/null 2>&1
+keep_report "$WORK/r.json"
+is "$(jq --arg p "$WORK/proj/data.txt" '.hint | contains("add \"" + $p + "\" to inputs") and (test("--") | not)' "$WORK/r.json")" true \
+    "a spec's run: the hint names inputs and workspace, the spec's keys"
+
 # ---- language detection ---------------------------------------------------------------------
 printf 'import sys\nprint("PY", sys.version_info[0])\n' >"$WORK/noext_py"
 printf 'console.log("JS", typeof process.versions.node);\n' >"$WORK/noext_js"
@@ -274,5 +403,21 @@ else
     *) not_ok "doctor: it says the run had no cgroup" "$drun" ;;
     esac
 fi
+
+# issue 25: code given on the command line or on stdin is Python unless a shebang or --lang
+# says otherwise (as python3 -c)
+abb 60 --code 'import sys; print("CODE-PY", sys.version_info[0])'
+is "$rc/$(jr .lang)/$(outtext)" "0/python/CODE-PY 3" "--code without --lang runs as Python"
+rm -f "$WORK/r.json"
+rc=0
+printf 'print("STDIN-PY")\n' | bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --report "$WORK/r.json" - \
+    >"$WORK/out" 2>"$WORK/err" || rc=$?
+keep_report "$WORK/r.json"
+is "$rc/$(jr .lang)/$(outtext)" 0/python/STDIN-PY "SCRIPT - without --lang runs as Python"
+abb 60 --code '#!/usr/bin/env node
+console.log("CODE-JS")'
+is "$rc/$(jr .lang)/$(outtext)" 0/node/CODE-JS "--code with a node shebang runs as Node"
+abb 60 --lang node --code 'console.log("CODE-LANG-JS")'
+is "$rc/$(jr .lang)/$(outtext)" 0/node/CODE-LANG-JS "--code with --lang node runs as Node"
 
 done_testing

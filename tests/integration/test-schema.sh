@@ -79,7 +79,7 @@ fi
 case_ script-only '{"script": "agent.py"}'
 case_ code-shebang '{"code": "#!/usr/bin/env python3\nprint(1)"}'
 case_ every-key '{"spec_version": 1, "script": "/srv/a.py", "language": "node",
-  "args": ["-v", ""], "stdin": "/srv/in.txt", "stdin_data": "x", "env": {"A": "1", "B": ""},
+  "args": ["-v", ""], "stdin": "/srv/in.txt", "stdin_data": "x", "stdin_fd": 4, "env": {"A": "1", "B": ""},
   "inputs": ["/srv/data.csv"], "workspace": "/srv/ws", "collect": "/srv/out", "rm": false,
   "runs_dir": "/srv/runs",
   "limits": {"timeout": 2.5, "memory": 268435456, "pids": "64", "cpus": 1.5, "cpu-time": "90s",
@@ -95,7 +95,10 @@ case_ unknown-limit '{"script": "a.py", "limits": {"mem": "1G"}}'
 case_ script-and-code '{"script": "a.py", "code": "print(1)", "language": "python"}'
 case_ neither '{"language": "python", "args": ["1"]}'
 case_ bad-language '{"code": "puts 1", "language": "ruby"}'
+# issue 25: code is Python unless a shebang or language says otherwise
 case_ code-no-language '{"code": "print(1)"}'
+case_ stdin-fd-negative '{"script": "a.py", "stdin_fd": -1}'
+case_ stdin-fd-string '{"script": "a.py", "stdin_fd": "0"}'
 case_ args-not-array '{"script": "a.py", "args": "1 2 3"}'
 case_ args-number '{"script": "a.py", "args": [1, 2]}'
 case_ rm-string '{"script": "a.py", "rm": "yes"}'
@@ -108,7 +111,8 @@ case_ spec-version-2 '{"spec_version": 2, "script": "a.py"}'
 case_ on-output-limit-bogus '{"script": "a.py", "on_output_limit": "stop"}'
 case_ not-object '["a.py"]'
 group spec.schema.json "$SPEC_SCHEMA" +doc-example +script-only +code-shebang +every-key \
-    -unknown-key -unknown-limit -script-and-code -neither -bad-language -code-no-language \
+    +code-no-language -stdin-fd-negative -stdin-fd-string \
+    -unknown-key -unknown-limit -script-and-code -neither -bad-language \
     -args-not-array -args-number -rm-string -env-number -memory-fractional -timeout-bool -on-output-limit-bogus \
     -without-network -policy-bogus -spec-version-2 -not-object
 

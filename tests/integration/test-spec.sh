@@ -63,14 +63,28 @@ refused_spec() { # LABEL JSON PATTERN
     is "$rc" 2 "$1: exit 2"
     check "$1: the line names the problem" grep -q -- "$3" "$WORK/err3"
     is "$(jq -r .status "$WORK/r3.json" 2>/dev/null)" usage_error "$1: the report says usage_error"
+    # issue 25: a spec's caller reads the spec's keys, never a flag it did not use, and a fix
+    is "$(jq '(.message | test("--") | not) and (.fix | test("--") | not)' "$WORK/r3.json")" \
+        true "$1: the report's message and fix name no flag"
+    is "$(jq '.fix | type == "string" and length > 0' "$WORK/r3.json")" true \
+        "$1: the report has a fix"
 }
 refused_spec "an unknown key" '{"code":"print(1)","language":"python","bogus":1}' 'unknown key "bogus"'
 refused_spec "script and code" '{"code":"print(1)","script":"/x.py"}' 'exactly one of'
 refused_spec "a wrong type" '{"code":"print(1)","language":"python","args":"a"}' '"args" must be an array'
-refused_spec "a limit that does not parse" '{"code":"print(1)","language":"python","limits":{"memory":"lots"}}' "invalid --memory 'lots'"
+refused_spec "a limit that does not parse" '{"code":"print(1)","language":"python","limits":{"memory":"lots"}}' "invalid limits.memory 'lots'"
 refused_spec "an unknown limit" '{"code":"print(1)","language":"python","limits":{"ram":1}}' 'unknown limit "ram"'
 refused_spec "not JSON" '{"code":' 'not valid JSON'
 refused_spec "a spec_version from the future" '{"spec_version":2,"code":"print(1)","language":"python"}' 'spec_version'
+# issue 25: a limit a spec set is raised by its key, a flag by its flag
+printf '{"language":"python","code":"while True: pass","limits":{"timeout":"1s"},"rm":true}' |
+    AGENTBOX_RUNS_DIR=$RUNS bounded 60 "$AGENTBOX" run --spec - --report "$WORK/r3.json" >/dev/null 2>&1
+is "$(jq -r .fix "$WORK/r3.json")" "raise limits.timeout (now 1.0 s), or make the script faster" \
+    "a spec's timeout: the fix names limits.timeout"
+bounded 60 "$AGENTBOX" run --runs-dir "$RUNS" --rm --timeout 1s --lang python --code 'while True: pass' \
+    --report "$WORK/r3.json" >/dev/null 2>&1
+is "$(jq -r .fix "$WORK/r3.json")" "raise --timeout (now 1.0 s), or make the script faster" \
+    "a flag's timeout: the fix names --timeout"
 rc=0
 printf '{}' | "$AGENTBOX" run --spec - --timeout 5s "$WORK/s.py" >/dev/null 2>"$WORK/err3" || rc=$?
 is "$rc" 2 "--spec with other run flags: exit 2"

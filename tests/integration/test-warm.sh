@@ -67,7 +67,9 @@ spec py-timeout python 'import time
 print("start", flush=True)
 time.sleep(30)' '{"limits": {"timeout": "1s"}}'
 spec py-output python 'import sys
-sys.stdout.write("x" * 400000)' '{"limits": {"output-limit": "100K"}}'
+sys.stdout.write("x" * 400000)' '{"limits": {"output-limit": "100K"}, "on_output_limit": "kill"}'
+spec py-chatty python 'for i in range(20000):
+    print("line", i)' '{"limits": {"output-limit": "100K"}}'
 spec py-fsize python 'import os
 with open("big.out", "wb") as f:
     try:
@@ -170,7 +172,11 @@ check "py-raise: the traceback names the script's frames and no other" \
     jqe '(.stderr.text | test("File \"/work/script.py\", line 5, in <module>")) and
         (.stderr.text | test("sitecustomize|agentbox") | not)' "$OUT/py-raise.warm.json"
 is "$(st '.status' py-timeout)" "timeout" "py-timeout: the timeout runs from the hand-over"
-is "$(st '.status' py-output)" "output_limit" "py-output: the output limit"
+is "$(st '.status' py-output)" "output_limit" "py-output: the output limit (on_output_limit kill)"
+is "$(st '.status + " " + (.limits_hit | join(","))' py-chatty)" "exited output-limit" \
+    "py-chatty: past the output limit the run goes on by default (issue 25)"
+check "py-chatty: the report ends with the script's last line" \
+    jqe '.stdout.text | endswith("line 19999\n")' "$OUT/py-chatty.warm.json"
 is "$(st '.limits_hit | index("file-size") != null' py-fsize)" "true" "py-fsize: a write past --file-size"
 is "$(st '.limits_hit | index("file-size") != null' py-bigin)" "false" \
     "py-bigin: an input larger than --file-size, copied in at the hand-over, is no hit"

@@ -235,6 +235,53 @@ is "$rc" 2 "--input /etc: exit 2"
 abb 30 --rm --input /etc/shadow "$WORK/readall.py"
 is "$rc" 2 "--input /etc/shadow: exit 2"
 
+# ---- issue 25: a project's token files are hidden from the run, not a refusal -----------------
+mkdir -m 0755 "$WORK/npmproj"
+printf 'package-lock=false\n//registry.npmjs.org/:_authToken=SECRET-TOKEN-25\n' >"$WORK/npmproj/.npmrc"
+printf '[pypi]\npassword = SECRET-PYPI-25\n' >"$WORK/npmproj/.pypirc"
+printf '{"name": "p"}\n' >"$WORK/npmproj/package.json"
+chmod 0644 "$WORK/npmproj/.npmrc" "$WORK/npmproj/.pypirc" "$WORK/npmproj/package.json"
+npmrc_sum=$(sha256sum <"$WORK/npmproj/.npmrc")
+cat >"$WORK/tokens.py" <<'EOF'
+import os
+for name in (".npmrc", ".pypirc"):
+    p = "/work/" + name
+    print(name, "content", repr(open(p).read()), "mode", oct(os.stat(p).st_mode & 0o777))
+    for op in ("write", "unlink", "rename"):
+        try:
+            if op == "write":
+                open(p, "w").write("mine")
+            elif op == "unlink":
+                os.unlink(p)
+            else:
+                os.rename(p, "/work/stolen")
+            print(name, op, "WORKED")
+        except OSError as e:
+            print(name, op, "refused", e.errno)
+found = []
+for d, _, files in os.walk("/work"):
+    for f in files:
+        try:
+            if b"SECRET-" in open(os.path.join(d, f), "rb").read():
+                found.append(f)
+        except OSError:
+            pass
+print("secrets found:", found)
+open("/work/out.txt", "w").write("ran\n")
+EOF
+abb 60 --workspace "$WORK/npmproj" "$WORK/tokens.py"
+is "$rc" 0 "--workspace holding a .npmrc and a .pypirc: the run goes ahead"
+check "... the files read empty in the sandbox" grep -q "^.npmrc content '' mode 0o444" "$WORK/out"
+is "$(grep -c 'WORKED' "$WORK/out")" 0 "... and cannot be written, removed or renamed there"
+check "... no token is readable anywhere in /work" grep -qx 'secrets found: \[\]' "$WORK/out"
+is "$(jr '.hidden_files | join(",")')" ".npmrc,.pypirc" "... the report lists them in hidden_files"
+check "... and sandbox.writable says so" jqe '.sandbox.writable.detail | test("hidden under an empty read-only file: .npmrc, .pypirc")'
+is "$(sha256sum <"$WORK/npmproj/.npmrc")" "$npmrc_sum" "... the host's .npmrc is as it was"
+is "$(cat "$WORK/npmproj/out.txt" 2>/dev/null)" ran "... and the run wrote its own file in DIR"
+mkdir -m 0700 "$WORK/npmproj/.ssh"
+refuse_ws "a project holding a .ssh directory" "credentials" "$WORK/npmproj"
+rmdir "$WORK/npmproj/.ssh"
+
 if is_root && [ -x "$SAFE_NS" ] && [ -x "$AGENTBOX" ]; then
     # The scratch tree lives outside /tmp and /var/tmp (safe-ns replaces those with tmpfs).
     SCR=$(mktemp -d /var/lib/agentbox-wstest.XXXXXX)

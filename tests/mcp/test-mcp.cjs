@@ -161,8 +161,10 @@ async function sdkTests() {
         r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'x = []\nwhile True: x.append(bytearray(16 << 20))', limits: { memory: '64M', timeout: '30s' } } });
         ok(r.isError === true && sc(r).status === 'oom', 'an OOM is status oom', sc(r));
     }
-    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'while True: print("y" * 1000)', limits: { 'output-limit': '64K', timeout: '30s' } } });
-    ok(r.isError === true && sc(r).status === 'output_limit' && sc(r).stdout.truncated === true && r.content[0].text.length < 10000, 'an output flood is status output_limit, and the text stays small', { status: sc(r).status, len: r.content[0].text.length });
+    // issue 25: a chatty script is not killed: it finishes, the text stays small and ends with
+    // what it printed last
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'python', code: 'for i in range(200000): print("line", i)', limits: { timeout: '60s' } } });
+    ok(!r.isError && sc(r).status === 'exited' && sc(r).exit_code === 0 && sc(r).stdout.truncated === true && sc(r).limits_hit.includes('output-limit') && r.content[0].text.length < 10000 && /line 199999\n/.test(r.content[0].text), 'a chatty script (2.5 MB) runs to its end; the text stays small and shows the last line', { status: sc(r).status, len: r.content[0].text.length, tail: r.content[0].text.slice(-300) });
 
     // progress
     const prog = [];
@@ -491,6 +493,59 @@ async function warmTests() {
     ok(left === '0', 'the server lets its slots go when it exits', { left, log: log.join('').slice(-2000) });
 }
 
+// issue 25: what an agent meets, through the official SDK and the server's defaults
+async function issue25Tests() {
+    const { client } = await connect();
+    const call = (args) => client.callTool({ name: 'run_code', arguments: args });
+    const text = (r) => (r.content[0] && r.content[0].text) || '';
+
+    // 8 sleeping runs at once on this machine's cores: none waits for a core (the server used
+    // to run at most one per core; 8 x time.sleep(1) took 4.2 s on 2)
+    const rs = await Promise.all([...Array(8)].map(() => call({ language: 'python', code: 'import time; time.sleep(1)' })));
+    const waited = rs.map((x) => sc(x).queue_ms);
+    ok(rs.every((x) => !x.isError) && Math.max(...waited) < 500, '8 sleeping runs at once: none queued behind a core count', waited);
+    // ... but what runs hold is bounded: two runs whose memory limits together pass the
+    // host's memory go one after the other
+    const info = sc(await client.callTool({ name: 'sandbox_info', arguments: {} }));
+    const budget = info.server && info.server.memory_budget_bytes;
+    if (typeof budget === 'number' && budget > 0) {
+        const big = String(Math.floor(budget * 0.6));
+        const two = await Promise.all([0, 1].map(() => call({ language: 'python', code: 'import time; time.sleep(1.5)', limits: { memory: big } })));
+        const q = two.map((x) => sc(x).queue_ms);
+        ok(two.every((x) => !x.isError) && Math.max(...q) >= 1000, 'two runs that would hold more than the host\'s memory: the second waits for the first', { q, budget });
+    } else {
+        ok(false, 'sandbox_info says the memory budget', info.server);
+    }
+
+    // an uploaded input the run did not change is not returned as a resource_link
+    let r = await call({ language: 'python', code: 'rows = open("sales.csv").read().splitlines()\nopen("summary.txt","w").write(str(len(rows)))', files: [{ path: 'sales.csv', content: 'region,amount\nwest,10\n' }] });
+    const links = r.content.filter((c) => c.type === 'resource_link').map((c) => c.name);
+    const csv = sc(r).files.find((f) => f.path === 'sales.csv');
+    ok(!r.isError && links.includes('summary.txt') && !links.includes('sales.csv') && csv && csv.origin === 'unchanged', 'only what the run created or changed is a resource_link; the input stays in structuredContent', { links, csv });
+
+    // the caller's words: a spec's keys, never a flag it did not use; every error has a fix
+    r = await call({ language: 'python', code: 'while True: pass', limits: { timeout: '1s' } });
+    ok(sc(r).status === 'timeout' && /limits\.timeout/.test(sc(r).fix || '') && !/--/.test((sc(r).fix || '') + text(r)), 'a timeout\'s fix names limits.timeout, no flag', { fix: sc(r).fix });
+    r = await call({ language: 'python', code: 'print(1)', limits: { memory: '5' } });
+    ok(r.isError === true && /limits\.memory/.test(text(r)) && /fix:/.test(text(r)) && !/--memory/.test(text(r)), 'a limit that does not parse: in the call\'s words, with a fix', text(r));
+
+    // code without a language is Python
+    r = await call({ code: 'import sys; print(sys.version_info[0])' });
+    ok(!r.isError && sc(r).stdout.text === '3\n', 'run_code without a language runs Python', sc(r));
+
+    // honest figures: the CPU of a killed run, the memory of a short one
+    r = await call({ language: 'python', code: 'import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\nprint(int(time.process_time() * 1000), flush=True)\ntime.sleep(60)', limits: { timeout: '6s' } });
+    const own = parseInt(sc(r).stdout.text, 10);
+    ok(sc(r).status === 'timeout' && own > 0 && sc(r).cpu_ms >= own - 20 && !/CPU 0\.0/.test(text(r)), 'a killed run: cpu_ms counts what the script used before the kill', { cpu_ms: sc(r).cpu_ms, own, line: text(r).split('\n')[0] });
+    r = await call({ language: 'python', code: 'print(6 * 7)' });
+    const peak = sc(r).memory_peak_bytes;
+    ok(!r.isError && (peak === null || peak > 1048576) && !/peak memory [0-9.]+ KiB/.test(text(r)), 'print(6*7): the peak is the interpreter\'s, or not measured, never agentbox-init\'s', { peak, line: text(r).split('\n')[0] });
+    // a default this host cannot apply is no warning line in every text
+    const mine = (sc(r).warnings || []).filter((w) => !/^default \S+ /.test(w)).length;
+    ok(mine > 0 ? /warnings: /.test(text(r)) : !/warnings: /.test(text(r)), 'the text counts only the warnings about this run', { warnings: sc(r).warnings, tail: text(r).slice(-200) });
+    await client.close();
+}
+
 async function signalTest() {
     // SIGTERM with a run going: every run killed, clean exit
     const s = raw();
@@ -512,6 +567,7 @@ async function signalTest() {
         await restartAndRetention();
         await v2Client();
         await warmTests();
+        await issue25Tests();
         await signalTest();
     } catch (e) {
         ok(false, 'the tests ran to the end', String(e && e.stack));

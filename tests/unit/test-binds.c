@@ -22,6 +22,7 @@
 
 #include "src/binds.h"
 #include "src/hostfs.h"
+#include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
 
@@ -132,6 +133,61 @@ test_binds_refusal(void)
 	refusal_is("/srv/me/proj", "/srv/me", NULL);
 	refusal_is("/srv/me", "srv/me", NULL); /* a relative $HOME means nothing */
 	refusal_is("/srv/me", NULL, NULL);
+}
+
+/* issue 25: a project with a token file is a workspace (the run hides the file); one with a
+ * credential directory, or a token name that is a directory, is still refused, and so is
+ * everything for --ro-bind and --input */
+static void
+test_workspace_tokens(void)
+{
+	static const char *const holds = "a directory that holds credentials (e.g. .ssh, .aws)";
+	char dir[] = "/tmp/ab-binds-ws-XXXXXX";
+	cleanup_free char *npmrc = NULL, *ssh = NULL, *pypi = NULL;
+	const char *got;
+
+	if (!mkdtemp(dir)) {
+		TAP_OK(0, "mkdtemp for the token file tests");
+		return;
+	}
+	npmrc = xasprintf("%s/.npmrc", dir);
+	pypi = xasprintf("%s/.pypirc", dir);
+	ssh = xasprintf("%s/.ssh", dir);
+	{
+		FILE *f = fopen(npmrc, "we");
+
+		if (!f || fputs("package-lock=false\n", f) < 0 || fclose(f) != 0 ||
+		    symlink("/nonexistent-ab/.pypirc", pypi) < 0)
+			abort();
+	}
+	got = binds_workspace_refusal(dir, NULL);
+	TAP_OK(got == NULL, "workspace with a .npmrc file and a .pypirc link: allowed (%s)",
+	       got ? got : "");
+	TAP_STREQ(binds_refusal(dir, NULL), holds,
+		  "the same directory for --ro-bind or --input: still refused");
+	for (const char *const *t = binds_token_files; *t; t++)
+		TAP_OK(binds_is_token_file(*t), "%s is a token file", *t);
+	TAP_OK(!binds_is_token_file(".ssh") && !binds_is_token_file(".aws") &&
+		       !binds_is_token_file(".docker") && !binds_is_token_file("npmrc"),
+	       "credential directories are not token files");
+	if (mkdir(ssh, 0700) < 0)
+		abort();
+	TAP_STREQ(binds_workspace_refusal(dir, NULL), holds,
+		  "workspace with a .ssh directory: refused");
+	(void) rmdir(ssh);
+	(void) unlink(npmrc);
+	if (mkdir(npmrc, 0700) < 0)
+		abort();
+	TAP_STREQ(
+		binds_workspace_refusal(dir, NULL), holds,
+		"workspace with a .npmrc that is a directory: refused (nothing to lay a file on)");
+	(void) rmdir(npmrc);
+	TAP_STREQ(binds_workspace_refusal(npmrc, NULL), R_CRED,
+		  "a token file itself as the workspace: refused");
+	TAP_STREQ(binds_workspace_refusal("/home/alice", NULL), R_HOME,
+		  "a home directory: still refused");
+	(void) unlink(pypi);
+	(void) rmdir(dir);
 }
 
 static void
@@ -842,6 +898,7 @@ int
 main(void)
 {
 	test_binds_refusal();
+	test_workspace_tokens();
 	test_bad_dest();
 	if (mk() < 0) {
 		printf("Bail out! cannot build the test tree under %s: %s\n", T, strerror(errno));

@@ -2,6 +2,9 @@
 #include <string.h>
 
 #include "src/cli.h"
+#include "src/spec.h"
+#include "src/util/macro.h"
+#include "src/words.h"
 #include "tests/tap.h"
 
 #define ARGV(...)                        \
@@ -137,8 +140,11 @@ main(void)
 	run_opts_done(&o);
 
 	r = parse(ARGV("s.py"), &o, &err);
-	TAP_OK(r == 0 && o.inline_output == 64 * 1024 && !o.inline_output_set && !o.output_truncate,
-	       "default --inline-output 64K, --on-output-limit kill");
+	/* issue 25: a chatty script runs on by default; kill stays an option */
+	TAP_OK(r == 0 && o.inline_output == 64 * 1024 && !o.inline_output_set && o.output_truncate,
+	       "default --inline-output 64K, --on-output-limit truncate");
+	TAP_OK(strstr(cli_run_help(), "(truncate, the\n") != NULL,
+	       "--help says truncate is the default");
 	run_opts_done(&o);
 	r = parse(ARGV("--inline-output", "1K", "--on-output-limit", "truncate", "s.py"), &o, &err);
 	TAP_OK(r == 0 && o.inline_output == 1024 && o.inline_output_set && o.output_truncate,
@@ -149,13 +155,114 @@ main(void)
 	       "--inline-output 0 (nothing inline) and --on-output-limit kill");
 	run_opts_done(&o);
 	r = parse(ARGV("--inline-output", "65M", "s.py"), &o, &err);
-	TAP_OK(r < 0 && err.exit == 2 && strstr(err.msg, "from 0 to 64M"),
-	       "--inline-output 65M: usage error giving the range");
+	TAP_OK(r < 0 && err.exit == 2 && strstr(err.fix, "from 0 to 64M"),
+	       "--inline-output 65M: usage error whose fix gives the range");
 	run_opts_done(&o);
 	r = parse(ARGV("--on-output-limit", "stop", "s.py"), &o, &err);
 	TAP_OK(r < 0 && err.exit == 2 && strstr(err.msg, "expected kill or truncate"),
 	       "--on-output-limit stop: usage error naming the choices");
 	run_opts_done(&o);
+
+	/* issue 25: every usage error says how to fix it */
+	{
+		char *const *bad[] = {
+			ARGV("--memory", "lots", "s.py"),
+			ARGV("--memory", "5", "s.py"),
+			ARGV("--timeout", "0", "s.py"),
+			ARGV("--lang", "ruby", "s.rb"),
+			ARGV("--bogus", "s.py"),
+			ARGV("--env", "NOEQUALS", "s.py"),
+			ARGV("--env", "1BAD=x", "s.py"),
+			ARGV("--timeout"),
+			ARGV("--without", "all", "s.py"),
+			ARGV("--inline-output", "65M", "s.py"),
+			ARGV("--on-output-limit", "stop", "s.py"),
+			ARGV("--summary=loud", "s.py"),
+			ARGV("--report-fd", "1", "s.py"),
+			ARGV("--seccomp-policy", "lax", "s.py"),
+			ARGV("--workspace", "d", "--input", "x", "s.py"),
+			ARGV("--spec", "-", "s.py"),
+			ARGV(""),
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			r = parse((char **) bad[i], &o, &err);
+			TAP_OK(r < 0 && err.exit == AB_EXIT_USAGE && err.fix[0],
+			       "usage error %zu (%s) has a fix: '%s'", i, err.msg, err.fix);
+			run_opts_done(&o);
+		}
+		r = parse(ARGV("--memory", "5", "s.py"), &o, &err);
+		TAP_OK(r < 0 && strstr(err.fix, "a bare number is bytes") &&
+			       strstr(err.fix, "512M"),
+		       "--memory 5: the fix says a bare number is bytes and shows a size");
+		run_opts_done(&o);
+		r = parse(ARGV("s.py"), &o, &err);
+		TAP_OK(r == 0 && o.flag_words, "flags parsed: messages name the flags");
+		run_opts_done(&o);
+	}
+
+	/* issue 25: a spec's caller reads the spec's keys, never a flag it did not use */
+	{
+		static const struct {
+			const char *in, *out;
+		} w[] = {
+			{ "raise --timeout (now 1.0 s)", "raise limits.timeout (now 1.0 s)" },
+			{ "raise --memory above 768M, or lower --disk or --tmp-size",
+			  "raise limits.memory above 768M, or lower limits.disk or "
+			  "limits.tmp-size" },
+			{ "opted out with --without seccomp",
+			  "opted out with \"without\": [\"seccomp\"]" },
+			{ "drop --rm, or raise --inline-output",
+			  "drop \"rm\": true, or raise inline_output" },
+			{ "pass --lang python or --lang node",
+			  "pass \"language\": \"python\" or \"language\": \"node\"" },
+			{ "copy in with --input DIR --collect OUT",
+			  "copy in with inputs DIR collect OUT" },
+			{ "--node-modules and --node and --env-dir and --env",
+			  "node_modules and node and env_dir and env" },
+			{ "the environment (prepare --disk 3G) and --disk",
+			  "the environment (prepare --disk 3G) and limits.disk" },
+			{ "no flag here -- at all, --bogus stays, a--memory too",
+			  "no flag here -- at all, --bogus stays, a--memory too" },
+			{ "--cpu-time and --cpus", "limits.cpu-time and limits.cpus" },
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(w); i++) {
+			char *t = words_for_spec(w[i].in);
+
+			TAP_STREQ(t, w[i].out, "words_for_spec: %s", w[i].in);
+			free(t);
+		}
+		TAP_OK(words_for_spec(NULL) == NULL, "words_for_spec(NULL) is NULL");
+	}
+	{
+		static const char *const specs[] = {
+			"{\"code\": \"1\", \"limits\": {\"memory\": \"5\"}}",
+			"{\"code\": \"1\", \"limits\": {\"timeout\": \"soon\"}}",
+			"{\"code\": \"1\", \"language\": \"ruby\"}",
+			"{\"code\": \"1\", \"without\": [\"all\"]}",
+			"{\"code\": \"1\", \"inputs\": [\"a\"], \"workspace\": \"/w\"}",
+			"{\"code\": \"1\", \"colour\": true}",
+			"{\"code\": 1}",
+			"{\"code\": \"1\", \"script\": \"s.py\"}",
+			"[1]",
+			"{\"code\": \"1\", \"limits\": {\"ram\": 1}}",
+			"{\"code\": \"1\", \"on_output_limit\": \"stop\"}",
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(specs); i++) {
+			run_opts_init(&o);
+			memset(&err, 0, sizeof(err));
+			r = spec_parse_text(specs[i], (size_t) -1, &o, &err);
+			TAP_OK(r < 0 && err.exit == AB_EXIT_USAGE && err.fix[0] &&
+				       !strstr(err.msg, "--") && !strstr(err.fix, "--"),
+			       "spec %s: a usage error in the spec's words, with a fix: %s (fix: "
+			       "%s)",
+			       specs[i], err.msg, err.fix);
+			TAP_OK(!o.flag_words, "a spec's messages name its keys");
+			run_opts_done(&o);
+		}
+	}
 
 	r = parse(ARGV("--help"), &o, &err);
 	TAP_OK(r == 1, "--help returns 1");

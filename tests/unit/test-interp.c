@@ -102,6 +102,17 @@ main(void)
 	       "extensions are case-sensitive: .PY goes by the shebang");
 	DETECT("tool.py.bak", "#!/usr/bin/node\n", AB_LANG_NODE, ".py.bak is not .py");
 
+	/* issue 25: code given as text (--code, SCRIPT -, a spec's "code") is Python unless a
+	 * shebang or --lang says otherwise */
+	DETECT("", "print(6 * 7)\n", AB_LANG_PYTHON, "code without a shebang: Python");
+	DETECT("", "", AB_LANG_PYTHON, "empty code: Python");
+	DETECT("", "#!/usr/bin/env node\nconsole.log(1)\n", AB_LANG_NODE,
+	       "code with a node shebang: Node");
+	DETECT("", "#!/usr/bin/python3\n", AB_LANG_PYTHON, "code with a python shebang: Python");
+	DETECT("", "#!/bin/sh\nprint(1)\n", AB_LANG_PYTHON,
+	       "code with another shebang: Python (the line is a comment there)");
+	detect_is("", "print(1)\n", 9, AB_LANG_NODE, AB_LANG_NODE, "--lang node on code: Node");
+
 	/* --lang outranks everything, and reads nothing */
 	detect_is("main.js", NULL, 0, AB_LANG_PYTHON, AB_LANG_PYTHON, "--lang python on a .js");
 	detect_is("main.py", NULL, 0, AB_LANG_NODE, AB_LANG_NODE, "--lang node on a .py");

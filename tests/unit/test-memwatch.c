@@ -31,6 +31,7 @@
 #include "src/memwatch.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
+#include "src/util/proc.h"
 #include "tests/tap.h"
 
 #define MiB (1ull << 20)
@@ -184,8 +185,10 @@ test_fake_proc(void)
 
 	memwatch_init(&mw, 1ull << 30);
 	mw.check_fs = false;
+	mw.polls = 6; /* past the first polls' ramp: the headroom sets the interval */
 	r = memwatch_attach(&mw, open_tmp(), 1000);
-	TAP_OK(r == 0 && mw.attached && mw.polls == 1, "attach: the first poll runs");
+	TAP_OK(r == 0 && mw.attached && mw.polls == 7, "attach: the first poll runs");
+	TAP_OK(mw.saw_script, "processes besides PID 1: the script was seen");
 	TAP_OK(mw.last == (100 + 800 * 1024) * 1024ull && mw.tasks_peak == 6 && !mw.over,
 	       "under the limit: RSS of every pid summed (non-pid entries skipped), 6 threads");
 	TAP_OK(mw.precise_checks == 0 && mw.next_ms == 1000 + 27,
@@ -195,6 +198,7 @@ test_fake_proc(void)
 	memwatch_done(&mw);
 	memwatch_init(&mw, 600 * MiB);
 	mw.check_fs = false;
+	mw.polls = 6;
 	r = memwatch_attach(&mw, open_tmp(), 2000);
 	TAP_OK(r == 0 && !mw.over && mw.precise_checks == 1,
 	       "fast over, precise under (COW sharing): no kill, one precise check");
@@ -272,6 +276,82 @@ test_fake_proc(void)
 	}
 }
 
+/* issue 25: a short script is measured at all (the first polls come 1, 2, 4 ... 32 ms apart,
+ * whatever the headroom), PID 1 alone is not the script, and before a kill the run's
+ * processes are read for their CPU and peak RSS */
+static void
+test_start_and_reading(void)
+{
+	struct ab_memwatch mw;
+	uint64_t ticks = 0, hwm = 0;
+	int64_t at = 1000;
+	bool ramp = true;
+	int r;
+
+	snprintf(tmp, sizeof(tmp), "/tmp/test-memwatch.XXXXXX");
+	if (!mkdtemp(tmp))
+		abort();
+	proc_dir("1");
+	put_free("1/status", status_text(56, 0, 1));
+	memwatch_init(&mw, 1ull << 30);
+	mw.check_fs = false;
+	r = memwatch_attach(&mw, open_tmp(), at);
+	TAP_OK(r == 0 && !mw.saw_script && mw.peak == 56 * 1024,
+	       "agentbox-init alone: measured, but the script was not seen (peak is not its)");
+	for (int i = 1; i <= 8; i++) {
+		int64_t want = i <= 6 ? 1 << (i - 1) : AB_MEMWATCH_MAX_MS;
+
+		ramp = ramp && mw.next_ms - at == want;
+		if (mw.next_ms - at != want)
+			printf("#   poll %d: next in %lld ms, want %lld\n", i,
+			       (long long) (mw.next_ms - at), (long long) want);
+		at = mw.next_ms;
+		(void) memwatch_poll(&mw, at);
+	}
+	TAP_OK(ramp, "the first polls 1, 2, 4, 8, 16, 32 ms apart, then by the headroom (50 ms)");
+	proc_dir("2");
+	put_free("2/status", status_text(3000, 0, 1));
+	(void) memwatch_poll(&mw, at + 1);
+	TAP_OK(mw.saw_script && mw.peak == (3000 + 56) * 1024ull,
+	       "the interpreter seen: the peak is the run's");
+
+	/* the reading before a kill: utime + stime + cutime + cstime of every process, and the
+	 * largest VmHWM */
+	put("1/stat", "1 (agentbox-init) S 0 1 1 0 -1 4194560 90 0 0 0 3 4 100 200 20 0 1 0 4242 "
+		      "1110016 14 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
+	put("2/stat",
+	    "2 (python3 (x) y) R 1 1 1 0 -1 4194304 2000 0 0 0 95 5 0 0 20 0 1 0 4300 "
+	    "20000000 2000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n");
+	put("1/status", "Name:\tagentbox-init\nVmHWM:\t     300 kB\nRssAnon:\t56 kB\n");
+	put("2/status", "Name:\tpython3\nVmPeak:\t 9999 kB\nVmHWM:\t    9100 kB\nRssAnon:\t3000 "
+			"kB\n");
+	r = memwatch_reading(&mw, &ticks, &hwm);
+	TAP_OK(r == 0 && ticks == 3 + 4 + 100 + 200 + 95 + 5 && hwm == 9100,
+	       "reading: %llu ticks (own and reaped children's), VmHWM %llu KiB",
+	       (unsigned long long) ticks, (unsigned long long) hwm);
+	memwatch_done(&mw);
+	{
+		uint64_t t = 0;
+
+		TAP_OK(proc_parse_cpu_ticks("7 (a) b) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15", &t) ==
+				       0 &&
+			       t == 11 + 12 + 13 + 14,
+		       "stat: fields 14-17 after the last ')' (a comm with ') ' in it)");
+		TAP_OK(proc_parse_cpu_ticks("7 (a) R 1 2", &t) == -EINVAL, "stat: too short");
+		TAP_OK(proc_parse_hwm_kib("VmHWM:\t 42 kB\n") == 42 &&
+			       proc_parse_hwm_kib("Name:\tx\nVmHWM:  7 kB\n") == 7 &&
+			       proc_parse_hwm_kib("Name:\tVmHWM: 9\n") == -1,
+		       "status: VmHWM at the start of a line only");
+	}
+	{
+		char cmd[600];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", tmp);
+		if (system(cmd) != 0)
+			printf("# could not remove %s\n", tmp);
+	}
+}
+
 /* In a child: load the program, return what memfd_create and shmget got (errno, 0 = ok). */
 static void
 try_hidden(unsigned flags, int *memfd_errno, int *shm_errno, int *secret_errno)
@@ -337,6 +417,7 @@ main(void)
 {
 	test_parsers();
 	test_fake_proc();
+	test_start_and_reading();
 	test_filter();
 	return tap_done();
 }

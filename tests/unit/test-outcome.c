@@ -20,9 +20,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "src/hint.h"
 #include "src/netproxy.h"
 #include "src/run.h"
 #include "src/runctx.h"
+#include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
 
@@ -60,6 +62,7 @@ fx_init(struct fx *f)
 	f->c.plan.interp = xstrdup("/usr/bin/python3");
 	f->c.work_fd = f->c.ws_dir_fd = f->c.collect_fd = -1;
 	f->c.script_fd = f->c.seccomp_fd = f->c.stdin_fd = -1;
+	f->oc.tmpfs_end_bytes = f->oc.tmpfs_peak_bytes = -1; /* not measured */
 }
 
 static void
@@ -301,10 +304,12 @@ test_limits(void)
 	       "memory limit reached: 4 process(es) OOM-killed", "raise --memory", 137);
 	fx_done(&f);
 
-	/* tmpfs caps over the memory limit (issue 15): the message and the fix say so */
+	/* tmpfs caps over the memory limit (issue 15), and tmpfs measured holding most of it
+	 * when the interpreter ended (the cgroup's shmem): the message and the fix say so */
 	fx_init(&f);
 	f.oc.script_done = true;
 	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.oc.tmpfs_end_bytes = 700 << 20;
 	f.have_u = true;
 	f.u.valid = true;
 	f.u.oom_kills = 1;
@@ -315,13 +320,73 @@ test_limits(void)
 	f.c.lp.tmpfs_bytes = (2ULL << 30) + (256ULL << 20);
 	f.c.lp.tmpfs_over_memory = true;
 	fx_run(&f);
-	expect(&f, "OOM, --disk 2G over --memory 1G", AB_STATUS_OOM, -1, SIGKILL, "memory",
+	expect(&f, "OOM, --disk 2G over --memory 1G, tmpfs held 700M", AB_STATUS_OOM, -1, SIGKILL,
+	       "memory",
 	       "memory limit reached: 1 process(es) OOM-killed; tmpfs pages count against "
 	       "--memory 1G, and the workspace (--disk 2G), /tmp and /dev/shm (--tmp-size 128M "
-	       "each) may hold 2304M",
+	       "each) may hold 2304M; tmpfs held 700M at the end (the workspace 0K)",
 	       "raise --memory above 2304M, or lower --disk or --tmp-size (the workspace, /tmp "
 	       "and /dev/shm are RAM and count against it)",
 	       137);
+	fx_done(&f);
+
+	/* issue 25: the same caps, but tmpfs measured holding next to nothing: the processes
+	 * used the memory, and the fix says nothing of --disk or --tmp-size (a list of 10**9
+	 * ints under --memory 256M was told to lower --disk while its workspace held 4K) */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.oc.tmpfs_end_bytes = 4096;
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 256ULL << 20;
+	f.c.lp.tmpfs_workspace = true;
+	f.c.lp.work_bytes = 512ULL << 20;
+	f.c.lp.tmp_bytes = 128ULL << 20;
+	f.c.lp.tmpfs_bytes = 768ULL << 20;
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "OOM, caps over --memory 256M, tmpfs held 4K", AB_STATUS_OOM, -1, SIGKILL,
+	       "memory",
+	       "memory limit reached: 1 process(es) OOM-killed; tmpfs held only 4K, so the "
+	       "script's processes used the memory",
+	       "raise --memory (now 256M), or have the script hold less in memory", 137);
+	fx_done(&f);
+
+	/* ... and with nothing measured, nothing said of tmpfs either */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.script_wstatus = KILLED(SIGKILL);
+	f.have_u = true;
+	f.u.valid = true;
+	f.u.oom_kills = 1;
+	f.c.lp.cg.memory_bytes = 256ULL << 20;
+	f.c.lp.tmpfs_bytes = 768ULL << 20;
+	f.c.lp.tmpfs_over_memory = true;
+	fx_run(&f);
+	expect(&f, "OOM, caps over --memory, tmpfs not measured", AB_STATUS_OOM, -1, SIGKILL,
+	       "memory", "memory limit reached: 1 process(es) OOM-killed",
+	       "raise --memory (now 256M), or have the script hold less in memory", 137);
+	fx_done(&f);
+
+	/* the watchdog's largest count of the tmpfs mounts is evidence too */
+	fx_init(&f);
+	f.oc.mem_limited = true;
+	f.oc.mem_over_bytes = 300 << 20;
+	f.oc.tmpfs_peak_bytes = 200 << 20;
+	f.c.lp.memwatch = true;
+	f.c.lp.memwatch_bytes = 256ULL << 20;
+	fx_run(&f);
+	TAP_OK(f.res.message && strstr(f.res.message, "tmpfs held 200M at the end") &&
+		       strstr(f.res.message, "tmpfs pages count against --memory 256M"),
+	       "watchdog OOM, tmpfs at 200M of 256M: the message says tmpfs counts (%s)",
+	       f.res.message);
+	TAP_STREQ(
+		f.res.fix,
+		"raise --memory, or keep less in /work, /tmp and /dev/shm (they are RAM and count "
+		"against it)",
+		"watchdog OOM, tmpfs at 200M: the fix names tmpfs");
 	fx_done(&f);
 
 	/* the same caps, without an OOM kill: nothing to say */
@@ -631,7 +696,52 @@ test_usage(void)
 		       f.res.usage.oom_kills == 0 && f.res.usage.pids_refused == 0,
 	       "cgroup: usage from its counters");
 	TAP_OK(f.res.usage.tasks_peak == 5, "cgroup: tasks_peak leaves out bwrap's monitor");
-	TAP_OK(f.res.cpu_ms == 9000, "cgroup: cpu_ms still from rusage");
+	/* issue 25: what the cgroup counted is the run's CPU; both figures say it */
+	TAP_OK(f.res.cpu_ms == 1234 && f.res.cpu_from_cgroup,
+	       "cgroup: cpu_ms is the cgroup's count, like usage.cpu_ms (%lld)",
+	       (long long) f.res.cpu_ms);
+	fx_done(&f);
+
+	/* a cgroup without cpuacct or memory counters: the wait statuses, nulls, never 0 */
+	fx_init(&f);
+	f.oc.script_done = true;
+	f.oc.ru.ru_utime = (struct timeval){ 0, 90000 };
+	f.have_u = true;
+	f.u = (struct ab_cg_usage){ .valid = true, .pids_peak = 3 };
+	fx_run(&f);
+	TAP_OK(f.res.cpu_ms == 90 && f.res.usage.cpu_ms == 90 && !f.res.cpu_from_cgroup,
+	       "cgroup without cpuacct: cpu_ms from the wait statuses");
+	TAP_OK(f.res.usage.memory_peak_bytes == -1,
+	       "cgroup without a memory counter: memory_peak_bytes null, not 0");
+	fx_done(&f);
+
+	/* issue 25: a run agentbox killed: its processes died unreaped by their parents, so the
+	 * wait statuses say 5 ms; the reading taken just before the kill says what they used */
+	fx_init(&f);
+	f.oc.timed_out = true;
+	f.oc.ru.ru_utime = (struct timeval){ 0, 5000 };
+	f.oc.ru.ru_maxrss = 1864;
+	f.oc.reading = true;
+	f.oc.reading_cpu_ms = 980;
+	f.oc.reading_maxrss_kib = 9100;
+	fx_run(&f);
+	TAP_OK(f.res.status == AB_STATUS_TIMEOUT && f.res.cpu_ms == 980 &&
+		       f.res.usage.cpu_ms == 980,
+	       "killed, no cgroup: cpu_ms and usage.cpu_ms from the reading before the kill (%lld)",
+	       (long long) f.res.cpu_ms);
+	TAP_OK(f.res.max_rss_kib == 9100, "killed: max_rss_kib from the reading (%lld)",
+	       (long long) f.res.max_rss_kib);
+	fx_done(&f);
+	fx_init(&f);
+	f.oc.timed_out = true;
+	f.oc.ru.ru_utime = (struct timeval){ 0, 5000 };
+	f.oc.reading = true;
+	f.oc.reading_cpu_ms = 900;
+	f.have_u = true;
+	f.u = (struct ab_cg_usage){ .valid = true, .cpu_usec = 1003000 };
+	fx_run(&f);
+	TAP_OK(f.res.cpu_ms == 1003 && f.res.usage.cpu_ms == 1003,
+	       "killed, with a cgroup: its count wins (%lld)", (long long) f.res.cpu_ms);
 	fx_done(&f);
 
 	fx_init(&f);
@@ -756,7 +866,9 @@ test_disk_tmpfs(void)
 	expect(&f, "tmpfs holding 1/4 of --memory + OOM", AB_STATUS_OOM, -1, SIGKILL, "disk,memory",
 	       "memory limit reached: 1 process(es) OOM-killed; the workspace held 64K at the end, "
 	       "and tmpfs pages count against --memory 256K",
-	       "raise --memory", 137);
+	       "raise --memory, or keep less in /work, /tmp and /dev/shm (they are RAM and count "
+	       "against it)",
+	       137);
 	fx_done(&f);
 	close(wfd);
 	(void) umount2(dir, MNT_DETACH);
@@ -1081,9 +1193,61 @@ test_protections(void)
 	prot_fx_done(&f);
 }
 
+/* issue 25: the interpreters' own words for a file or module not found, and the name they
+ * name, only when it is a harmless relative name */
+static void
+test_hint_parse(void)
+{
+	static const struct {
+		const char *text;
+		enum ab_hint_kind kind;
+		const char *name;
+	} cases[] = {
+		{ "Traceback (most recent call last):\n  File \"/work/s.py\", line "
+		  "1\nFileNotFoundError: "
+		  "[Errno 2] No such file or directory: 'data.txt'\n",
+		  AB_HINT_FILE, "data.txt" },
+		{ "FileNotFoundError: [Errno 2] No such file or directory: '/work/in/x.csv'\n",
+		  AB_HINT_FILE, "in/x.csv" },
+		{ "FileNotFoundError: [Errno 2] No such file or directory: \"it's.txt\"\n",
+		  AB_HINT_FILE, "it's.txt" },
+		{ "Error: ENOENT: no such file or directory, open 'data.json'\n    at "
+		  "Object.openSync",
+		  AB_HINT_FILE, "data.json" },
+		{ "ModuleNotFoundError: No module named 'helpers'\n", AB_HINT_PY_MODULE,
+		  "helpers" },
+		{ "Error: Cannot find module 'lodash'\nRequire stack:\n- /work/app.js\n",
+		  AB_HINT_JS_MODULE, "lodash" },
+		{ "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'lodash' imported from "
+		  "/work/app.mjs\n",
+		  AB_HINT_JS_MODULE, "lodash" },
+		{ "Error: Cannot find module './util'\n", AB_HINT_JS_RELATIVE, "util" },
+		/* the last one counts: what ended the script */
+		{ "No module named 'a'\nduring handling ... No such file or directory: 'b.txt'\n",
+		  AB_HINT_FILE, "b.txt" },
+		/* never a path outside the workspace, never .., never odd bytes */
+		{ "No such file or directory: '/etc/shadow'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: '../secret'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: 'a/../../b'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: 'a b'\n", AB_HINT_NONE, NULL },
+		{ "No such file or directory: 'unterminated\n'", AB_HINT_NONE, NULL },
+		{ "Traceback: ZeroDivisionError: division by zero\n", AB_HINT_NONE, NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char name[256] = "";
+		enum ab_hint_kind k =
+			hint_parse(cases[i].text, strlen(cases[i].text), name, sizeof(name));
+
+		TAP_OK(k == cases[i].kind && (!cases[i].name || strcmp(name, cases[i].name) == 0),
+		       "hint_parse %zu: kind %d, name '%s'", i, (int) k, name);
+	}
+}
+
 int
 main(void)
 {
+	test_hint_parse();
 	test_exited();
 	test_signaled();
 	test_timeout();

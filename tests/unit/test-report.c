@@ -76,6 +76,7 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 	static const char out[] = "h\xc3\xa9llo \x1b[31mred\x1b[0m \xff\n\"quoted\" \\ tab\t\n";
 
 	run_opts_init(o);
+	o->flag_words = true; /* asked for with flags: the golden text names them */
 	o->limits[AB_LIM_MEMORY] = (struct ab_limit){ 64ULL << 20, true };
 	o->limits[AB_LIM_CPU_TIME_MS] = (struct ab_limit){ 5000, true };
 	o->limits[AB_LIM_TIMEOUT_MS] = (struct ab_limit){ 30000, true };
@@ -162,11 +163,64 @@ golden_result(struct ab_result *r, struct ab_run_opts *o)
 			result_protect(r, prots[i][0], prots[i][1][0] == '1', NULL);
 	r->sandbox_host_uid = 64000;
 	r->workspace_mode = "tmpfs";
-	result_warn(r, "default pids limit not enforced: no writable pids cgroup (fix: %s)",
-		    "run as root");
+	result_default_unapplied(
+		r, "pids", "default pids limit not enforced: no writable pids cgroup (fix: %s)",
+		"run as root");
 	result_warn(r, "a second warning with \"quotes\" and \\ backslashes");
 	strv_push(&r->limits_hit, "memory");
 	strv_push(&r->limits_hit, "file-size");
+}
+
+/* issue 25: a run asked for with a spec reads the spec's keys in every text for people; one
+ * asked for with flags reads the flags */
+static void
+test_words(void)
+{
+	for (int flags = 0; flags < 2; flags++) {
+		struct ab_run_opts o;
+		struct ab_result r;
+		json_t *j;
+		const char *what = flags ? "flags" : "a spec";
+		const char *t;
+
+		run_opts_init(&o);
+		o.flag_words = flags;
+		result_init(&r, &o);
+		r.status = AB_STATUS_TIMEOUT;
+		r.message = xstrdup("wall-clock limit of 1000 ms reached");
+		r.fix = xstrdup("raise --timeout (now 1.0 s), or make the script faster");
+		result_warn(&r, "the report has only the first and last bytes (drop --rm, or raise "
+				"--inline-output)");
+		result_protect(&r, "landlock", false, "opted out with --without landlock");
+		r.limits[AB_LIM_DISK] = (struct ab_limit_result){
+			true, 1 << 20, "tmpfs size= on the workspace", true,
+			xstrdup("the workspace is RAM: its bytes also count against --memory")
+		};
+		j = report_build(&r);
+		t = json_string_value(json_object_get(j, "fix"));
+		TAP_STREQ(t,
+			  flags ? "raise --timeout (now 1.0 s), or make the script faster"
+				: "raise limits.timeout (now 1.0 s), or make the script faster",
+			  "%s: the fix names %s", what, flags ? "--timeout" : "limits.timeout");
+		t = json_string_value(json_array_get(json_object_get(j, "warnings"), 0));
+		TAP_OK(t && (flags ? strstr(t, "--rm") && strstr(t, "--inline-output")
+				   : strstr(t, "\"rm\": true") &&
+					     strstr(t, "raise inline_output") && !strstr(t, "--")),
+		       "%s: a warning in its words: %s", what, t);
+		t = json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "sandbox"), "landlock"), "detail"));
+		TAP_OK(t && (flags ? strstr(t, "--without landlock") != NULL
+				   : strstr(t, "\"without\": [\"landlock\"]") != NULL),
+		       "%s: a protection's detail in its words: %s", what, t);
+		t = json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "limits"), "disk"), "note"));
+		TAP_OK(t && (flags ? strstr(t, "--memory") != NULL
+				   : strstr(t, "limits.memory") != NULL),
+		       "%s: a limit's note in its words: %s", what, t);
+		json_decref(j);
+		result_done(&r);
+		run_opts_done(&o);
+	}
 }
 
 static void
@@ -376,6 +430,64 @@ test_stream_keep(void)
 
 /* The report's excerpt: head, a marker naming what was elided and where it is, the tail; cut
  * at character boundaries so that no U+FFFD appears for bytes that are fine. */
+/* issue 25: past --output-limit with truncate, the ring goes on: the report ends with the
+ * stream's own last bytes, says how many were dropped, and holds no more than before */
+static void
+test_past_cap(void)
+{
+	struct ab_run_opts o;
+	struct ab_result r;
+	json_t *j, *s;
+	const char *t;
+	char line[32];
+
+	run_opts_init(&o);
+	result_init(&r, &o);
+	r.run_dir = xstrdup("/var/tmp/agentbox-1/run-aaaaaa");
+	r.out.inline_max = 1000;
+	/* 2000 lines of 11 bytes: the first 5500 bytes (500 lines) captured, the rest past it */
+	for (int i = 0; i < 2000; i++) {
+		snprintf(line, sizeof(line), "line %05d\n", i);
+		r.out.bytes += 11;
+		if (i < 500)
+			stream_keep(&r.out, line, 11);
+		else
+			stream_keep_past_cap(&r.out, line, 11);
+	}
+	r.out.truncated = true;
+	r.out.file_kept = true;
+	memset(r.out.file_sha256, 'b', 64);
+	TAP_OK(r.out.buf_cap <= 1000, "past the cap: no more held than the inline cap (%zu)",
+	       r.out.buf_cap);
+	j = report_build(&r);
+	s = json_object_get(j, "stdout");
+	t = json_string_value(json_object_get(s, "text"));
+	TAP_OK(t && strlen(t) > 500 && strcmp(t + strlen(t) - 11, "line 01999\n") == 0,
+	       "past the cap: the text ends with the stream's last line");
+	TAP_OK(t && strncmp(t, "line 00000\n", 11) == 0, "... and starts with its first");
+	TAP_OK(json_integer_value(json_object_get(s, "captured_bytes")) == 5500 &&
+		       json_integer_value(json_object_get(s, "bytes")) == 22000,
+	       "past the cap: captured_bytes is the capture (5500), bytes the stream (22000)");
+	TAP_OK(json_integer_value(json_object_get(s, "head_bytes")) +
+			       json_integer_value(json_object_get(s, "elided_bytes")) +
+			       json_integer_value(json_object_get(s, "tail_bytes")) ==
+		       22000,
+	       "past the cap: head + elided + tail is the whole stream");
+	TAP_OK(json_integer_value(json_object_get(s, "dropped_bytes")) ==
+		       22000 - 5500 - json_integer_value(json_object_get(s, "tail_bytes")),
+	       "past the cap: dropped_bytes is what lies between the capture and the tail (%lld)",
+	       (long long) json_integer_value(json_object_get(s, "dropped_bytes")));
+	TAP_OK(t && strstr(t, "the first 5500 bytes are in /var/tmp/agentbox-1/run-aaaaaa/stdout, "
+			      "the 16000 after them (past the output limit) were dropped]"),
+	       "past the cap: the marker says what is in the stream file and what was dropped");
+	TAP_OK(json_integer_value(json_object_get(json_object_get(j, "stderr"), "dropped_bytes")) ==
+		       0,
+	       "a stream under its cap: dropped_bytes 0");
+	json_decref(j);
+	result_done(&r);
+	run_opts_done(&o);
+}
+
 static void
 test_excerpt(void)
 {
@@ -524,7 +636,9 @@ main(void)
 	test_patch();
 	test_patch_rebuild();
 	test_golden();
+	test_words();
 	test_stream_keep();
 	test_excerpt();
+	test_past_cap();
 	return tap_done();
 }

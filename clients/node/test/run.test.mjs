@@ -157,7 +157,9 @@ test('long output: elided, and kept with the run directory', async () => {
   assert.ok(r.ok && r.stdout.elided_bytes > 0 && r.stdout.file === null);
   assert.equal(r.stdout.head_bytes + r.stdout.tail_bytes + r.stdout.elided_bytes, want.length);
   assert.ok(r.stdout.text.startsWith('line 0\n') && r.stdout.text.endsWith('line 1999\n'));
-  assert.ok(r.warnings.some((w) => w.includes('inline-output')), r.warnings.join('\n'));
+  // in the spec's words (issue 25): this caller never used a flag
+  assert.ok(r.warnings.some((w) => w.includes('inline_output')), r.warnings.join('\n'));
+  assert.ok(!r.warnings.some((w) => w.includes('--')), r.warnings.join('\n'));
   await assert.rejects(r.readStream('stdout'), { code: 'ENOENT' });
   assert.equal((await r.readStream('stderr')).length, 0);
   assert.equal(await r.readStreamText('stderr'), '');
@@ -219,6 +221,15 @@ test('a setup error rejects with message and fix', async () => {
 test('a usage error rejects', async () => {
   await assert.rejects(run({ code: 'print(1)', limits: { memory: 'lots' } }), (e) => e instanceof UsageError && /memory/.test(e.message));
   await assert.rejects(run({ code: 'print(1)', spec: { no_such_key: true } }), (e) => e instanceof UsageError && /no_such_key/.test(e.message));
+  // issue 25: the caller's words (limits.memory, not --memory), and always a fix
+  for (const limits of [{ memory: '5' }, { memory: 'lots' }, { timeout: 'soon' }]) {
+    await assert.rejects(run({ code: 'print(1)', limits }), (e) => {
+      assert.ok(e instanceof UsageError);
+      assert.ok(e.message.includes(`limits.${Object.keys(limits)[0]}`), e.message);
+      assert.ok(e.fix && !(e.message + e.fix).includes('--'), `${e.message} / ${e.fix}`);
+      return true;
+    });
+  }
 });
 
 test('binary not found; the version found', async () => {
@@ -309,6 +320,11 @@ test("onStderr: agentbox's own lines are left out, the script's kept in order", 
   assert.equal(through(['a\nb', 'c\nagen', 'tbox: warning: w1\n'], 'agentbox: warning: w1\n'), 'a\nbc\n');
   assert.equal(through(['x\nagentbox: mine\ny\n', 'agentbox: warning: w\n'], 'agentbox: warning: w\n'), 'x\nagentbox: mine\ny\n');
   assert.equal(through(['ag', 'ent', 'x\n', 'agentbo'], null), 'agentx\nagentbo');
+  // issue 25: a default this host cannot apply is one note line, which is agentbox's too
+  const { _ownLines: ownLines } = require('../index.cjs');
+  const ours = ownLines({ warnings: ['default cpus limit only approximated: ...', 'other'], defaults_not_applied: ['cpus'] });
+  assert.equal(ours, 'agentbox: warning: other\nagentbox: note: defaults this host cannot fully apply: cpus (agentbox doctor explains)\n');
+  assert.equal(through(['s\n', ours], ours), 's\n');
   let err = '';
   const r = await run({
     code: 'import sys\nprint("agentbox: not really", file=sys.stderr)\nprint("partial", end="", file=sys.stderr)',
@@ -338,4 +354,71 @@ test('a callback that throws stops the run and run() rejects with it', async () 
   }), (e) => e === boom);
   assert.ok(Date.now() - t < 15000);
   assert.deepEqual(procsWith(token), []);
+});
+
+test('stdin: a stream, read as the script reads it (issue 25)', async () => {
+  const { Readable } = await import('node:stream');
+  const upper = "import sys; print(sys.stdin.read().upper(), end='')";
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-test-'));
+  try {
+    const p = path.join(dir, 'in.txt');
+    fs.writeFileSync(p, 'from a file\n');
+    const fd = fs.openSync(p, 'r');
+    let r;
+    try {
+      r = await run({ code: upper, stdin: fd });
+    } finally {
+      fs.closeSync(fd);
+    }
+    assert.equal(r.stdout.text, 'FROM A FILE\n', JSON.stringify(r.raw).slice(0, 400));
+    r.close();
+    r = await run({ code: upper, stdin: fs.createReadStream(p) });
+    assert.equal(r.stdout.text, 'FROM A FILE\n');
+    r.close();
+    r = await run({ code: upper, stdin: Readable.from(['a readable ', 'in pieces\n']) });
+    assert.equal(r.stdout.text, 'A READABLE IN PIECES\n');
+    r.close();
+    // a stream that never ends does not hold up a script that does not read it
+    const never = new Readable({ read() {} });
+    const t = Date.now();
+    r = await run({ code: "print('no read')", stdin: never });
+    assert.ok(r.ok && r.stdout.text === 'no read\n' && Date.now() - t < 20000);
+    never.destroy();
+    r.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a hint for a file next to the script (issue 25)', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-test-'));
+  try {
+    fs.chmodSync(dir, 0o755);
+    fs.writeFileSync(path.join(dir, 'data.txt'), 'the data\n');
+    const script = path.join(dir, 'reads.py');
+    fs.writeFileSync(script, "print(open('data.txt').read())\n");
+    let r = await run({ script });
+    assert.ok(!r.ok && r.hint && r.hint.includes('data.txt') && r.hint.includes('to inputs') && !r.hint.includes('--'), r.hint);
+    r.close();
+    r = await run({ script, files: [path.join(dir, 'data.txt')] });
+    assert.ok(r.ok && r.hint === null, JSON.stringify(r.raw).slice(0, 300));
+    r.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a workspace with a project's .npmrc runs; the sandbox sees it empty (issue 25)", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-test-'));
+  try {
+    fs.chmodSync(dir, 0o755);
+    fs.writeFileSync(path.join(dir, '.npmrc'), '//registry.npmjs.org/:_authToken=SECRET-25\n');
+    const r = await run({ code: "print(repr(open('.npmrc').read()))", workspace: dir });
+    assert.ok(r.ok && r.stdout.text === "''\n", JSON.stringify(r.raw).slice(0, 400));
+    assert.deepEqual(r.hidden_files, ['.npmrc']);
+    assert.match(fs.readFileSync(path.join(dir, '.npmrc'), 'utf8'), /SECRET-25/);
+    r.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

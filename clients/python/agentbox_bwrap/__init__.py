@@ -13,7 +13,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 import os
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import IO, Any, Iterable, Mapping, Optional, Union
 
 from ._report import (
     FILE_ORIGINS,
@@ -69,7 +69,9 @@ __all__ = [
 ]
 
 Files = Union[Mapping[str, FileContent], Iterable[PathLike], None]
-Stdin = Union[str, bytes, "os.PathLike[str]", None]
+#: str or bytes (given inline), a path (a file's content), or a stream: an open fd (int) or a
+#: file object with a fileno() (a pipe, a file, sys.stdin), read as the script reads it
+Stdin = Union[str, bytes, "os.PathLike[str]", int, IO[Any], None]
 
 
 def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
@@ -84,7 +86,10 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
     language: "python" (the default for `code`) or "node"; for a script, by its extension.
     files:    {name: str | bytes | path} copied into the workspace as `name`, or a list of
               host paths copied in under their own names.
-    args:     the script's arguments. stdin: str or bytes (or a path) for its stdin.
+    args:     the script's arguments.
+    stdin:    its stdin: str or bytes, a path (the file's content), or a stream to read as
+              the script reads it (an open fd, or a file object with a fileno(): a pipe,
+              sys.stdin); a script that does not read it is never held up by it.
     env:      variables added to the sandbox's clean environment.
     limits:   {"memory": "256M", "cpus": 1, "cpu_time": 10, ...} (docs/spec.md; "_" = "-").
     timeout:  the wall-clock limit in seconds (status "timeout" when it hits; default 60).

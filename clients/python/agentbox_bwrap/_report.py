@@ -93,6 +93,9 @@ class Stream:
     head_bytes: int
     tail_bytes: int
     elided_bytes: int
+    #: bytes kept nowhere: past the output limit the run goes on by default (`truncated`),
+    #: `text` ends with the stream's own last bytes, and what lay between is dropped
+    dropped_bytes: int
     file: Optional[StreamFile]
 
     def __str__(self) -> str:
@@ -281,6 +284,9 @@ class Result:
     agentbox_exit: int
     message: Optional[str]
     fix: Optional[str]
+    #: a common mistake the failure points at (a file or module next to the script on the
+    #: host, which the sandbox does not see) and how to bring it in; None otherwise
+    hint: Optional[str]
     limits_hit: List[str]
     started_unix_ms: Optional[int]
     wall_ms: Optional[int]
@@ -306,6 +312,12 @@ class Result:
     sandbox_host_uid: Optional[int]
     workspace_mode: Optional[str]
     warnings: List[str]
+    #: defaults this host cannot apply as documented ("cpus", "pids", "hostname"), each with
+    #: the entry of `warnings` that begins "default NAME "; `agentbox doctor` explains them
+    defaults_not_applied: List[str]
+    #: token files of a `workspace=` directory (its .npmrc...) the sandbox saw as an empty
+    #: read-only file: the run could neither read nor change them
+    hidden_files: List[str]
     files_summary: Optional[WalkSummary] = None
     inputs: Optional[List[InputEntry]] = None
     collected: Optional[Collected] = None

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import __version__
 from ._report import SCHEMA_VERSIONS, Result, Status, _own_dir, parse_report
@@ -38,6 +38,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: on_stdout / on_stderr: called with the script's output as it comes
 Callback = Callable[[str], None]
 FileContent = Union[str, bytes, "os.PathLike[str]"]
+StdinArg = Union[str, bytes, "os.PathLike[str]", int, IO[Any], None]
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,15 @@ class _Invocation:
 
     def __init__(self, code: Optional[str], script: Optional[PathLike], language: Optional[str],
                  files: Union[Mapping[str, FileContent], Iterable[PathLike], None],
-                 args: Iterable[str], stdin: Union[str, bytes, "os.PathLike[str]", None],
+                 args: Iterable[str], stdin: StdinArg,
                  env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                  timeout: Optional[float], workspace: Optional[PathLike],
                  collect: Union[PathLike, bool, None],
                  options: Optional[Mapping[str, Any]], streaming: bool = False) -> None:
         self.streaming = streaming
+        #: a stream for the script's stdin: our own duplicate of it, passed to agentbox as
+        #: this fd (spec stdin_fd), closed by cleanup()
+        self.stdin_fd: Optional[int] = None
         self.staging: Optional[str] = None
         self.owned: Optional[str] = None
         self.files_dir: Optional[str] = None
@@ -138,6 +142,22 @@ class _Invocation:
             self.cleanup(True)
             raise
 
+    @staticmethod
+    def _stream_fd(stdin: StdinArg) -> Optional[int]:
+        """The fd of a stream given as stdin (an int, or a file object with a real fileno())."""
+        if isinstance(stdin, bool):
+            raise TypeError("stdin must be str, bytes, a path, an fd or a file object")
+        if isinstance(stdin, int):
+            return stdin
+        fileno = getattr(stdin, "fileno", None)
+        if fileno is None or isinstance(stdin, (str, bytes, bytearray)) or hasattr(stdin,
+                                                                                 "__fspath__"):
+            return None
+        try:
+            return int(fileno())
+        except (OSError, ValueError):  # io.BytesIO: io.UnsupportedOperation
+            return None
+
     def _stage(self) -> str:
         if self.staging is None:
             self.staging = tempfile.mkdtemp(prefix="agentbox-bwrap-in-")
@@ -146,7 +166,7 @@ class _Invocation:
 
     def _build(self, code: Optional[str], script: Optional[PathLike], language: Optional[str],
                files: Union[Mapping[str, FileContent], Iterable[PathLike], None],
-               args: Iterable[str], stdin: Union[str, bytes, "os.PathLike[str]", None],
+               args: Iterable[str], stdin: StdinArg,
                env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                timeout: Optional[float], workspace: Optional[PathLike],
                collect: Union[PathLike, bool, None], options: Optional[Mapping[str, Any]]
@@ -171,15 +191,29 @@ class _Invocation:
         args = [str(a) for a in args]
         if args:
             spec["args"] = args
-        if isinstance(stdin, str):
+        fd = self._stream_fd(stdin)
+        if fd is not None:
+            # a stream: agentbox reads it as the script does (issue 25); a duplicate of ours
+            # above 2, so that it cannot be the spec's pipe on agentbox's stdin
+            import fcntl
+
+            self.stdin_fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            spec["stdin_fd"] = self.stdin_fd
+        elif isinstance(stdin, str):
             spec["stdin_data"] = stdin
         elif isinstance(stdin, (bytes, bytearray)):
             p = os.path.join(self._stage(), ".stdin")
             with open(p, "wb") as f:
                 f.write(stdin)
             spec["stdin"] = p
+        elif hasattr(stdin, "read"):  # a file object without an fd (io.BytesIO): its content
+            data = stdin.read()  # type: ignore[union-attr]
+            p = os.path.join(self._stage(), ".stdin")
+            with open(p, "wb") as f:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            spec["stdin"] = p
         elif stdin is not None:
-            spec["stdin"] = os.path.abspath(os.fspath(stdin))
+            spec["stdin"] = os.path.abspath(os.fspath(stdin))  # type: ignore[arg-type]
         if env:
             spec["env"] = {str(k): str(v) for k, v in env.items()}
         lim = {str(k).replace("_", "-"): v for k, v in (limits or {}).items()}
@@ -242,7 +276,13 @@ class _Invocation:
     def spec_bytes(self) -> bytes:
         return json.dumps(self.spec).encode("utf-8")
 
+    def pass_fds(self, report_fd: int) -> Tuple[int, ...]:
+        return (report_fd,) if self.stdin_fd is None else (report_fd, self.stdin_fd)
+
     def cleanup(self, everything: bool) -> None:
+        if self.stdin_fd is not None:
+            os.close(self.stdin_fd)
+            self.stdin_fd = None
         if self.staging:
             _rm(self.staging)
             self.staging = None
@@ -332,6 +372,22 @@ class _StderrFilter:
             self.emit(rest)
 
 
+def _own_lines(rep: Mapping[str, Any]) -> str:
+    """What agentbox printed on its stderr for this report after the script's output: each
+    warning, but for the defaults this host cannot apply, which get one short note line."""
+    defaults = [str(d) for d in rep.get("defaults_not_applied") or []]
+
+    def of_default(w: str) -> bool:
+        return any(w.startswith("default %s " % d) for d in defaults)
+
+    lines = "".join("agentbox: warning: %s\n" % w for w in rep.get("warnings") or []
+                    if not of_default(str(w)))
+    if defaults:
+        lines += ("agentbox: note: defaults this host cannot fully apply: %s "
+                  "(agentbox doctor explains)\n" % ", ".join(defaults))
+    return lines
+
+
 class _Streams:
     """The live relay, for on_stdout / on_stderr: UTF-8 decoded as it comes."""
 
@@ -361,7 +417,7 @@ class _Streams:
                 rep = None
             ours = None
             if isinstance(rep, dict) and rep.get("status") not in ("setup_error", "usage_error"):
-                ours = "".join("agentbox: warning: %s\n" % w for w in rep.get("warnings") or [])
+                ours = _own_lines(rep)
             self.filter.end(ours)
 
 
@@ -435,7 +491,7 @@ def run_invocation(inv: _Invocation, path: str, streams: Optional[_Streams] = No
         try:
             proc = subprocess.Popen(inv.argv(path, wfd), stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE if streams else subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, pass_fds=(wfd,))
+                                    stderr=subprocess.PIPE, pass_fds=inv.pass_fds(wfd))
         finally:
             os.close(wfd)
         try:
@@ -476,7 +532,7 @@ async def run_invocation_async(inv: _Invocation, path: str,
                 *inv.argv(path, wfd), stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE if streams else asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(wfd,))
+                pass_fds=inv.pass_fds(wfd))
         except BaseException:
             os.close(rfd)
             raise

@@ -103,7 +103,9 @@ def test_long_output_elided_and_kept(agentbox_bin):
     assert r.ok and r.stdout.elided and r.stdout.file is None
     assert r.stdout.head_bytes + r.stdout.tail_bytes + r.stdout.elided_bytes == len(want)
     assert r.stdout.text.startswith("line 0\n") and r.stdout.text.endswith("line 1999\n")
-    assert any("inline-output" in w for w in r.warnings), r.warnings
+    # in the spec's words (issue 25): this caller never used a flag
+    assert any("inline_output" in w for w in r.warnings), r.warnings
+    assert not any("--" in w for w in r.warnings), r.warnings
     with pytest.raises(FileNotFoundError):
         r.stdout.read()
     assert not r.stderr.elided and r.stderr.read() == b"" and r.stderr.read_text() == ""
@@ -205,6 +207,16 @@ def test_usage_error_raises():
     with pytest.raises(agentbox.UsageError) as e:
         agentbox.run("print(1)", limits={"memory": "lots"})
     assert "memory" in e.value.message and e.value.result.status is agentbox.Status.USAGE_ERROR
+    # issue 25: the caller's words (limits.memory, not --memory), and always a fix
+    for lim in ({"memory": "5"}, {"memory": "lots"}, {"timeout": "soon"}):
+        with pytest.raises(agentbox.UsageError) as e:
+            agentbox.run("print(1)", limits=lim)
+        assert "limits.%s" % next(iter(lim)) in e.value.message, e.value.message
+        assert e.value.fix and "--" not in e.value.message + e.value.fix, (e.value.message,
+                                                                            e.value.fix)
+    with pytest.raises(agentbox.UsageError) as e:
+        agentbox.run("print(1)", limits={"memory": "5"})
+    assert "a bare number is bytes" in e.value.fix, e.value.fix
     with pytest.raises(agentbox.UsageError) as e:
         agentbox.run("print(1)", options={"no_such_key": True})
     assert "no_such_key" in e.value.message
@@ -338,6 +350,15 @@ def test_stderr_filter_keeps_the_scripts_lines_in_order():
     assert through(["x\nagentbox: mine\ny\n", "agentbox: warning: w\n"],
                    "agentbox: warning: w\n") == "x\nagentbox: mine\ny\n"
     assert through(["ag", "ent", "x\n", "agentbo"], None) == "agentx\nagentbo"
+    # issue 25: a default this host cannot apply is one note line, which is agentbox's too
+    from agentbox_bwrap._run import _own_lines
+    rep = {"warnings": ["default cpus limit only approximated: ...", "other"],
+           "defaults_not_applied": ["cpus"]}
+    ours = _own_lines(rep)
+    assert ours == ("agentbox: warning: other\n"
+                    "agentbox: note: defaults this host cannot fully apply: cpus "
+                    "(agentbox doctor explains)\n"), ours
+    assert through(["s\n", ours], ours) == "s\n"
     err = []
     r = agentbox.run("import sys\nprint('agentbox: not really', file=sys.stderr)\n"
                      "print('partial', end='', file=sys.stderr)", on_stderr=err.append)
@@ -355,3 +376,72 @@ def test_a_callback_that_raises_stops_the_run():
         agentbox.run("import time\nprint('go', flush=True)\ntime.sleep(60)", args=[token],
                      on_stdout=boom)
     assert time.monotonic() - t < 15 and procs_with(token) == []
+
+
+def test_stdin_streams(tmp_path):
+    """issue 25: a stream as the script's stdin, read as the script reads it."""
+    import io
+
+    upper = "import sys; print(sys.stdin.read().upper(), end='')"
+    p = tmp_path / "in.txt"
+    p.write_bytes(b"from a file\n")
+    with open(p, "rb") as f:
+        r = agentbox.run(upper, stdin=f)
+    assert r.ok and r.stdout.text == "FROM A FILE\n", r.raw
+    rfd, wfd = os.pipe()
+    os.write(wfd, b"piped\n")
+    os.close(wfd)
+    try:
+        r = agentbox.run(upper, stdin=rfd)
+    finally:
+        os.close(rfd)
+    assert r.ok and r.stdout.text == "PIPED\n", r.raw
+    r = agentbox.run(upper, stdin=io.BytesIO(b"no fd\n"))
+    assert r.ok and r.stdout.text == "NO FD\n", r.raw
+    # a stream that never closes does not hold up a script that does not read it
+    rfd, wfd = os.pipe()
+    try:
+        t = time.monotonic()
+        r = agentbox.run("print('no read')", stdin=rfd)
+        assert r.ok and r.stdout.text == "no read\n" and time.monotonic() - t < 20
+    finally:
+        os.close(wfd)
+        os.close(rfd)
+
+    async def two():
+        a, b = os.pipe()
+        os.write(b, b"async\n")
+        os.close(b)
+        try:
+            return await agentbox.run_async(upper, stdin=a)
+        finally:
+            os.close(a)
+
+    r = asyncio.run(two())
+    assert r.ok and r.stdout.text == "ASYNC\n", r.raw
+
+
+def test_hint_for_a_file_next_to_the_script(tmp_path):
+    """issue 25: a script that fails on a file lying next to it gets a hint, in the spec's
+    words (this client's caller gives files=, which is the spec's inputs)."""
+    (tmp_path / "data.txt").write_text("the data\n")
+    script = tmp_path / "reads.py"
+    script.write_text("print(open('data.txt').read())\n")
+    os.chmod(tmp_path, 0o755)
+    r = agentbox.run(script=script)
+    assert not r.ok and r.hint and "data.txt" in r.hint, r.raw
+    assert "to inputs" in r.hint and "--" not in r.hint, r.hint
+    r = agentbox.run(script=script, files=[str(tmp_path / "data.txt")])
+    assert r.ok and r.hint is None, r.raw
+
+
+def test_workspace_with_a_project_npmrc(tmp_path):
+    """issue 25: a project's .npmrc does not end the run: the sandbox sees it empty."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".npmrc").write_text("//registry.npmjs.org/:_authToken=SECRET-25\n")
+    os.chmod(proj, 0o755)
+    r = agentbox.run("print(repr(open('.npmrc').read()))", workspace=proj)
+    assert r.ok and r.stdout.text == "''\n", r.raw
+    assert r.hidden_files == [".npmrc"], r.raw
+    assert "SECRET-25" in (proj / ".npmrc").read_text()
