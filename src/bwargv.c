@@ -33,6 +33,8 @@ plan_done(struct ab_plan *p)
 	strv_done(&p->script_args);
 	free(p->work_src);
 	free(p->etc_src);
+	free(p->tmp_src);
+	free(p->shm_src);
 	free(p->rw_bind);
 	free(p->rw_bind_src);
 	for (size_t i = 0; i < p->n_ro_binds; i++) {
@@ -119,12 +121,11 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/keys");
 	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/key-users");
 	strv_push_n(av, 2, "--dev", "/dev");
-	strv_push(av, "--size");
-	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);
-	strv_push_n(av, 2, "--tmpfs", "/dev/shm");
-	strv_push(av, "--size");
-	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);
-	strv_push_n(av, 2, "--tmpfs", "/tmp");
+	/* agentbox's own tmpfs, capped in size and inodes (workspace.c ws_mount_scratch) */
+	strv_push_n(av, 3, "--bind", p->shm_src, "/dev/shm");
+	/* /dev itself is bwrap's tmpfs with no size or inode cap: nothing is written there */
+	strv_push_n(av, 2, "--remount-ro", "/dev");
+	strv_push_n(av, 3, "--bind", p->tmp_src, "/tmp");
 
 	/* Extra read-only binds (interpreter outside /usr, venv, node_modules). */
 	for (size_t i = 0; i < p->n_ro_binds; i++)

@@ -185,8 +185,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(res, AB_LIM_INODES, 0, NULL, false, "not enforced");
 	}
 	lp->tmp_bytes = o->limits[AB_LIM_TMP_SIZE].value;
-	set_limit(res, AB_LIM_TMP_SIZE, lp->tmp_bytes, "bwrap --size tmpfs on /tmp and /dev/shm",
-		  true, "each; tmpfs pages also count against --memory");
+	/* tmpfs's own default inode count is one per 8 KiB of the host's RAM; the same ratio,
+	 * of --tmp-size, bounds what inodes and their xattrs hold (issue 24) */
+	lp->tmp_inodes = lp->tmp_bytes / AB_TMP_BYTES_PER_INODE;
+	if (lp->tmp_inodes < AB_TMP_MIN_INODES)
+		lp->tmp_inodes = AB_TMP_MIN_INODES;
+	set_limit(res, AB_LIM_TMP_SIZE, lp->tmp_bytes,
+		  "tmpfs size= and nr_inodes= on /tmp and /dev/shm", true,
+		  "each, one inode per 8 KiB; tmpfs pages and inodes also count against --memory");
 
 	/* file size, open files: rlimits are the right tool for these */
 	lp->fsize = o->limits[AB_LIM_FILE_SIZE].value;

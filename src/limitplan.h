@@ -14,6 +14,11 @@
 #include "result.h"
 #include "util/err.h"
 
+/* /tmp and /dev/shm: nr_inodes = --tmp-size / this (tmpfs's own default ratio, of RAM), at
+ * least AB_TMP_MIN_INODES */
+#define AB_TMP_BYTES_PER_INODE 8192
+#define AB_TMP_MIN_INODES      1024
+
 struct ab_limits_plan {
 	bool use_cgroup;
 	struct ab_cg_limits cg;
@@ -31,7 +36,7 @@ struct ab_limits_plan {
 	/* the workspace tmpfs */
 	bool tmpfs_workspace;
 	uint64_t work_bytes, work_inodes;
-	uint64_t tmp_bytes;
+	uint64_t tmp_bytes, tmp_inodes; /* /tmp and /dev/shm, each */
 	int cpu_affinity; /* >= 0: pin the run to this many cores (fallback for --cpus) */
 	uint64_t timeout_ms;
 	uint64_t output_bytes;

@@ -56,7 +56,8 @@ struct ab_plan {
 	bool landlock;       /* agentbox-init applies Landlock */
 	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4): --net-strict */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
-	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
+	char *tmp_src;       /* host paths of agentbox's tmpfs for /tmp and /dev/shm, each */
+	char *shm_src;       /* capped in size and inodes (ws_mount_scratch) */
 	bool memwatch;       /* the memory limit is the supervisor's watchdog (memwatch.h) */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built (its path

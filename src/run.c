@@ -492,7 +492,6 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			res, err);
 	if (r < 0)
 		goto out;
-	c.plan.tmp_size = c.lp.tmp_bytes;
 	c.plan.memwatch = c.lp.memwatch;
 
 	if (c.plan.seccomp) {
@@ -545,6 +544,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			strv_push(&c.plan.script_args, *a);
 
 	r = ws_mount_etc(&c, err);
+	if (r < 0)
+		goto out;
+	r = ws_mount_scratch(&c, err);
 	if (r < 0)
 		goto out;
 	if (o->env_path) {

@@ -428,6 +428,32 @@ ws_env_copy_out(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+/* The sandbox's /tmp and /dev/shm, each a tmpfs of ours (issue 24) rather than bwrap's
+ * --tmpfs, which takes a size but no nr_inodes: left to the kernel's default (one inode per
+ * 8 KiB of the host's RAM), a script could hold about RAM/8 in each as inodes and user.*
+ * xattrs (tmpfs charges both to the same inode space), none of it in "used" blocks. The
+ * inode cap is the kernel's ratio applied to --tmp-size instead (limits_plan). */
+int
+ws_mount_scratch(struct run_ctx *c, struct ab_err *err)
+{
+	const char *mnt[2] = { c->rd.mnt_tmp, c->rd.mnt_shm };
+	const char *name[2] = { "agentbox-tmp", "agentbox-shm" };
+	uid_t uid = c->drop ? c->sb_uid : geteuid();
+	gid_t gid = c->drop ? c->sb_gid : getegid();
+	char opts[256];
+
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755,uid=%u,gid=%u",
+		 (unsigned long long) c->lp.tmp_bytes, (unsigned long long) c->lp.tmp_inodes,
+		 (unsigned) uid, (unsigned) gid);
+	for (int i = 0; i < 2; i++)
+		if (mount(name[i], mnt[i], "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+			return ab_err_set(err, -errno, "mount the sandbox's %s: %s",
+					  i == 0 ? "/tmp" : "/dev/shm", strerror(errno));
+	c->plan.tmp_src = xstrdup(c->rd.mnt_tmp);
+	c->plan.shm_src = xstrdup(c->rd.mnt_shm);
+	return 0;
+}
+
 /* The generated /etc on its own small tmpfs: the sandbox's mountinfo then shows no host
  * path for it (T35), and it disappears with our mount namespace. */
 int

@@ -135,8 +135,8 @@ common(const struct fx *f, const char *c)
 		       f->lp.tmp_bytes == 128ULL << 20,
 	       "%s: timeout, output, RLIMIT_FSIZE, RLIMIT_NOFILE, no core dumps, /tmp size", c);
 	lim_is(f, c, AB_LIM_TIMEOUT_MS, "agentbox monotonic deadline + SIGKILL", 60000, true);
-	lim_is(f, c, AB_LIM_TMP_SIZE, "bwrap --size tmpfs on /tmp and /dev/shm", 128ULL << 20,
-	       true);
+	lim_is(f, c, AB_LIM_TMP_SIZE, "tmpfs size= and nr_inodes= on /tmp and /dev/shm",
+	       128ULL << 20, true);
 	lim_is(f, c, AB_LIM_FILE_SIZE, "rlimit RLIMIT_FSIZE", 256ULL << 20, true);
 	lim_is(f, c, AB_LIM_NOFILE, "rlimit RLIMIT_NOFILE", 1024, true);
 	lim_is(f, c, AB_LIM_OUTPUT, "agentbox pipe capture", 1 << 20, true);
@@ -410,8 +410,8 @@ test_workspace(void)
 	       "--workspace: planned, no workspace tmpfs");
 	lim_is(&f, "--workspace", AB_LIM_DISK, NULL, 0, false);
 	lim_is(&f, "--workspace", AB_LIM_INODES, NULL, 0, false);
-	lim_is(&f, "--workspace", AB_LIM_TMP_SIZE, "bwrap --size tmpfs on /tmp and /dev/shm",
-	       128ULL << 20, true);
+	lim_is(&f, "--workspace", AB_LIM_TMP_SIZE,
+	       "tmpfs size= and nr_inodes= on /tmp and /dev/shm", 128ULL << 20, true);
 	warnings_are(&f, "--workspace", w);
 	fx_done(&f);
 
