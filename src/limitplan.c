@@ -57,6 +57,9 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	 * namespace level, which bwrap creates with it */
 	lp->sigpending = 1024;
 	lp->msgqueue = 256 << 10;
+	/* mlock() pins pages no memory cgroup is charged for when they are page cache of files
+	 * the host read first (/usr): per process, issue 24 */
+	lp->memlock = AB_MEMLOCK_BYTES;
 	lp->cpu_affinity = -1;
 	snprintf(fixbuf, sizeof(fixbuf), "%s",
 		 cg->why[0] ? cg->why
@@ -266,7 +269,7 @@ limits_apply_rlimits(const struct ab_limits_plan *lp)
 		{ RLIMIT_CORE, lp->core },         { RLIMIT_FSIZE, lp->fsize },
 		{ RLIMIT_NOFILE, lp->nofile },     { RLIMIT_CPU, lp->cpu_s },
 		{ RLIMIT_NPROC, lp->nproc },       { RLIMIT_SIGPENDING, lp->sigpending },
-		{ RLIMIT_MSGQUEUE, lp->msgqueue },
+		{ RLIMIT_MSGQUEUE, lp->msgqueue }, { RLIMIT_MEMLOCK, lp->memlock },
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {

@@ -16,6 +16,10 @@
 
 /* /tmp and /dev/shm: nr_inodes = --tmp-size / this (tmpfs's own default ratio, of RAM), at
  * least AB_TMP_MIN_INODES */
+/* RLIMIT_MEMLOCK in the sandbox: the kernel's old default; enough for a crypto library's
+ * secure heap, bounds pinned page cache to pids x this */
+#define AB_MEMLOCK_BYTES (64u << 10)
+
 #define AB_TMP_BYTES_PER_INODE 8192
 #define AB_TMP_MIN_INODES      1024
 
@@ -33,6 +37,8 @@ struct ab_limits_plan {
 	/* per-uid kernel objects the sandbox would otherwise take from its uid's quota (the
 	 * caller's own, unprivileged): pending signals, POSIX message queue bytes */
 	rlim_t sigpending, msgqueue;
+	/* RLIMIT_MEMLOCK: locked pages per process (AB_MEMLOCK_BYTES) */
+	rlim_t memlock;
 	/* the workspace tmpfs */
 	bool tmpfs_workspace;
 	uint64_t work_bytes, work_inodes;
