@@ -35,6 +35,7 @@ plan_done(struct ab_plan *p)
 	free(p->etc_src);
 	free(p->tmp_src);
 	free(p->shm_src);
+	free(p->pts_src);
 	free(p->rw_bind);
 	free(p->rw_bind_src);
 	for (size_t i = 0; i < p->n_ro_binds; i++) {
@@ -123,6 +124,8 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push_n(av, 2, "--dev", "/dev");
 	/* agentbox's own tmpfs, capped in size and inodes (workspace.c ws_mount_scratch) */
 	strv_push_n(av, 3, "--bind", p->shm_src, "/dev/shm");
+	/* a devpts instance with max=: bwrap's has no cap on the ptys a run can take */
+	strv_push_n(av, 3, "--dev-bind", p->pts_src, "/dev/pts"); /* its ptys are devices */
 	/* /dev itself is bwrap's tmpfs with no size or inode cap: nothing is written there */
 	strv_push_n(av, 2, "--remount-ro", "/dev");
 	strv_push_n(av, 3, "--bind", p->tmp_src, "/tmp");

@@ -27,6 +27,7 @@
 #define AB_SANDBOX_USER       "agent"
 #define AB_SANDBOX_HOSTNAME   "sandbox"
 #define AB_SANDBOX_CACHE      "/tmp/.cache" /* XDG_CACHE_HOME: caches stay out of /work */
+#define AB_SANDBOX_PTYS       64            /* ptys a run may have open at once (devpts max=) */
 
 struct ab_bind {
 	char *src;   /* host path (the kernel's name for fd; after staging, the staged path) */
@@ -58,6 +59,7 @@ struct ab_plan {
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
 	char *tmp_src;       /* host paths of agentbox's tmpfs for /tmp and /dev/shm, each */
 	char *shm_src;       /* capped in size and inodes (ws_mount_scratch) */
+	char *pts_src;       /* ... and of a devpts instance with max=AB_SANDBOX_PTYS */
 	bool memwatch;       /* the memory limit is the supervisor's watchdog (memwatch.h) */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built (its path

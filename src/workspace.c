@@ -428,7 +428,8 @@ ws_env_copy_out(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
-/* The sandbox's /tmp and /dev/shm, each a tmpfs of ours (issue 24) rather than bwrap's
+/* The sandbox's /tmp and /dev/shm, each a tmpfs of ours, and its /dev/pts (issue 24) rather than
+ * bwrap's
  * --tmpfs, which takes a size but no nr_inodes: left to the kernel's default (one inode per
  * 8 KiB of the host's RAM), a script could hold about RAM/8 in each as inodes and user.*
  * xattrs (tmpfs charges both to the same inode space), none of it in "used" blocks. The
@@ -451,6 +452,13 @@ ws_mount_scratch(struct run_ctx *c, struct ab_err *err)
 					  i == 0 ? "/tmp" : "/dev/shm", strerror(errno));
 	c->plan.tmp_src = xstrdup(c->rd.mnt_tmp);
 	c->plan.shm_src = xstrdup(c->rd.mnt_shm);
+	/* /dev/pts: bwrap's own devpts instance has no max=, so a run could take every pty the
+	 * host allows (kernel.pty.max), each two ttys and their buffers, which no memory
+	 * cgroup is charged for. An instance of ours caps them. */
+	snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,max=%u", AB_SANDBOX_PTYS);
+	if (mount("devpts", c->rd.mnt_pts, "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+		return ab_err_set(err, -errno, "mount the sandbox's /dev/pts: %s", strerror(errno));
+	c->plan.pts_src = xstrdup(c->rd.mnt_pts);
 	return 0;
 }
 
