@@ -72,10 +72,20 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	if (cgroup_ok && cg->memory) {
 		lp->use_cgroup = true;
 		lp->cg.memory_bytes = o->limits[AB_LIM_MEMORY].value;
+		/* v1 charges no TCP or UDP socket buffer (issue 24: 1 GiB of them under
+		 * --memory 64M, status exited): agentbox counts them and adds them */
+		lp->sockguard = cg->kind == AB_CG_V1;
+		lp->memwatch_bytes = lp->sockguard ? lp->cg.memory_bytes : 0;
 		set_limit(res, AB_LIM_MEMORY, lp->cg.memory_bytes,
 			  cg->kind == AB_CG_V2 ? "cgroup v2 memory.max, memory.swap.max=0"
 					       : "cgroup v1 memory.limit_in_bytes (+memsw)",
-			  true, "tmpfs and memfd pages (the workspace included) count");
+			  true,
+			  lp->sockguard
+				  ? "tmpfs and memfd pages (the workspace included) count; TCP and "
+				    "UDP socket buffers, which cgroup v1 does not charge, are "
+				    "counted "
+				    "by agentbox and added (the run is stopped over the limit)"
+				  : "tmpfs and memfd pages (the workspace included) count");
 	} else {
 		/* No memory cgroup (unprivileged without delegation, or a container): the
 		 * supervisor's watchdog measures the sandbox and kills the whole run over the

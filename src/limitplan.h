@@ -30,6 +30,9 @@ struct ab_limits_plan {
 	/* no memory cgroup: the supervisor's watchdog (memwatch.h) holds the run to this */
 	bool memwatch;
 	uint64_t memwatch_bytes;
+	/* cgroup v1 memory: its limit does not charge TCP and UDP socket buffers, so the
+	 * supervisor adds them to the cgroup's usage (memwatch.h, the socket guard) */
+	bool sockguard;
 	uint64_t cpu_time_ms;
 	/* rlimits set in the child before bwrap (inherited by everything in the sandbox);
 	 * RLIM_INFINITY = leave alone */

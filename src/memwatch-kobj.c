@@ -600,43 +600,53 @@ scan_fds(struct ab_memwatch *mw, const char *pid, struct inoset *pipes, const st
 	return n;
 }
 
+/* in the order of memwatch_parse_sockstat's bits */
+static const struct {
+	uint8_t family, protocol;
+} dumps[] = { { AF_UNIX, 0 },
+	      { AF_INET, IPPROTO_TCP },
+	      { AF_INET6, IPPROTO_TCP },
+	      { AF_INET, IPPROTO_UDP },
+	      { AF_INET6, IPPROTO_UDP },
+	      { AF_INET, IPPROTO_UDPLITE },
+	      { AF_INET6, IPPROTO_UDPLITE } };
+
+int
+memwatch_sockets(struct ab_memwatch *mw, bool inet_only, struct ab_sockdiag_sum *sum)
+{
+	char v4[1024], v6[1024];
+	unsigned need;
+	int r = 0;
+
+	if (mw->diag_fd < 0)
+		return 0;
+	/* AF_UNIX always (its own table per namespace: cheap); TCP and UDP walk tables shared
+	 * by every namespace (milliseconds), so only when this one has any */
+	if (read_small_file_at(mw->proc_fd, "1/net/sockstat", v4, sizeof(v4)) < 0)
+		v4[0] = '\0';
+	if (read_small_file_at(mw->proc_fd, "1/net/sockstat6", v6, sizeof(v6)) < 0)
+		v6[0] = '\0';
+	need = (inet_only ? 0 : 1u) | memwatch_parse_sockstat(v4, v6);
+	for (size_t i = 0; i < ARRAY_SIZE(dumps) && r == 0; i++)
+		if (need & (1u << i))
+			r = diag_dump(mw, dumps[i].family, dumps[i].protocol, sum);
+	return r;
+}
+
 int
 memwatch_kobj_scan(struct ab_memwatch *mw, uint64_t *ret_bytes, uint64_t *ret_fds)
 {
-	/* in the order of memwatch_parse_sockstat's bits */
-	static const struct {
-		uint8_t family, protocol;
-	} dumps[] = { { AF_UNIX, 0 },
-		      { AF_INET, IPPROTO_TCP },
-		      { AF_INET6, IPPROTO_TCP },
-		      { AF_INET, IPPROTO_UDP },
-		      { AF_INET6, IPPROTO_UDP },
-		      { AF_INET, IPPROTO_UDPLITE },
-		      { AF_INET6, IPPROTO_UDPLITE } };
 	struct inoset pipes = { 0 }, queued = { 0 }, read_socks = { 0 };
 	struct ab_sockdiag_sum sum = { 0 };
 	cleanup_fd int dfd = -1;
 	cleanup_free char *locks = NULL;
 	uint64_t bytes = 0, fds = 0;
-	unsigned need = 0;
-	int saved = -1, r = 0;
+	int saved = -1, r;
 	DIR *d;
 	struct dirent *de;
 
-	/* the sockets first: AF_UNIX always (its own table per namespace: cheap); TCP and UDP
-	 * walk tables shared by every namespace (milliseconds), so only when this one has any */
-	if (mw->diag_fd >= 0) {
-		char v4[1024], v6[1024];
-
-		if (read_small_file_at(mw->proc_fd, "1/net/sockstat", v4, sizeof(v4)) < 0)
-			v4[0] = '\0';
-		if (read_small_file_at(mw->proc_fd, "1/net/sockstat6", v6, sizeof(v6)) < 0)
-			v6[0] = '\0';
-		need = 1u | memwatch_parse_sockstat(v4, v6);
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(dumps) && r == 0; i++)
-		if (need & (1u << i))
-			r = diag_dump(mw, dumps[i].family, dumps[i].protocol, &sum);
+	/* the sockets first: which have data queued to them says whose fdinfo to read */
+	r = memwatch_sockets(mw, false, &sum);
 	queued.v = sum.queued;
 	queued.n = sum.n_queued;
 	queued.cap = sum.cap_queued;

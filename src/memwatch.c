@@ -160,10 +160,22 @@ memwatch_init(struct ab_memwatch *mw, uint64_t limit)
 	mw->limit = limit;
 	mw->proc_fd = -1;
 	mw->diag_fd = -1;
+	mw->cg_fd = -1;
 	for (size_t i = 0; i < AB_MEMWATCH_MAX_TMPFS; i++)
 		mw->tmpfs_fd[i] = -1;
 	mw->read_uid = (uid_t) -1;
 	mw->check_fs = true;
+}
+
+int
+memwatch_set_cgroup(struct ab_memwatch *mw, int dirfd)
+{
+	int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+
+	if (d < 0)
+		return -errno;
+	mw->cg_fd = d;
+	return 0;
 }
 
 int
@@ -376,6 +388,48 @@ kobj_estimate(struct ab_memwatch *mw, int64_t now_ms, bool force, uint64_t fds, 
 	return 0;
 }
 
+/* The socket guard's poll (memwatch_set_cgroup). */
+static int
+poll_cgroup(struct ab_memwatch *mw, int64_t now_ms)
+{
+	char buf[64];
+	uint64_t usage = 0, est;
+
+	if (read_small_file_at(mw->cg_fd, "memory.usage_in_bytes", buf, sizeof(buf)) > 0)
+		usage = strtoull(buf, NULL, 10);
+	/* the buffers when due (every 10-100 ms, by what a count costs), or at once when the
+	 * last count of them would take the run over */
+	if (now_ms >= mw->next_kobj_ms || usage + mw->inet > mw->limit) {
+		struct ab_sockdiag_sum sum = { 0 };
+		int64_t t0 = now_ns(), wait_ms;
+		int r = memwatch_sockets(mw, true, &sum);
+
+		free(sum.queued);
+		if (r < 0)
+			return r;
+		mw->inet = sum.bytes;
+		mw->kobj_checks++;
+		wait_ms = 4 * ((now_ns() - t0) / 1000000);
+		if (wait_ms < AB_MEMWATCH_KOBJ_MIN_MS)
+			wait_ms = AB_MEMWATCH_KOBJ_MIN_MS;
+		if (wait_ms > AB_MEMWATCH_KOBJ_MAX_MS)
+			wait_ms = AB_MEMWATCH_KOBJ_MAX_MS;
+		mw->next_kobj_ms = now_ms + wait_ms;
+	}
+	est = usage + mw->inet;
+	if (mw->inet > mw->kernel_peak)
+		mw->kernel_peak = mw->inet;
+	mw->last = est;
+	if (est > mw->peak)
+		mw->peak = est;
+	if (est > mw->limit) {
+		mw->over = true;
+		mw->over_bytes = est;
+	}
+	mw->next_ms = now_ms + memwatch_interval_ms(mw->limit, est);
+	return mw->over ? 1 : 0;
+}
+
 int
 memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 {
@@ -386,6 +440,8 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 	if (!mw->attached)
 		return -EBADF;
 	mw->polls++;
+	if (mw->cg_fd >= 0)
+		return poll_cgroup(mw, now_ms);
 	r = scan(mw, false, &f);
 	if (r < 0)
 		return r;
@@ -466,6 +522,9 @@ memwatch_done(struct ab_memwatch *mw)
 	if (mw->diag_fd >= 0)
 		(void) close(mw->diag_fd);
 	mw->diag_fd = -1;
+	if (mw->cg_fd >= 0)
+		(void) close(mw->cg_fd);
+	mw->cg_fd = -1;
 	for (size_t i = 0; i < mw->n_tmpfs; i++)
 		if (mw->tmpfs_fd[i] >= 0)
 			(void) close(mw->tmpfs_fd[i]);

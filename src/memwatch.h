@@ -71,12 +71,8 @@
 #define AB_MEMWATCH_KOBJ_MAX_MS 100
 
 struct ab_memwatch {
-	uint64_t limit;         /* bytes */
-	int proc_fd;            /* the sandbox's own /proc, -1 until memwatch_attach */
-	int diag_fd;            /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
-	uint64_t wmem_default;  /* net.core.wmem_default there: a closed sender's queue */
-	uint64_t dgram_qlen;    /* net.unix.max_dgram_qlen there, + 1 */
-	uint64_t inotify_queue; /* fs.inotify.max_queued_events x the largest event */
+	uint64_t limit; /* bytes */
+	int proc_fd;    /* the sandbox's own /proc, -1 until memwatch_attach */
 	int tmpfs_fd[AB_MEMWATCH_MAX_TMPFS];
 	dev_t tmpfs_dev[AB_MEMWATCH_MAX_TMPFS];
 	size_t n_tmpfs;
@@ -95,6 +91,15 @@ struct ab_memwatch {
 	uint64_t last_precise;    /* bytes: the last precise count */
 	uint64_t fast_at_precise; /* ... and the fast count when it was made */
 	/* the kernel-object scan */
+	int diag_fd;            /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
+	uint64_t wmem_default;  /* net.core.wmem_default there: a closed sender's queue */
+	uint64_t dgram_qlen;    /* net.unix.max_dgram_qlen there, + 1 */
+	uint64_t inotify_queue; /* fs.inotify.max_queued_events x the largest event */
+	/* cgroup v1 (the socket guard): the run's memory cgroup directory, or -1. The count
+	 * is then its memory.usage_in_bytes plus the TCP and UDP socket buffers of the
+	 * sandbox, which cgroup v1 does not charge (nothing else: the cgroup has the rest) */
+	int cg_fd;
+	uint64_t inet;      /* the socket guard's last count of those buffers */
 	uint64_t kobj;      /* bytes it charged last */
 	uint64_t kobj_fds;  /* the run's open fds then */
 	uint64_t kobj_peak; /* the most it charged */
@@ -105,6 +110,10 @@ struct ab_memwatch {
 
 /* limit in bytes. Owns no fd yet. */
 void memwatch_init(struct ab_memwatch *mw, uint64_t limit);
+
+/* The socket guard (cgroup v1): counts the cgroup in dirfd (duplicated) plus the sandbox's
+ * TCP and UDP buffers against the limit, instead of the processes. Returns 0 or -errno. */
+int memwatch_set_cgroup(struct ab_memwatch *mw, int dirfd);
 
 /* Counts the tmpfs behind fd (duplicated; the caller keeps fd). -EINVAL: not a tmpfs (with
  * check_fs), -ENOSPC: too many. Returns 0 or -errno. */
@@ -153,6 +162,11 @@ int memwatch_kobj_attach(struct ab_memwatch *mw);
 /* One scan: the bytes charged for the run's kernel objects and its open fds. Returns 0 or
  * -errno when the sandbox's /proc cannot be read. */
 int memwatch_kobj_scan(struct ab_memwatch *mw, uint64_t *ret_bytes, uint64_t *ret_fds);
+
+struct ab_sockdiag_sum;
+/* The sockets of the sandbox's network namespace (inet_only: TCP and UDP, which a cgroup v1
+ * memory limit does not charge), added to *sum. Returns 0 or -errno. */
+int memwatch_sockets(struct ab_memwatch *mw, bool inet_only, struct ab_sockdiag_sum *sum);
 
 /* Pure parts. */
 enum ab_fd_kind {

@@ -492,7 +492,8 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			res, err);
 	if (r < 0)
 		goto out;
-	c.plan.memwatch = c.lp.memwatch;
+	/* agentbox-init hands over the sandbox's /proc for the watchdog, or the socket guard */
+	c.plan.memwatch = c.lp.memwatch || c.lp.sockguard;
 
 	if (c.plan.seccomp) {
 		c.seccomp_fd = filter_program_fd_flags(
@@ -643,6 +644,16 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 				       strerror(-r));
 			goto out;
 		}
+	} else if (c.lp.sockguard && c.cg_made && c.cg.dirfd[0] >= 0) { /* v1: memory */
+		memwatch_init(&mw, c.lp.memwatch_bytes);
+		r = memwatch_set_cgroup(&mw, c.cg.dirfd[0]);
+		if (r < 0) {
+			r = ab_err_set(err, r, "memory: cannot watch the run's cgroup: %s",
+				       strerror(-r));
+			goto out;
+		}
+	} else if (c.lp.sockguard) {
+		c.lp.sockguard = false; /* no memory cgroup made after all (--without cgroup) */
 	}
 	{
 		struct ab_spawn sp = {
@@ -668,7 +679,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 			.output_truncate = o->output_truncate,
 			.progress = o->progress,
 			.watch_fd = o->watch_fd,
-			.memwatch = c.lp.memwatch ? &mw : NULL,
+			.memwatch = c.lp.memwatch || c.lp.sockguard ? &mw : NULL,
 		};
 
 		if (o->slot) {
@@ -751,6 +762,9 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 		res->usage.memory_peak_bytes = (int64_t) mw.peak;
 		if (!c.cg_made)
 			res->usage.tasks_peak = (int64_t) mw.tasks_peak;
+	} else if (c.lp.sockguard && mw.attached &&
+		   (int64_t) mw.peak > res->usage.memory_peak_bytes) {
+		res->usage.memory_peak_bytes = (int64_t) mw.peak; /* the cgroup's plus sockets */
 	}
 	if (oc.timed_out || oc.output_limited || oc.cpu_time_limited || oc.interrupted_by ||
 	    oc.mem_limited)
