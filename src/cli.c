@@ -345,6 +345,16 @@ cli_check(const struct ab_run_opts *o, struct ab_err *err)
 				    "in the workspace directory instead");
 	if (o->stdin_path && o->stdin_data)
 		return ab_err_usage(err, "stdin and stdin_data cannot be combined");
+	/* what the run would refuse when it starts, refused now (a queued MCP call: issue 24) */
+	if (o->code && o->code_len > AB_CODE_MAX)
+		return ab_err_usage(err, "the code is %zu bytes; at most %u are taken", o->code_len,
+				    AB_CODE_MAX);
+	if (o->stdin_data && o->stdin_data_len > o->limits[AB_LIM_DISK].value)
+		return ab_err_usage(
+			err,
+			"stdin_data is %zu bytes, more than the workspace holds (--disk "
+			"%llu)",
+			o->stdin_data_len, (unsigned long long) o->limits[AB_LIM_DISK].value);
 	return 0;
 }
 

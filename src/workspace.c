@@ -545,8 +545,6 @@ ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
-#define AB_CODE_MAX (16u << 20) /* code from stdin or --code */
-
 /* Code that is not a file (--code TEXT, SCRIPT '-', or given by prepare/doctor): a sealed
  * memfd, so the rest of the run treats it exactly like a script file. */
 static int
