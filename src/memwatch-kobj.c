@@ -40,7 +40,6 @@
 #include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "memwatch.h"
 #include "util/fdutil.h"
@@ -293,72 +292,28 @@ memwatch_parse_sockdiag(const void *buf, size_t len, const struct ab_sock_costs 
 
 /* A NETLINK_SOCK_DIAG socket made inside the network namespace of netns_fd, and that
  * namespace's socket sysctls, read from there (/proc/sys/net is the caller's namespace's).
- * Unprivileged, the supervisor owns the user namespace bwrap made (it created it), so it may
- * enter that network namespace, but not go back to the host's: a child enters it, makes the
- * socket and sends it back. Returns 0 or -errno. */
+ * The supervisor joins that namespace for good: it needs no network of its own once the
+ * sandbox runs (its pipes and connected sockets do not care), and unprivileged it could not
+ * go back to the host's anyway. It may join: unprivileged, it owns the user namespace bwrap
+ * made (it created it). No helper process: under --pids, RLIMIT_NPROC counts this run's
+ * tasks, and one more could make agentbox-init's fork of the interpreter fail. Returns 0 or
+ * -errno. */
 static int
 diag_open(struct ab_memwatch *mw, int netns_fd)
 {
-	int sv[2], ws, e;
-	uint64_t vals[2] = { 0, 0 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = vals, .iov_len = sizeof(vals) };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
-	ssize_t n;
-	pid_t pid;
+	char buf[64];
+	int fd;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	if (setns(netns_fd, CLONE_NEWNET) < 0)
 		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		e = errno;
-		(void) close(sv[0]);
-		(void) close(sv[1]);
-		return -e;
-	}
-	if (pid == 0) {
-		char buf[64];
-		int fd;
-
-		(void) close(sv[0]);
-		if (setns(netns_fd, CLONE_NEWNET) < 0)
-			_exit(10);
-		fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-		if (fd < 0)
-			_exit(11);
-		if (read_small_file_at(AT_FDCWD, "/proc/sys/net/core/wmem_default", buf,
-				       sizeof(buf)) > 0)
-			vals[0] = strtoull(buf, NULL, 10);
-		if (read_small_file_at(AT_FDCWD, "/proc/sys/net/unix/max_dgram_qlen", buf,
-				       sizeof(buf)) > 0)
-			vals[1] = strtoull(buf, NULL, 10) + 1;
-		_exit(fd_send(sv[1], vals, sizeof(vals), &fd, 1) < 0 ? 12 : 0);
-	}
-	(void) close(sv[1]);
-	n = RETRY_EINTR(recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC));
-	e = errno;
-	(void) close(sv[0]);
-	(void) RETRY_EINTR(waitpid(pid, &ws, 0));
-	cm = n == (ssize_t) sizeof(vals) ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(sizeof(int))) {
-		if (n < 0)
-			return -e;
-		/* the child's exit status says which step failed */
-		return WIFEXITED(ws) && WEXITSTATUS(ws) == 10 ? -EPERM : -EPROTO;
-	}
-	memcpy(&mw->diag_fd, CMSG_DATA(cm), sizeof(int));
-	if (vals[0] > 0)
-		mw->wmem_default = vals[0];
-	if (vals[1] > 0)
-		mw->dgram_qlen = vals[1];
+	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return -errno;
+	mw->diag_fd = fd;
+	if (read_small_file_at(AT_FDCWD, "/proc/sys/net/core/wmem_default", buf, sizeof(buf)) > 0)
+		mw->wmem_default = strtoull(buf, NULL, 10);
+	if (read_small_file_at(AT_FDCWD, "/proc/sys/net/unix/max_dgram_qlen", buf, sizeof(buf)) > 0)
+		mw->dgram_qlen = strtoull(buf, NULL, 10) + 1;
 	return 0;
 }
 
