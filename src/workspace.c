@@ -726,9 +726,11 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 		cleanup_free char *name = base_name(*in);
 		struct stat st;
 
-		/* Opened once, only trusted symlinks on the way; a symlink input itself is
-		 * reported, never followed (T25). Copied from this fd, never by name again. */
-		fd = hostfs_open(*in, HOSTFS_LINK_OK | HOSTFS_ANY_LINK, "--input", err);
+		/* Opened once, only trusted symlinks on the way (root's or the caller's: an input
+		 * is copied where the script reads it, so another user's symlink could show it
+		 * the caller's own files, issue 24); a symlink input itself is reported, never
+		 * followed (T25). Copied from this fd, never by name again. */
+		fd = hostfs_open(*in, HOSTFS_LINK_OK, "--input", err);
 		if (fd < 0) {
 			if (fd == -EPERM)
 				err->exit = AB_EXIT_USAGE; /* an untrusted symlink on the way */
