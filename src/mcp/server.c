@@ -366,6 +366,61 @@ open_sub(int dirfd, const char *name, mode_t mode)
 	return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/* The paths under the state directory are handed to the library as strings (runs_dir, a
+ * call's staged inputs, a workspace's --collect), and the supervisor resolves them again
+ * (issue 24). That is sound only while no other user can rename anything on the way: every
+ * directory above the state directory must be root's or ours and writable by nobody else,
+ * or sticky (/tmp: then nobody else can rename what is ours or root's in it). Checked by fd,
+ * from the state directory up to the root. Returns 0, or -EPERM with msg set. */
+static int
+state_ancestors_safe(int state_fd, const char *name, char *msg, size_t msg_size)
+{
+	uid_t me = geteuid();
+	struct stat child, st;
+	int fd = fcntl(state_fd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0 || fstat(fd, &child) < 0)
+		goto fail;
+	for (int depth = 0; depth < 256; depth++) {
+		int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (up < 0 || fstat(up, &st) < 0) {
+			if (up >= 0)
+				(void) close(up);
+			goto fail;
+		}
+		(void) close(fd);
+		fd = up;
+		if (st.st_dev == child.st_dev && st.st_ino == child.st_ino)
+			break; /* the root: its own parent */
+		if ((st.st_uid != 0 && st.st_uid != me) ||
+		    ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+			cleanup_free char *where = hostfs_fd_path(fd);
+
+			snprintf(
+				msg, msg_size,
+				"the state directory '%s' is under '%s' (uid %u, mode %04o), which "
+				"another user can rename things in: the paths given to each run "
+				"would not be safe; use a state directory whose parents only root "
+				"or you can write (the default /var/tmp/agentbox-mcp-UID, or one "
+				"in your home)",
+				name, where ? where : "?", (unsigned) st.st_uid,
+				(unsigned) (st.st_mode & 07777));
+			(void) close(fd);
+			return -EPERM;
+		}
+		child = st;
+	}
+	(void) close(fd);
+	return 0;
+fail:
+	if (fd >= 0)
+		(void) close(fd);
+	snprintf(msg, msg_size, "state directory '%s': cannot check its parents: %s", name,
+		 strerror(errno));
+	return -EPERM;
+}
+
 int
 mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 {
@@ -392,6 +447,8 @@ mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 		free(m->pol.state_dir);
 		m->pol.state_dir = real;
 	}
+	if (state_ancestors_safe(m->state_fd, m->pol.state_dir, msg, msg_size) < 0)
+		return -EPERM;
 	(void) fchmod(m->state_fd, 0711);
 	m->runs_fd = open_sub(m->state_fd, "runs", 0711);
 	m->jobs_fd = open_sub(m->state_fd, "jobs", 0700);

@@ -419,6 +419,22 @@ async function budgetTests() {
     await s.close();
 }
 
+// issue 24: the server hands the library paths under its state directory as strings, which
+// each run resolves again: under a parent another user may rename things in, it refuses to
+// start; under a sticky one (/tmp) it starts.
+function stateDirTests() {
+    const fs = require('fs');
+    const shared = STATE + '-shared';
+    fs.mkdirSync(shared);
+    fs.chmodSync(shared, 0o777);
+    let r = spawnSync(AGENTBOX, ['mcp', '--state-dir', shared + '/state'], { input: '', env: serverEnv(), encoding: 'utf8', timeout: 30000 });
+    ok(r.status === 125 && r.stderr.includes(`is under '${shared}'`) && /another user can rename/.test(r.stderr),
+        'a state directory under a directory others can write: refused, naming it', [r.status, r.stderr]);
+    fs.chmodSync(shared, 0o1777);
+    r = spawnSync(AGENTBOX, ['mcp', '--state-dir', shared + '/state2'], { input: '', env: serverEnv(), encoding: 'utf8', timeout: 30000 });
+    ok(r.status === 0, 'under a sticky one (like /tmp): the server starts', [r.status, r.stderr]);
+}
+
 async function restartAndRetention() {
     // a new server on the same state finds the runs of the last one; --keep-runs removes runs
     const fs = require('fs');
@@ -585,6 +601,7 @@ async function signalTest() {
         await sdkTests();
         await rawTests();
         await budgetTests();
+        stateDirTests();
         await restartAndRetention();
         await v2Client();
         await warmTests();
