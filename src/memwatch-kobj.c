@@ -6,10 +6,10 @@
  *  - per process, its fds (/proc/PID/fd, readlink): every fd AB_MEMWATCH_FD_COST; a pipe
  *    (counted once, by inode) AB_MEMWATCH_PIPE_COST, its 16 pages full (the filter keeps it
  *    from growing: F_SETPIPE_SZ over 64 KiB is EPERM); an epoll instance its watches (the
- *    "tfd:" lines of its fdinfo); an inotify instance its whole event queue; a pty master
- *    AB_MEMWATCH_PTY_COST; a socket the fds in flight in its queue ("scm_fds:" of its
- *    fdinfo), each as a pipe. A process whose fds cannot be read: each fd
- *    AB_MEMWATCH_FD_HIDDEN (hiding never makes a run cheaper);
+ *    "tfd:" lines of its fdinfo, or the process's fds if more); an inotify instance its
+ *    whole event queue; a pty master AB_MEMWATCH_PTY_COST; a socket the fds in flight in
+ *    its queue ("scm_fds:" of its fdinfo), each as a pipe. A process whose fds cannot be
+ *    read: each fd AB_MEMWATCH_FD_HIDDEN (hiding never makes a run cheaper);
  *  - per process, its mappings (lines of /proc/PID/maps) at AB_MEMWATCH_VMA_COST;
  *  - the run's file locks (/proc/locks of the sandbox's procfs: pids of other namespaces
  *    read 0) at AB_MEMWATCH_LOCK_COST;
@@ -477,7 +477,7 @@ scan_fds(struct ab_memwatch *mw, const char *pid, struct inoset *pipes, const st
 {
 	char path[600]; /* PID/fdinfo/N: both names of at most NAME_MAX */
 	cleanup_fd int dfd = -1;
-	uint64_t n = 0;
+	uint64_t n = 0, epolls = 0, watches = 0;
 	struct stat st;
 	DIR *d;
 	struct dirent *de;
@@ -535,9 +535,9 @@ scan_fds(struct ab_memwatch *mw, const char *pid, struct inoset *pipes, const st
 
 			snprintf(path, sizeof(path), "%s/fdinfo/%s", pid, de->d_name);
 			info = read_text(mw->proc_fd, path, 64u << 20);
+			epolls++;
 			if (info)
-				*bytes += memwatch_count_lines(info, "tfd:") *
-					  AB_MEMWATCH_EPITEM_COST;
+				watches += memwatch_count_lines(info, "tfd:");
 			break;
 		}
 		case AB_FD_INOTIFY:
@@ -552,6 +552,13 @@ scan_fds(struct ab_memwatch *mw, const char *pid, struct inoset *pipes, const st
 		}
 	}
 	closedir(d);
+	/* epoll watches: what the instances hold, or what they can come to hold before the
+	 * next scan, whichever is more. Each can watch every file of this process: a script
+	 * adding watches to many instances faster than their fdinfo can be read (a scan of
+	 * millions of tfd lines takes hundreds of ms) is charged at once. */
+	if (epolls * n > watches)
+		watches = epolls * n;
+	*bytes += watches * AB_MEMWATCH_EPITEM_COST;
 	return n;
 }
 

@@ -484,7 +484,7 @@ test_kobj_scan(void)
 	TAP_OK(memwatch_attach(&mw, open_tmp(), 1000) == 0, "kobj: attach to the fake /proc");
 	TAP_OK(memwatch_kobj_scan(&mw, &bytes, &fds) == 0, "kobj: the scan runs");
 	want = 10 * AB_MEMWATCH_FD_COST + 2 * AB_MEMWATCH_PIPE_COST /* 55 and 56, once each */ +
-	       2 * AB_MEMWATCH_EPITEM_COST + /* no sock_diag here: no socket has fds in flight */
+	       7 * AB_MEMWATCH_EPITEM_COST + /* the epoll's 2 watches, or 1 x its process's 7 fds */
 	       mw.inotify_queue + AB_MEMWATCH_PTY_COST + 3 * AB_MEMWATCH_VMA_COST +
 	       1 * AB_MEMWATCH_LOCK_COST;
 	TAP_OK(fds == 10 && bytes == want,
@@ -493,6 +493,14 @@ test_kobj_scan(void)
 	       (unsigned long long) bytes, (unsigned long long) want);
 	TAP_OK(mw.kobj_checks == 1 && mw.kobj == want && mw.last >= want,
 	       "kobj: the first poll ran the scan and counts it");
+	/* more watches than the process has fds (their files are open elsewhere): the watches */
+	put("20/fdinfo/5",
+	    "tfd: 1\ntfd: 2\ntfd: 3\ntfd: 4\ntfd: 5\ntfd: 6\ntfd: 7\ntfd: 8\ntfd: 9\n");
+	bytes = 0;
+	TAP_OK(memwatch_kobj_scan(&mw, &bytes, &fds) == 0 &&
+		       bytes == want + 2 * AB_MEMWATCH_EPITEM_COST,
+	       "kobj: an epoll with more watches than its process has fds: each watch (%llu)",
+	       (unsigned long long) bytes);
 	memwatch_done(&mw);
 	snprintf(path, sizeof(path), "rm -rf -- '%s'", tmp);
 	if (system(path) != 0)
