@@ -98,11 +98,18 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(
 			res, AB_LIM_MEMORY, lp->memwatch_bytes,
 			"agentbox watchdog: RSS and shared memory of every sandbox process plus "
-			"its tmpfs, polled every 1-50 ms, SIGKILL over the limit",
+			"its tmpfs, and the kernel memory they hold (page tables, threads, fds, "
+			"pipes, sockets, epoll, inotify, ptys, mappings, tmpfs inodes and "
+			"xattrs), polled every 1-50 ms, SIGKILL over the limit",
 			whole,
 			whole ? "no memory cgroup here: a polled limit; a fast allocator can pass "
-				"it by what it allocates between two polls (docs/design.md)"
-			      : "--without seccomp: memfd and SysV shared memory are not counted");
+				"it by what it allocates between two polls (docs/design.md). "
+				"Refused in this mode (memory the watchdog could not count): "
+				"memfd_create, memfd_secret, shmget, msgget and semget (ENOSYS), "
+				"F_SETPIPE_SZ above 64 KiB, SO_SNDBUF and SO_SNDBUFFORCE (EPERM)"
+			      : "--without seccomp: memfd, SysV shared memory, message queues and "
+				"semaphores are not counted, nor pipes and send buffers past their "
+				"defaults");
 		if (!whole)
 			result_warn(res,
 				    "--without seccomp: the memory watchdog cannot see memfd or "

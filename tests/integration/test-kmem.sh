@@ -115,7 +115,7 @@ print("idle", flush=True)
 EOF
 worst=0
 SHOW_RSS=1
-for i in 1 2 3; do
+for _ in 1 2 3; do
     krun "$WORK/idle.py"
     [ "$rc" -eq 0 ] || bail "an idle run fails (rc $rc): $(head -c 300 "$WORK/err")"
     echo "# overhead: an idle run cost the host $DROP MiB of MemAvailable"
