@@ -20,7 +20,9 @@ MiB=1048576
 LIMIT_MIB=64
 # The per-run overhead: what a run costs the host outside its --memory (the supervisor,
 # bwrap, the sandbox's namespaces and mounts, the watchdog's overshoot between two polls).
-# Measured on this 2-core VM: see the "# overhead" lines an idle run prints.
+# Measured on this shared 2-core VM (docs/design.md, "Per-run overhead"): agentbox, the
+# supervisor and bwrap hold ~5.5 MiB; an idle run lowered MemAvailable by 6-52 MiB, most of
+# the spread being other processes' memory. See the "# overhead" lines printed below.
 OVERHEAD_MIB=64
 KILL_MIB=768
 KM=$AB_TESTDIR/kmem
