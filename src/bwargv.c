@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "init/netcheck.h"
 #include "util/xalloc.h"
 #include "warm.h"
 
@@ -145,6 +146,12 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		strv_push(av, "--seccomp");
 		strv_pushf(av, "%d", AB_FD_SECCOMP);
 	}
+	/* The namespace is what keeps the script off the network (its loopback is its own):
+	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h).
+	 * In its environment, not its argv: the script can read /proc/1/cmdline. */
+	strv_push(av, "--setenv");
+	strv_push(av, AB_NETCHECK_ENV);
+	strv_pushf(av, "%llu", p->netns_not);
 	/* The command always follows "--" (T37). */
 	strv_push(cmd, "--");
 	strv_push(cmd, AB_SANDBOX_INIT);
@@ -154,10 +161,6 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		strv_push(cmd, "--memwatch-fd");
 		strv_pushf(cmd, "%d", AB_FD_MEMWATCH);
 	}
-	/* The namespace is what keeps the script off the network (its loopback is its own):
-	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h). */
-	strv_push(cmd, "--net-check");
-	strv_pushf(cmd, "%llu", p->netns_not);
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
 		if (p->rw_bind) {

@@ -71,7 +71,7 @@ struct ab_plan {
 	uint16_t landlock_connect_port;
 
 	/* The nsfs inode of the network namespace agentbox started in: agentbox-init refuses
-	 * to run the script in it (--net-check; 0: only the lo-only check). */
+	 * to run the script in it (AB_NETCHECK_ENV; 0: only the lo-only check). */
 	unsigned long long netns_not;
 
 	/* A warm slot (warm.h): the interpreter starts with its hook (Node: --require; Python:

@@ -263,7 +263,7 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
 	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
 	/* The sandbox's own loopback is the script's by default: the network namespace keeps it
-	 * off the network (agentbox-init checks it, --net-check). --net-strict also denies TCP
+	 * off the network (agentbox-init checks it: netcheck.h). --net-strict also denies TCP
 	 * bind and connect there. */
 	if (c->o->net_strict && !c->o->share_net && (!c->plan.landlock || h->landlock_abi < 4)) {
 		ab_err_set(err, -ENOTSUP,
@@ -334,7 +334,7 @@ run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
 	{
 		struct stat st;
 
-		/* the namespace the sandbox must not share (agentbox-init --net-check) */
+		/* the namespace the sandbox must not share (netcheck.h AB_NETCHECK_ENV) */
 		if (stat("/proc/self/ns/net", &st) == 0)
 			c.plan.netns_not = (unsigned long long) st.st_ino;
 	}
