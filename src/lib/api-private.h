@@ -34,6 +34,9 @@ int api_fail_ab(ab_error **err, const struct ab_err *e);
 
 /* The spec's JSON object (borrowed). */
 const json_t *api_spec_json(const ab_spec *s);
+/* ab_spec_from_json for a JSON object already parsed (a reference is taken, nothing copied):
+ * a client holding megabytes of code pays no second parse (the MCP server, issue 24). */
+ab_spec *api_spec_from_tree(json_t *j, ab_error **err);
 
 /* Starts `agentbox-supervisor mode` with the request {"config", body_key: body} (and
  * extra_key: extra when extra_key is not NULL); ctl_fd >= 0 becomes its fd 6 (a slot's

@@ -251,12 +251,9 @@ check_key(const char *key, json_t *v, ab_error **err)
 AB_EXPORT ab_spec *
 ab_spec_from_json(const char *json, size_t len, ab_error **err)
 {
-	struct ab_run_opts o;
-	struct ab_err e = { 0 };
 	json_error_t je;
 	ab_spec *s;
 	json_t *j;
-	int r;
 
 	if (!json)
 		return fail(err, -EINVAL, 2, "pass the spec's JSON text (docs/spec.md)",
@@ -268,16 +265,28 @@ ab_spec_from_json(const char *json, size_t len, ab_error **err)
 		     "spec: not valid JSON (line %d, column %d): %s", je.line, je.column, je.text);
 		return NULL;
 	}
+	s = api_spec_from_tree(j, err);
+	json_decref(j);
+	return s;
+}
+
+ab_spec *
+api_spec_from_tree(json_t *j, ab_error **err)
+{
+	struct ab_run_opts o;
+	struct ab_err e = { 0 };
+	ab_spec *s;
+	int r;
+
 	run_opts_init(&o);
 	r = spec_parse(j, &o, &e);
 	run_opts_done(&o);
 	if (r < 0) {
-		json_decref(j);
 		api_fail_ab(err, &e);
 		return NULL;
 	}
 	s = xcalloc(1, sizeof(*s));
-	s->j = j;
+	s->j = json_incref(j);
 	return s;
 }
 

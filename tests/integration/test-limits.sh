@@ -457,7 +457,7 @@ for s in fill.py fill.js; do
         le "$(val written)" $((16 * MiB)) "$s $d: at most --tmp-size 16M written ($(val written))"
         ge "$(val written)" $((8 * MiB)) "$s $d: the fill got going"
         is "$(jr .limits.\"tmp-size\".enforced)" $((16 * MiB)) "$s $d: limits.tmp-size.enforced 16M"
-        is "$(jr .limits.\"tmp-size\".mechanism)" "bwrap --size tmpfs on /tmp and /dev/shm" \
+        is "$(jr .limits.\"tmp-size\".mechanism)" "tmpfs size= and nr_inodes= on /tmp and /dev/shm" \
             "$s $d: limits.tmp-size mechanism"
     done
 done
