@@ -101,8 +101,8 @@ struct mcp {
 	struct mcp_pending *pending; /* requests that wait for a run */
 	int n_running, n_queued;
 	uint64_t mem_running, tasks_running; /* what the runs going hold (their limits) */
-	size_t held_jobs;                    /* bytes the queued runs' requests hold (max_pending) */
-	json_t *info_cache;                  /* sandbox_info, computed once */
+	size_t held_jobs;            /* bytes the queued runs' requests hold (max_pending) */
+	json_t *info_cache;          /* sandbox_info, computed once */
 	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
 	json_t *info_langs;          /* what they answered so far */
 	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */
