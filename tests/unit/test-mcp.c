@@ -331,9 +331,14 @@ test_refuse(void)
 	json_array_clear(sent);
 	mcp_refuse(&m, call, strlen(call), 1000, 123);
 	r = json_object_get(json_array_get(sent, 0), "result");
-	TAP_OK(json_array_size(sent) == 1 && json_is_true(json_object_get(r, "isError")) &&
-		       strstr(json_dumps(json_object_get(r, "content"), 0), "busy"),
-	       "refuse: over the byte budget, a tool call is a busy tool error, by its id");
+	{
+		char *text = json_dumps(json_object_get(r, "content"), 0);
+
+		TAP_OK(json_array_size(sent) == 1 && json_is_true(json_object_get(r, "isError")) &&
+			       text && strstr(text, "busy"),
+		       "refuse: over the byte budget, a tool call is a busy tool error, by its id");
+		free(text);
+	}
 	json_array_clear(sent);
 	mcp_refuse(&m, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}",
 		   strlen("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}"), 1000, 0);
