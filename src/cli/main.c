@@ -1,7 +1,7 @@
 /* agentbox: the command line, a thin client of libagentbox. Flags become a run spec
- * (src/cli.c → src/spec.c), the library runs it in a supervisor process, and this file
- * prints: the report where --report says, warnings and errors on stderr (this is the one
- * place that prints them), and the exit status. No sandboxing happens in this process. */
+ * (src/spec/options.c → src/spec/spec.c), the library runs it in a supervisor process, and this
+ * file prints: the report where --report says, warnings and errors on stderr (this is the one place
+ * that prints them), and the exit status. No sandboxing happens in this process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,18 +16,18 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
-#include "../cli.h"
 #include "../lib/api-private.h"
 #include "../mcp/mcp.h"
-#include "../prepare.h"
-#include "../report.h"
-#include "../result.h"
-#include "../spec.h"
-#include "../units.h"
+#include "../spec/options.h"
+#include "../spec/record.h"
+#include "../spec/report.h"
+#include "../spec/spec.h"
+#include "../spec/units.h"
+#include "../spec/words.h"
+#include "../supervisor/prepare.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
-#include "../words.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
 

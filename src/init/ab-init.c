@@ -13,12 +13,12 @@
  * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
  * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
  *
- * --warm-fd N: a warm slot's socket to agentbox (src/warm.h): kept open for CMD alone, whose
+ * --warm-fd N: a warm slot's socket to agentbox (src/warm/warm.h): kept open for CMD alone, whose
  * hook closes it before the script runs; agentbox-init closes its own copy once CMD started.
  *
  * --memwatch-fd N (a unix socket): before anything else, send agentbox's memory watchdog
- * (src/memwatch.h) fds on the sandbox's /proc, /tmp and /dev/shm, then close it. Nothing the
- * script runs ever holds that socket.
+ * (src/supervisor/memwatch.h) fds on the sandbox's /proc, /tmp and /dev/shm, then close it. Nothing
+ * the script runs ever holds that socket.
  *
  * It makes itself non-dumpable (the script, same uid, cannot read its memory, environ or fds),
  * applies Landlock, starts CMD as PID 2, reaps every process that is re-parented to it, and

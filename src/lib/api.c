@@ -22,9 +22,9 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "../cfg.h"
 #include "../lib/api-private.h"
-#include "../spec.h"
+#include "../spec/cfg.h"
+#include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"

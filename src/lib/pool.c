@@ -28,12 +28,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "../cli.h"
-#include "../spec.h"
+#include "../spec/options.h"
+#include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
-#include "../warm.h"
+#include "../warm/warm.h"
 #include "api-private.h"
 
 #define AB_EXPORT __attribute__((visibility("default")))

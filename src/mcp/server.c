@@ -29,13 +29,13 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#include "../hostfs.h"
-#include "../spec.h"
-#include "../units.h"
+#include "../fs/hostfs.h"
+#include "../spec/spec.h"
+#include "../spec/units.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
-#include "../warm.h"
+#include "../warm/warm.h"
 #include "agentbox/agentbox.h"
 #include "mcp.h"
 

@@ -13,12 +13,12 @@
 
 #include <sys/stat.h>
 
-#include "../spec.h"
+#include "../spec/spec.h"
+#include "../spec/words.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
-#include "../words.h"
 #include "mcp.h"
 
 #define MAX_LINKS 50 /* resource links per result; list_files has the rest */

@@ -50,7 +50,7 @@
 #include <sys/socket.h>
 
 #include "init/landlock.h"
-#include "netpolicy.h"
+#include "proxy/netpolicy.h"
 
 #define CTL_FD          3
 #define MAX_CONNS       64

@@ -29,20 +29,20 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "../cfg.h"
-#include "../cgroup.h"
-#include "../cmds.h"
-#include "../prepare.h"
-#include "../report.h"
-#include "../result.h"
-#include "../run.h"
-#include "../spec.h"
-#include "../supervise.h"
+#include "../spec/cfg.h"
+#include "../spec/record.h"
+#include "../spec/report.h"
+#include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/proc.h"
 #include "../util/xalloc.h"
-#include "../warm.h"
+#include "../warm/warm.h"
+#include "cgroup/cgroup.h"
+#include "cmds.h"
+#include "prepare.h"
+#include "run.h"
+#include "supervise.h"
 
 #define SUP_FD_REQUEST  3
 #define SUP_FD_RESPONSE 4

@@ -10,7 +10,7 @@
 
 #include <sys/socket.h>
 
-#include "../cfg.h"
+#include "../spec/cfg.h"
 #include "macro.h"
 #include "xalloc.h"
 

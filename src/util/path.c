@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cfg.h"
+#include "../spec/cfg.h"
 #include "xalloc.h"
 
 char *

@@ -20,8 +20,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "src/binds.h"
-#include "src/hostfs.h"
+#include "src/fs/hostfs.h"
+#include "src/supervisor/binds.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"

@@ -8,7 +8,7 @@
 
 #include <sys/mman.h>
 
-#include "src/interp.h"
+#include "src/supervisor/interp.h"
 #include "tests/tap.h"
 
 /* The script's content in a memfd (interp_detect_lang preads the fd). */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/limitplan.h"
+#include "src/supervisor/limitplan.h"
 #include "tests/tap.h"
 
 #define DEFAULT_FIX                                                                           \

@@ -20,10 +20,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "src/hint.h"
-#include "src/netproxy.h"
-#include "src/run.h"
-#include "src/runctx.h"
+#include "src/supervisor/hint.h"
+#include "src/supervisor/netproxy.h"
+#include "src/supervisor/run.h"
+#include "src/supervisor/runctx.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"

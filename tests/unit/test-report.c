@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "src/report.h"
+#include "src/spec/report.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
 

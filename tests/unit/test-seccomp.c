@@ -35,7 +35,7 @@
 #include <seccomp.h>
 
 #include "config.h"
-#include "src/filter.h"
+#include "src/supervisor/filter.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/strv.h"

@@ -1,0 +1,235 @@
+#include "bwargv.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/xalloc.h"
+#include "../warm/warm.h"
+
+void
+plan_add_ro_bind_fd(struct ab_plan *p, int fd, const char *src, const char *dest)
+{
+	p->ro_binds = xrealloc(p->ro_binds, (p->n_ro_binds + 1) * sizeof(*p->ro_binds));
+	p->ro_binds[p->n_ro_binds].src = xstrdup(src);
+	p->ro_binds[p->n_ro_binds].dest = xstrdup(dest);
+	p->ro_binds[p->n_ro_binds].fd = fd;
+	p->ro_binds[p->n_ro_binds].staged = false;
+	p->n_ro_binds++;
+}
+
+void
+plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest)
+{
+	plan_add_ro_bind_fd(p, -1, src, dest);
+}
+
+void
+plan_done(struct ab_plan *p)
+{
+	free(p->interp);
+	free(p->venv);
+	free(p->script_sandbox);
+	strv_done(&p->script_args);
+	free(p->work_src);
+	free(p->etc_src);
+	free(p->rw_bind);
+	free(p->rw_bind_src);
+	for (size_t i = 0; i < p->n_ro_binds; i++) {
+		free(p->ro_binds[i].src);
+		free(p->ro_binds[i].dest);
+		if (p->ro_binds[i].fd >= 0)
+			(void) close(p->ro_binds[i].fd);
+	}
+	free(p->ro_binds);
+	for (size_t i = 0; i < p->n_etc_binds; i++) {
+		free(p->etc_binds[i].src);
+		free(p->etc_binds[i].dest);
+		if (p->etc_binds[i].fd >= 0)
+			(void) close(p->etc_binds[i].fd);
+	}
+	free(p->etc_binds);
+	strv_done(&p->env);
+	memset(p, 0, sizeof(*p));
+}
+
+static void
+push_env(struct strv *av, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	char *name;
+
+	if (!eq)
+		return;
+	name = xstrndup(kv, (size_t) (eq - kv));
+	strv_push_n(av, 3, "--setenv", name, eq + 1);
+	free(name);
+}
+
+void
+bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
+{
+	static const char *const usr_links[4][2] = {
+		{ "usr/bin", "/bin" },
+		{ "usr/sbin", "/sbin" },
+		{ "usr/lib", "/lib" },
+		{ "usr/lib64", "/lib64" },
+	};
+
+	/* Namespaces: all of them, network included (T9, T11, T12). --unshare-user is explicit
+	 * so that a setuid bwrap would still map us, and --disable-userns needs it. */
+	strv_push(av, "--unshare-all");
+	if (p->share_net)
+		strv_push(av, "--share-net"); /* prepare: agentbox's own, see netproxy.h */
+	strv_push(av, "--unshare-user");
+	if (p->disable_userns)
+		strv_push(av, "--disable-userns"); /* T32: no nested user namespaces */
+	strv_push(av, "--die-with-parent");        /* T13: the sandbox dies with agentbox */
+	strv_push(av, "--new-session");            /* T10: no controlling tty, no TIOCSTI */
+	/* agentbox-init is PID 1: non-dumpable, it reports the exact wait status (T6, T13). */
+	strv_push(av, "--as-pid-1");
+	strv_push_n(av, 2, "--cap-drop", "ALL"); /* T34 */
+	strv_pushf(av, "--uid");
+	strv_pushf(av, "%d", AB_SANDBOX_UID);
+	strv_pushf(av, "--gid");
+	strv_pushf(av, "%d", AB_SANDBOX_GID);
+	if (!p->no_hostname)
+		strv_push_n(av, 2, "--hostname", AB_SANDBOX_HOSTNAME); /* T35 */
+
+	/* Environment: nothing inherited (T6); the plan holds the whole allow-list. */
+	strv_push(av, "--clearenv");
+	STRV_FOREACH (kv, &p->env)
+		push_env(av, *kv);
+
+	/* Read-only base: /usr and the merged-usr links, generated /etc (T1, T2). */
+	strv_push_n(av, 3, "--ro-bind", "/usr", "/usr");
+	for (int i = 0; i < 4; i++)
+		if (p->usr_links[i])
+			strv_push_n(av, 3, "--symlink", usr_links[i][0], usr_links[i][1]);
+	if (p->lib32)
+		strv_push_n(av, 3, "--symlink", "usr/lib32", "/lib32");
+	if (p->libx32)
+		strv_push_n(av, 3, "--symlink", "usr/libx32", "/libx32");
+	strv_push_n(av, 3, "--ro-bind", p->etc_src, "/etc");
+
+	/* Fresh /proc with /proc/sys read-only (T30), minimal /dev, size-capped tmpfs (T18). */
+	strv_push_n(av, 2, "--proc", "/proc");
+	strv_push_n(av, 3, "--ro-bind", "/proc/sys", "/proc/sys");
+	/* /proc/keys lists the key names of every keyring the uid can view (T8, T24) */
+	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/keys");
+	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/key-users");
+	strv_push_n(av, 2, "--dev", "/dev");
+	strv_push(av, "--size");
+	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);
+	strv_push_n(av, 2, "--tmpfs", "/dev/shm");
+	strv_push(av, "--size");
+	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);
+	strv_push_n(av, 2, "--tmpfs", "/tmp");
+
+	/* Extra read-only binds (interpreter outside /usr, venv, node_modules). */
+	for (size_t i = 0; i < p->n_ro_binds; i++)
+		strv_push_n(av, 3, "--ro-bind", p->ro_binds[i].src, p->ro_binds[i].dest);
+
+	/* The only writable paths: the workspace, and for `prepare` the environment. */
+	strv_push_n(av, 3, "--bind", p->work_src, AB_SANDBOX_WORK);
+	if (p->rw_bind)
+		strv_push_n(av, 3, "--bind", p->rw_bind_src ? p->rw_bind_src : p->rw_bind,
+			    p->rw_bind);
+	strv_push_n(av, 2, "--remount-ro", "/"); /* the root tmpfs itself: no stray writes */
+	strv_push_n(av, 2, "--chdir", AB_SANDBOX_WORK);
+	if (p->seccomp) {
+		strv_push(av, "--seccomp");
+		strv_pushf(av, "%d", AB_FD_SECCOMP);
+	}
+	/* The command always follows "--" (T37). */
+	strv_push(cmd, "--");
+	strv_push(cmd, AB_SANDBOX_INIT);
+	strv_push(cmd, "--status-fd");
+	strv_pushf(cmd, "%d", AB_FD_STATUS);
+	if (p->memwatch) {
+		strv_push(cmd, "--memwatch-fd");
+		strv_pushf(cmd, "%d", AB_FD_MEMWATCH);
+	}
+	/* The namespace is what keeps the script off the network (its loopback is its own):
+	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h). */
+	strv_push(cmd, "--net-check");
+	strv_pushf(cmd, "%llu", p->netns_not);
+	if (p->landlock) {
+		strv_push(cmd, "--landlock");
+		if (p->rw_bind) {
+			strv_push(cmd, "--writable");
+			strv_push(cmd, p->rw_bind);
+		}
+		if (p->landlock_net)
+			strv_push(cmd, "--landlock-net");
+		if (p->landlock_net && p->landlock_connect_port) {
+			/* prepare: the registry proxy in the install's network namespace */
+			strv_push(cmd, "--landlock-connect");
+			strv_pushf(cmd, "%u", (unsigned) p->landlock_connect_port);
+		}
+		if (p->landlock_scope)
+			strv_push(cmd, "--landlock-scope");
+	}
+	if (p->warm) {
+		/* the slot's socket, for the interpreter's hook alone (warm.h) */
+		strv_push(cmd, "--warm-fd");
+		strv_pushf(cmd, "%d", AB_WARM_FD);
+	}
+	strv_push(cmd, "--");
+	strv_push(cmd, p->interp);
+	if (p->warm && p->lang == AB_LANG_NODE)
+		strv_push_n(cmd, 2, "--require", AB_WARM_JS_HOOK); /* the hook removes it again */
+	strv_push(cmd, p->script_sandbox);
+	STRV_FOREACH (a, &p->script_args)
+		strv_push(cmd, *a);
+}
+
+char *
+bwargv_serialize(const struct strv *av, size_t *ret_len)
+{
+	size_t len = 0;
+	char *buf, *q;
+
+	for (size_t i = 0; i < av->n; i++)
+		len += strlen(av->v[i]) + 1;
+	q = buf = xmalloc(len ? len : 1);
+	for (size_t i = 0; i < av->n; i++) {
+		size_t l = strlen(av->v[i]) + 1;
+
+		memcpy(q, av->v[i], l);
+		q += l;
+	}
+	*ret_len = len;
+	return buf;
+}
+
+char *
+bwargv_shell_quote(const char *w)
+{
+	size_t len = 3;
+	char *out, *q;
+	bool plain = *w != '\0';
+
+	for (const char *s = w; *s; s++) {
+		len += *s == '\'' ? 4 : 1;
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/"
+			    "._-=:,+@",
+			    *s))
+			plain = false;
+	}
+	if (plain)
+		return xstrdup(w);
+	q = out = xmalloc(len);
+	*q++ = '\'';
+	for (const char *s = w; *s; s++) {
+		if (*s == '\'') {
+			memcpy(q, "'\\''", 4);
+			q += 4;
+		} else {
+			*q++ = *s;
+		}
+	}
+	*q++ = '\'';
+	*q = '\0';
+	return out;
+}
