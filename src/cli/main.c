@@ -172,7 +172,7 @@ static void
 write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest, int report_fd,
 		   const struct ab_err *err)
 {
-	struct ab_result res;
+	struct ab_record res;
 	cleanup_free char *text = NULL;
 	size_t len = 0;
 	json_t *rep;

@@ -1,4 +1,6 @@
-/* result.h: what happened in one run; filled as the run goes, turned into JSON by report.c. */
+/* record.h: the internal record of one run (struct ab_record; the library's public, opaque
+ * ab_result is another thing): what happened, filled as the run goes, turned into JSON by
+ * report.c. */
 #pragma once
 
 #include <jansson.h>
@@ -92,7 +94,7 @@ struct ab_usage {
 	int64_t pids_refused;      /* forks refused at the task limit; -1 unknown */
 };
 
-struct ab_result {
+struct ab_record {
 	enum ab_status status;
 	int exit_code; /* the script's exit code, -1 when it did not exit */
 	int signal;    /* the signal that killed the script, 0 when none */
@@ -145,14 +147,14 @@ struct ab_result {
 	json_t *files_summary;
 };
 
-void result_init(struct ab_result *r, struct ab_run_opts *opts);
-void result_done(struct ab_result *r);
-void result_warn(struct ab_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void result_init(struct ab_record *r, struct ab_run_opts *opts);
+void result_done(struct ab_record *r);
+void result_warn(struct ab_record *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A default this host cannot apply (issue 25): the warning, which must begin "default NAME ",
  * and NAME in defaults_not_applied, so that a terminal can get one short line for all of them
  * (agentbox doctor explains) while the report keeps the whole text. */
-void result_default_unapplied(struct ab_result *r, const char *name, const char *fmt, ...)
+void result_default_unapplied(struct ab_record *r, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void result_protect(struct ab_result *r, const char *name, bool enforced, const char *fmt, ...)
+void result_protect(struct ab_record *r, const char *name, bool enforced, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-void result_set_message(struct ab_result *r, const char *msg, const char *fix);
+void result_set_message(struct ab_record *r, const char *msg, const char *fix);

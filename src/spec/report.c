@@ -43,7 +43,7 @@ result_status_name(enum ab_status s)
 }
 
 void
-result_init(struct ab_result *r, struct ab_run_opts *opts)
+result_init(struct ab_record *r, struct ab_run_opts *opts)
 {
 	memset(r, 0, sizeof(*r));
 	r->status = AB_STATUS_SETUP_ERROR;
@@ -62,7 +62,7 @@ result_init(struct ab_result *r, struct ab_run_opts *opts)
 }
 
 void
-result_done(struct ab_result *r)
+result_done(struct ab_record *r)
 {
 	free(r->out.buf);
 	free(r->err.buf);
@@ -93,7 +93,7 @@ result_done(struct ab_result *r)
 }
 
 void
-result_warn(struct ab_result *r, const char *fmt, ...)
+result_warn(struct ab_record *r, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -103,7 +103,7 @@ result_warn(struct ab_result *r, const char *fmt, ...)
 }
 
 void
-result_default_unapplied(struct ab_result *r, const char *name, const char *fmt, ...)
+result_default_unapplied(struct ab_record *r, const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -114,7 +114,7 @@ result_default_unapplied(struct ab_result *r, const char *name, const char *fmt,
 }
 
 void
-result_protect(struct ab_result *r, const char *name, bool enforced, const char *fmt, ...)
+result_protect(struct ab_record *r, const char *name, bool enforced, const char *fmt, ...)
 {
 	va_list ap;
 	char *s = NULL;
@@ -131,7 +131,7 @@ result_protect(struct ab_result *r, const char *name, bool enforced, const char 
 }
 
 void
-result_set_message(struct ab_result *r, const char *msg, const char *fix)
+result_set_message(struct ab_record *r, const char *msg, const char *fix)
 {
 	free(r->message);
 	free(r->fix);
@@ -300,7 +300,7 @@ utf8_start(const char *p, size_t len)
 }
 
 static json_t *
-stream_json(const struct ab_stream *s, const char *name, const struct ab_result *r)
+stream_json(const struct ab_stream *s, const char *name, const struct ab_record *r)
 {
 	size_t head = s->len, tail_len = 0, skip = 0, len, raw_len;
 	cleanup_free char *raw = NULL, *path = NULL;
@@ -393,7 +393,7 @@ str_or_null(const char *s)
 /* Text for people, in the words of the interface that asked for the run (words.h): the
  * command line's flags, or a spec's keys. */
 static json_t *
-words_json(const struct ab_result *r, const char *s)
+words_json(const struct ab_record *r, const char *s)
 {
 	cleanup_free char *t = NULL;
 
@@ -406,7 +406,7 @@ words_json(const struct ab_result *r, const char *s)
 }
 
 static json_t *
-words_strv_json(const struct ab_result *r, const struct strv *sv)
+words_strv_json(const struct ab_record *r, const struct strv *sv)
 {
 	json_t *a = json_array();
 
@@ -416,7 +416,7 @@ words_strv_json(const struct ab_result *r, const struct strv *sv)
 }
 
 static json_t *
-limits_json(const struct ab_result *r)
+limits_json(const struct ab_record *r)
 {
 	json_t *o = json_object();
 
@@ -450,7 +450,7 @@ strv_json(const struct strv *sv)
 }
 
 json_t *
-report_build(const struct ab_result *r)
+report_build(const struct ab_record *r)
 {
 	json_t *o = json_object();
 	json_t *prot = json_object();

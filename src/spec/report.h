@@ -10,7 +10,7 @@
 #define AB_REPORT_SCHEMA_VERSION 1
 
 /* Builds the report object. Pure. */
-json_t *report_build(const struct ab_result *r);
+json_t *report_build(const struct ab_record *r);
 
 /* Writes the report to path ("-" = stdout) atomically (temp file + rename, never through a
  * symlink at path). Returns 0 or -errno. */

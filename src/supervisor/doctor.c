@@ -342,7 +342,7 @@ doctor_checks(json_t **ret, struct ab_err *err)
 	{
 		/* what the default limits become here (limitplan.c, pure) */
 		struct ab_run_opts o;
-		struct ab_result res;
+		struct ab_record res;
 		struct ab_limits_plan lp;
 		struct ab_err e = { 0 };
 		bool weak;

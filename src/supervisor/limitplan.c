@@ -11,7 +11,7 @@
 #include "../util/xalloc.h"
 
 static void
-set_limit(struct ab_result *res, enum ab_limit_id id, uint64_t enforced, const char *mechanism,
+set_limit(struct ab_record *res, enum ab_limit_id id, uint64_t enforced, const char *mechanism,
 	  bool whole_run, const char *note)
 {
 	struct ab_limit_result *l = &res->limits[id];
@@ -28,7 +28,7 @@ set_limit(struct ab_result *res, enum ab_limit_id id, uint64_t enforced, const c
  * cannot apply (host) is also listed in defaults_not_applied (issue 25). */
 static int
 unenforceable(const struct ab_run_opts *o, enum ab_limit_id id, const char *why, const char *fix,
-	      bool host, struct ab_result *res, struct ab_err *err)
+	      bool host, struct ab_record *res, struct ab_err *err)
 {
 	if (o->limits[id].set) {
 		ab_err_set(err, -ENOTSUP, "cannot enforce --%s on this host: %s",
@@ -47,7 +47,7 @@ unenforceable(const struct ab_run_opts *o, enum ab_limit_id id, const char *why,
 
 int
 limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
-	    bool per_run_userns, struct ab_limits_plan *lp, struct ab_result *res,
+	    bool per_run_userns, struct ab_limits_plan *lp, struct ab_record *res,
 	    struct ab_err *err)
 {
 	const struct ab_cg_host *cg = &h->cg;
@@ -235,7 +235,7 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 }
 
 void
-limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct ab_result *res)
+limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct ab_record *res)
 {
 	/* timeout: always ours */
 	lp->timeout_ms = o->limits[AB_LIM_TIMEOUT_MS].value;

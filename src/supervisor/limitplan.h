@@ -47,12 +47,12 @@ struct ab_limits_plan {
  * RLIMIT_NPROC counts only this run's tasks. Fills res->limits, adds warnings.
  * Returns 0 or -errno with err set (an explicit limit that cannot be enforced). */
 int limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
-		bool per_run_userns, struct ab_limits_plan *ret, struct ab_result *res,
+		bool per_run_userns, struct ab_limits_plan *ret, struct ab_record *res,
 		struct ab_err *err);
 
 /* The limits only the supervision loop applies, the timeout and the output cap: set by
  * limits_plan, and again when a warm slot's run brings its own (warm.h). Fills res->limits. */
-void limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct ab_result *res);
+void limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct ab_record *res);
 
 /* For people: which tmpfs caps add up to lp->tmpfs_bytes ("the workspace (--disk 2G), /tmp
  * and /dev/shm (--tmp-size 128M each)"), into buf. Pure. Returns buf. */

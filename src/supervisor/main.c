@@ -112,7 +112,7 @@ respond(json_t *result, const struct ab_err *err)
 /* The report of a run: built and serialised here, with agentbox's own peak memory measured
  * last and patched in, written to the response and to a kept run's directory. */
 static int
-respond_report(struct ab_result *res)
+respond_report(struct ab_record *res)
 {
 	cleanup_free char *text = NULL;
 	size_t len = 0;
@@ -150,7 +150,7 @@ static int
 mode_run(const json_t *req)
 {
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_err err = { 0 };
 	int r, fds_before;
 
@@ -222,7 +222,7 @@ mode_slot(const json_t *req)
 	const json_t *spec = json_object_get(req, "spec");
 	struct ab_slot_opts so = { .ctl_fd = SUP_FD_CTL, .state = AB_WARM_STARTING };
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_err err = { 0 };
 	int r, fds_before = 0;
 

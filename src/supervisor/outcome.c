@@ -21,7 +21,7 @@
 #include "runctx.h"
 
 static bool
-limit_hit(const struct ab_result *res, const char *name)
+limit_hit(const struct ab_record *res, const char *name)
 {
 	for (size_t i = 0; i < res->limits_hit.n; i++)
 		if (strcmp(res->limits_hit.v[i], name) == 0)
@@ -38,7 +38,7 @@ limit_hit(const struct ab_result *res, const char *name)
 static void
 file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 {
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 	unsigned hit = oc->fsize_hit;
 	const char *where;
 
@@ -64,7 +64,7 @@ file_size_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 static void
 truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 {
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 	const char *which = res->out.truncated && res->err.truncated ? "stdout and stderr"
 			    : res->out.truncated                     ? "stdout"
 								     : "stderr";
@@ -83,7 +83,7 @@ truncation_evidence(struct run_ctx *c, const struct ab_outcome *oc)
 }
 
 static void
-add_hit(struct ab_result *res, const char *name)
+add_hit(struct ab_record *res, const char *name)
 {
 	if (!limit_hit(res, name))
 		strv_push(&res->limits_hit, name);
@@ -94,7 +94,7 @@ add_hit(struct ab_result *res, const char *name)
 static void
 other_evidence(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u)
 {
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 
 	if (u && u->valid && u->pids_max_events > 0)
 		add_hit(res, "pids");
@@ -133,7 +133,7 @@ status_limit(enum ab_status st)
 }
 
 static void
-order_limits_hit(struct ab_result *res)
+order_limits_hit(struct ab_record *res)
 {
 	const char *last = status_limit(res->status);
 	struct strv sorted = { 0 };
@@ -236,7 +236,7 @@ oom_message(struct run_ctx *c, const struct ab_outcome *oc, const char *event)
 static void
 limit_fix(struct run_ctx *c, const struct ab_outcome *oc)
 {
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 	char total[16], mem[16];
 	uint64_t limit = c->lp.cg.memory_bytes > 0 ? c->lp.cg.memory_bytes : c->lp.memwatch_bytes;
 
@@ -276,7 +276,7 @@ limit_fix(struct run_ctx *c, const struct ab_outcome *oc)
 void
 outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct ab_cg_usage *u)
 {
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 	int ws = oc->script_wstatus;
 
 	res->wall_ms = oc->wall_ms;
@@ -428,7 +428,7 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 }
 
 int
-run_exit_code(const struct ab_result *res)
+run_exit_code(const struct ab_record *res)
 {
 	switch (res->status) {
 	case AB_STATUS_USAGE_ERROR:
@@ -464,7 +464,7 @@ run_exit_code(const struct ab_result *res)
 void
 outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 {
-	struct ab_result *r = c->res;
+	struct ab_record *r = c->res;
 	const struct ab_plan *p = &c->plan;
 	const char *ll_net = p->landlock_connect_port ? ", TCP bind denied, connect only to the "
 							"registry proxy's port"

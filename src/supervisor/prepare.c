@@ -566,7 +566,7 @@ index_url_target(const char *url, char *buf, size_t size)
 /* prepare's report: the install run's report, with what the proxy let through and refused
  * (network_proxy, sandbox.network.refused_connections). */
 static json_t *
-prepare_report(struct ab_result *res, int r, const struct ab_err *err, const struct ab_netproxy *np)
+prepare_report(struct ab_record *res, int r, const struct ab_err *err, const struct ab_netproxy *np)
 {
 	json_t *rep, *net;
 
@@ -938,7 +938,7 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 
 	{
 		struct ab_run_opts o;
-		struct ab_result res;
+		struct ab_record res;
 
 		run_opts_init(&o);
 		result_init(&res, &o);

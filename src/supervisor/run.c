@@ -159,7 +159,7 @@ static int
 check_protections(struct run_ctx *c, struct ab_err *err)
 {
 	struct ab_host *h = &c->host;
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 
 	if (!h->bwrap_runs) {
 		ab_err_set(err, -EPERM, "bubblewrap cannot create a sandbox here: %s",
@@ -229,7 +229,7 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 }
 
 int
-run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err)
+run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 {
 	struct run_ctx c = {
 		.o = o,

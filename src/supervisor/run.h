@@ -26,11 +26,11 @@ struct ab_slot_opts {
 
 /* Returns 0 when the sandbox ran (res says how it ended), or -errno with err set when
  * agentbox failed or refused before or around the run (res->status = setup_error). */
-int run_main(struct ab_run_opts *o, struct ab_result *res, struct ab_err *err);
+int run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err);
 
 /* The unprivileged user a root caller's sandboxes run as: spec (NAME or UID[:GID]), else
  * the user `agentbox` if it exists, else 64000:64000. Never 0. Returns 0 or -errno. */
 int run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err *err);
 
 /* The exit status agentbox leaves with, from a finished result. */
-int run_exit_code(const struct ab_result *res);
+int run_exit_code(const struct ab_record *res);

@@ -20,7 +20,7 @@
 
 struct run_ctx {
 	struct ab_run_opts *o;
-	struct ab_result *res;
+	struct ab_record *res;
 	struct ab_host host;
 	struct ab_plan plan;
 	struct ab_rundir rd;

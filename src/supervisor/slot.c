@@ -226,7 +226,7 @@ slot_prepare(void *p, struct ab_spawn *sp, char **ret_go, size_t *ret_len, struc
 {
 	struct run_ctx *c = p;
 	struct ab_run_opts *o = c->o->slot->claimed;
-	struct ab_result *res = c->res;
+	struct ab_record *res = c->res;
 	struct strv go = { 0 };
 	struct timespec ts;
 	int r;

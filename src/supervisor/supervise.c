@@ -154,7 +154,7 @@ struct stream_state {
 	int file_fd;      /* RUN_DIR/name once the stream passed the inline cap, else -1 */
 	bool file_failed; /* could not be written: removed, and not tried again */
 	struct sha256_ctx sha;
-	struct ab_result *res; /* for warnings */
+	struct ab_record *res; /* for warnings */
 };
 
 /* The stream file could not be written (the host's disk is full...): it goes, the report
@@ -303,7 +303,7 @@ pump(struct stream_state *st, uint64_t cap, bool truncate)
 
 static void
 relay_wind_up(struct stream_state *so, struct stream_state *se, struct ab_relay_dst **dst,
-	      size_t ndst, int sfd, bool interrupted, struct ab_result *res)
+	      size_t ndst, int sfd, bool interrupted, struct ab_record *res)
 {
 	struct stream_state *st[] = { so, se };
 	static const char *const name[] = { "stdout", "stderr" };
@@ -1059,7 +1059,7 @@ dup_high(int fd)
 }
 
 int
-supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *oc, struct ab_err *err)
+supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc, struct ab_err *err)
 {
 	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;

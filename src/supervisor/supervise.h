@@ -134,5 +134,5 @@ struct ab_outcome {
 /* Starts the sandbox and supervises the run to its end. With sp->warm, first waits as a slot
  * (see struct ab_warm): unless a claim was taken, the sandbox is killed and reaped, and the
  * outcome is not a run's. sp is changed only by warm->prepare. */
-int supervise_run(struct ab_spawn *sp, struct ab_result *res, struct ab_outcome *ret,
+int supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *ret,
 		  struct ab_err *err);

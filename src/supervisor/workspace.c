@@ -981,7 +981,7 @@ ws_stdin_memfd_data(const char *data, size_t len, uint64_t cap, int *ret, struct
 
 /* Says in the warnings what a cap cut from the walk `what`. */
 static void
-warn_walk(struct ab_result *res, const char *what, const struct ab_manifest *m)
+warn_walk(struct ab_record *res, const char *what, const struct ab_manifest *m)
 {
 	cleanup_free char *caps = walk_caps_text(m->truncated_caps & ~(unsigned) AB_CAP_HASH);
 

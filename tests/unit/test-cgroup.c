@@ -1605,7 +1605,7 @@ real_v2_spawn(void)
 	struct ab_err err = { 0 };
 	struct ab_limits_plan lp;
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_outcome oc = { 0 };
 	static char *no_cmd[] = { NULL };
 	static const char script[] = "#!/bin/sh\ncat /proc/self/cgroup\n";

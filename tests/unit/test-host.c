@@ -193,7 +193,7 @@ test_refusal(void)
 	if (pid == 0) {
 		/* run_main enters namespaces of its own: in a child, like doctor does */
 		struct ab_run_opts o;
-		struct ab_result res;
+		struct ab_record res;
 		struct ab_err err = { 0 };
 		int r;
 

@@ -31,7 +31,7 @@ enum host_kind {
 
 struct fx {
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_host h;
 	struct ab_limits_plan lp;
 	struct ab_err err;
