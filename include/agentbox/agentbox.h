@@ -60,7 +60,9 @@ void ab_error_free(ab_error *e);
  * default context made on the spot. */
 ab_context *ab_context_new(ab_error **err);
 /* Overrides one setting: "runs_dir", "cache_dir", "bwrap", "init", "netproxy", "supervisor",
- * "home", "path". value NULL restores "unset". Returns 0 or -EINVAL for an unknown key. */
+ * "home", "path". value NULL restores "unset". "words": "flags" makes reports and errors name
+ * the command line's flags (--memory) instead of the spec's keys (limits.memory, the default,
+ * also "spec"). Returns 0 or -EINVAL for an unknown key or value. */
 int ab_context_set(ab_context *ctx, const char *key, const char *value);
 void ab_context_free(ab_context *ctx);
 
@@ -120,6 +122,10 @@ ab_run_handle *ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, 
 int ab_run_fd(const ab_run_handle *r);
 /* Stops the run (the sandbox is killed; the report says status "interrupted"). */
 int ab_run_cancel(ab_run_handle *r);
+/* Sends sig to the run's supervisor, which answers SIGINT, SIGTERM, SIGHUP and SIGQUIT by
+ * stopping the run and reporting it (a CLI forwards the signals it gets this way). Returns 0,
+ * or -EINVAL once the run has been waited for or its supervisor is gone, or -errno. */
+int ab_run_signal(ab_run_handle *r, int sig);
 /* Waits for the run to finish (at once when its fd was readable) and frees r. */
 int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
 

@@ -16,7 +16,6 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
-#include "../lib/api-private.h"
 #include "../mcp/mcp.h"
 #include "../spec/options.h"
 #include "../spec/record.h"
@@ -24,12 +23,12 @@
 #include "../spec/spec.h"
 #include "../spec/units.h"
 #include "../spec/words.h"
-#include "../supervisor/prepare.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
+#include "prepare-flags.h"
 
 static const char main_help[] =
 	"usage: agentbox COMMAND [OPTIONS...]\n"
@@ -216,7 +215,7 @@ wait_forwarding(ab_run_handle *run, ab_result **ret, ab_error **err)
 			struct signalfd_siginfo si;
 
 			while (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si))
-				(void) api_run_signal(run, (int) si.ssi_signo);
+				(void) ab_run_signal(run, (int) si.ssi_signo);
 		}
 		if (p[0].revents)
 			break;
@@ -590,7 +589,7 @@ cmd_run(int argc, char **argv)
 	ctx = ab_context_new(NULL);
 	/* flags asked for the run: its messages name them (a --spec run's name the spec's keys) */
 	if (!o.spec_path)
-		api_context_flag_words(ctx);
+		(void) ab_context_set(ctx, "words", "flags");
 	spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
 	/* --report -: our stdout carries the report and nothing else (one JSON document for a
 	 * caller that parses it), so the script's stdout is not relayed there: it is in the

@@ -12,9 +12,9 @@
 #include <linux/stat.h>
 
 #include "../spec/cfg.h"
-#include "../supervisor/binds.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
+#include "refusal.h"
 
 #ifndef STATX_ATTR_MOUNT_ROOT
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
@@ -380,8 +380,8 @@ hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,
 		return NULL;
 	if (!write && S_ISDIR(st.st_mode) && is_a_home(&st))
 		return "a home directory itself";
-	return use == HOSTFS_USE_WORKSPACE ? binds_workspace_refusal(real, cfg()->home)
-					   : binds_refusal(real, cfg()->home);
+	return use == HOSTFS_USE_WORKSPACE ? refusal_workspace(real, cfg()->home)
+					   : refusal_mount(real, cfg()->home);
 }
 
 int

@@ -72,7 +72,7 @@ bool hostfs_is_allowed(const struct stat *st, const struct strv *allowed);
  * directory). Refused for every use: /, the system directories themselves (/usr /etc /var
  * /boot /proc /sys /dev /run /home /root /srv /opt /tmp /var/tmp /bin /sbin /lib /lib64 /mnt
  * /media), anything under /proc /sys /dev /run /boot /etc (a collect destination or workspace
- * under /usr too), any user's home directory itself, and what binds_refusal() refuses.
+ * under /usr too), any user's home directory itself, and what refusal_mount() refuses.
  * A workspace or collect destination must also not be a mount point, and not be or contain
  * the runs directory. */
 const char *hostfs_refusal(int fd, const char *real, enum hostfs_use use, int runs_root_fd,

@@ -22,11 +22,7 @@ struct ab_run_handle {
 
 /* The command line's context: its runs' reports name its flags (--memory), not the spec's
  * keys (limits.memory); words.h. */
-void api_context_flag_words(ab_context *ctx);
-
 /* Sends sig to the run's supervisor (which stops the run and reports the signal). */
-int api_run_signal(ab_run_handle *r, int sig);
-
 /* Sets *err (when err is not NULL) and returns code (negative). */
 int api_fail(ab_error **err, int code, int exit, const char *fix, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));

@@ -143,12 +143,6 @@ struct ab_context {
 	bool flag_words;           /* the command line's: reports name its flags (words.h) */
 };
 
-void
-api_context_flag_words(ab_context *ctx)
-{
-	ctx->flag_words = true;
-}
-
 AB_EXPORT ab_context *
 ab_context_new(ab_error **err)
 {
@@ -187,6 +181,12 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 
 	if (!ctx || !key)
 		return -EINVAL;
+	if (strcmp(key, "words") == 0) {
+		if (value && strcmp(value, "flags") != 0 && strcmp(value, "spec") != 0)
+			return -EINVAL;
+		ctx->flag_words = value && strcmp(value, "flags") == 0;
+		return 0;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		char **field = (char **) ((char *) &ctx->cfg + keys[i].off);
 
@@ -854,8 +854,8 @@ ab_run_fd(const ab_run_handle *r)
 	return r ? r->pidfd : -1;
 }
 
-int
-api_run_signal(ab_run_handle *r, int sig)
+AB_EXPORT int
+ab_run_signal(ab_run_handle *r, int sig)
 {
 	if (!r || r->waited || r->sup_pidfd < 0)
 		return -EINVAL;
@@ -865,7 +865,7 @@ api_run_signal(ab_run_handle *r, int sig)
 AB_EXPORT int
 ab_run_cancel(ab_run_handle *r)
 {
-	return api_run_signal(r, SIGTERM);
+	return ab_run_signal(r, SIGTERM);
 }
 
 static char *

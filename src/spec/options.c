@@ -280,6 +280,20 @@ cli_run_help(void)
 	       "executable / not found; 2 usage error.\n";
 }
 
+const char *
+lang_name(enum ab_lang lang)
+{
+	switch (lang) {
+	case AB_LANG_PYTHON:
+		return "python";
+	case AB_LANG_NODE:
+		return "node";
+	case AB_LANG_AUTO:
+	default:
+		return "auto";
+	}
+}
+
 /* The policy names live here, not in filter.c: libagentbox parses specs without libseccomp. */
 int
 filter_policy_parse(const char *s, enum ab_seccomp_policy *ret)

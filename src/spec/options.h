@@ -1,4 +1,5 @@
-/* cli.h: command line -> struct ab_run_opts. Never prints, never exits (unit-tested). */
+/* options.h: the run options (struct ab_run_opts), from a command line or a spec. Never prints,
+ * never exits (unit-tested). */
 #pragma once
 
 #include <stdbool.h>
@@ -6,7 +7,6 @@
 
 #include <sys/types.h>
 
-#include "../supervisor/filter.h"
 #include "../util/err.h"
 #include "../util/strv.h"
 
@@ -15,6 +15,19 @@ enum ab_lang {
 	AB_LANG_PYTHON,
 	AB_LANG_NODE,
 };
+
+/* "python", "node" or "auto". */
+const char *lang_name(enum ab_lang lang);
+
+enum ab_seccomp_policy {
+	AB_SECCOMP_DEFAULT, /* Flatpak + Docker blocklists, socket-family allow-list */
+	AB_SECCOMP_STRICT,  /* default, plus no sockets but AF_UNIX, no process tracing aids */
+	AB_SECCOMP_COUNT,
+};
+
+/* "default" | "strict" -> enum. Returns 0, or -EINVAL for anything else. */
+int filter_policy_parse(const char *s, enum ab_seccomp_policy *ret);
+const char *filter_policy_name(enum ab_seccomp_policy p);
 
 /* A limit: its value and whether the caller set it (an explicit limit the host cannot
  * enforce is an error; a default that cannot be enforced is a warning). */

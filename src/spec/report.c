@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 
 #include "../fs/hostfs.h"
-#include "../supervisor/interp.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
 #include "config.h"
+#include "options.h"
 #include "words.h"
 
 static const char *const status_names[AB_STATUS_COUNT] = {
@@ -480,9 +480,8 @@ report_build(const struct ab_record *r)
 	json_object_set_new(o, "run_id", str_or_null(r->run_id));
 	json_object_set_new(o, "warm", json_boolean(r->warm));
 	json_object_set_new(o, "script", str_or_null(r->script));
-	json_object_set_new(o, "lang",
-			    r->lang == AB_LANG_AUTO ? json_null()
-						    : json_string(interp_lang_name(r->lang)));
+	json_object_set_new(
+		o, "lang", r->lang == AB_LANG_AUTO ? json_null() : json_string(lang_name(r->lang)));
 	json_object_set_new(o, "interpreter", str_or_null(r->interpreter));
 	json_object_set_new(o, "stdout", stream_json(&r->out, "stdout", r));
 	json_object_set_new(o, "stderr", stream_json(&r->err, "stderr", r));

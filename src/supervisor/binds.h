@@ -4,27 +4,10 @@
 
 #include <stdbool.h>
 
+#include "../fs/refusal.h"
 #include "../util/err.h"
 #include "../util/strv.h"
 #include "plan.h"
-
-/* Why host path `real` (absolute, symlink-free) must not be mounted, or NULL when it may.
- * home: the caller's $HOME (may be NULL). Refused: /, /etc itself and its secrets, /run,
- * /var/run, /proc, /sys, /dev, /boot, /tmp itself, home directories themselves (/home,
- * /root, /home/NAME, $HOME), credential directories anywhere (.ssh, .gnupg, .aws, .azure,
- * .kube, .docker, .config/gcloud, .config/gh, .netrc, .npmrc, .pypirc, .git-credentials),
- * sockets, and any directory that holds one of those credential names directly. Pure but
- * for the lstat of real and of its credential children. */
-const char *binds_refusal(const char *real, const char *home);
-
-/* The same for a --workspace DIR (issue 25): a token file DIR holds (binds_token_files: a
- * project's .npmrc, .pypirc, .netrc, .git-credentials; a regular file or a link) is not a
- * refusal, the run hides it (ws_hide_token_files); credential directories still are. */
-const char *binds_workspace_refusal(const char *real, const char *home);
-
-/* The token files a workspace may hold, hidden from the sandbox; NULL-terminated. */
-extern const char *const binds_token_files[];
-bool binds_is_token_file(const char *name);
 
 /* Opens HOST once (hostfs_open: only trusted symlinks followed), refuses it when
  * hostfs_refusal() says so (allowed: the --allow-bind paths), and adds a read-only bind of
@@ -35,7 +18,7 @@ int binds_add_checked(struct ab_plan *p, const char *host, const char *dest,
 /* Adds `--ro-bind HOST[:SANDBOX]` to the plan after the checks (binds_add_checked); SANDBOX
  * (default: the same path) must be absolute, normalized, and not /, /work or below, /usr, /etc,
  * /proc, /dev, /tmp, /.agentbox or below. allowed: host paths the caller named with --allow-bind
- * (exempt from binds_refusal). Returns 0 or -errno with err set (a usage error for a bad spec). */
+ * (exempt from refusal_mount). Returns 0 or -errno with err set (a usage error for a bad spec). */
 int binds_add_user(struct ab_plan *p, const char *spec, const struct strv *allowed,
 		   struct ab_err *err);
 

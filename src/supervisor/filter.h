@@ -4,17 +4,8 @@
 
 #include <stdbool.h>
 
+#include "../spec/options.h"
 #include "../util/err.h"
-
-enum ab_seccomp_policy {
-	AB_SECCOMP_DEFAULT, /* Flatpak + Docker blocklists, socket-family allow-list */
-	AB_SECCOMP_STRICT,  /* default, plus no sockets but AF_UNIX, no process tracing aids */
-	AB_SECCOMP_COUNT,
-};
-
-/* "default" | "strict" -> enum. Returns 0, or -EINVAL for anything else. */
-int filter_policy_parse(const char *s, enum ab_seccomp_policy *ret);
-const char *filter_policy_name(enum ab_seccomp_policy p);
 
 /* Returns a readable fd (O_CLOEXEC, offset 0) holding the raw BPF program (struct sock_filter[],
  * length a multiple of 8) for bwrap's --seccomp, or -errno with err set.

@@ -17,20 +17,6 @@
 #include "../util/xalloc.h"
 #include "binds.h"
 
-const char *
-interp_lang_name(enum ab_lang lang)
-{
-	switch (lang) {
-	case AB_LANG_PYTHON:
-		return "python";
-	case AB_LANG_NODE:
-		return "node";
-	case AB_LANG_AUTO:
-	default:
-		return "auto";
-	}
-}
-
 static bool
 has_suffix(const char *s, const char *suffix)
 {

@@ -19,5 +19,3 @@ int interp_detect_lang(const char *script_name, int script_fd, enum ab_lang forc
  * (err->exit = 127 when not found, 126 when not executable). */
 int interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *plan,
 		   struct ab_err *err);
-
-const char *interp_lang_name(enum ab_lang lang);

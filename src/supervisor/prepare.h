@@ -13,12 +13,6 @@
 
 #define AB_ENV_MARKER "agentbox-env.json"
 
-/* The CLI's `agentbox prepare ARGS` as a request (see ab_prepare in agentbox.h); *ret_report
- * is --report FILE or NULL. Returns 0, 1 for --help (prepare_usage()), or a usage error. */
-int prepare_request_from_args(int argc, char **argv, json_t **ret, const char **ret_report,
-			      struct ab_err *err);
-const char *prepare_usage(void);
-
 /* Builds (or finds) the environment a request describes; in the supervisor. *ret:
  * {"env_dir", "cache_hit", "report"}; on a failed install also set (env_dir null) next to
  * the error, so the report is not lost. Returns 0 or -errno with err. */

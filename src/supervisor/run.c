@@ -331,7 +331,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			r = ab_err_usage(err,
 					 "--env-dir '%s' is a Python environment but the script "
 					 "is %s",
-					 o->env_dir, interp_lang_name(c.plan.lang));
+					 o->env_dir, lang_name(c.plan.lang));
 			ab_err_fix(err, "pass a Node environment (agentbox prepare --node), or "
 					"--lang python");
 			goto out;
@@ -340,7 +340,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			r = ab_err_usage(err,
 					 "--env-dir '%s' is a Node environment but the script "
 					 "is %s",
-					 o->env_dir, interp_lang_name(c.plan.lang));
+					 o->env_dir, lang_name(c.plan.lang));
 			ab_err_fix(err, "pass a Python environment (agentbox prepare --python), or "
 					"--lang node");
 			goto out;

@@ -357,7 +357,7 @@ ws_mount_dir(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
-/* A project's token files in --workspace DIR (issue 25: binds_token_files, a .npmrc with
+/* A project's token files in --workspace DIR (issue 25: refusal_token_files, a .npmrc with
  * `package-lock=false` or with an auth token): the run goes ahead, each one covered in the
  * sandbox by an empty read-only file, mounted over it on RUNS/.mnt/work in our own mount
  * namespace (bwrap binds /work recursively, so the cover comes along; the script cannot
@@ -371,7 +371,7 @@ ws_hide_token_files(struct run_ctx *c, struct ab_err *err)
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
 					     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
 
-	for (const char *const *t = binds_token_files; *t; t++) {
+	for (const char *const *t = refusal_token_files; *t; t++) {
 		struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
 					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 						   RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS };
