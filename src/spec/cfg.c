@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
 
@@ -54,6 +55,7 @@ cfg(void)
 	if (!current_set) {
 		cfg_from_env(&current);
 		current_set = true;
+		timing_enable(current.timing);
 	}
 	return &current;
 }
@@ -68,6 +70,7 @@ cfg_set(const struct ab_cfg *c)
 		cfg_done(&current);
 	current = copy;
 	current_set = true;
+	timing_enable(current.timing);
 }
 
 void

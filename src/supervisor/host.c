@@ -125,7 +125,7 @@ host_probe_paths(struct ab_host *h, struct ab_err *err)
 	else if (access("/usr/bin/bwrap", X_OK) == 0)
 		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "/usr/bin/bwrap");
 	else {
-		cleanup_free char *found = path_search("bwrap");
+		cleanup_free char *found = path_search(cfg()->path, "bwrap");
 
 		snprintf(h->bwrap_path, sizeof(h->bwrap_path), "%s", found ? found : "");
 	}

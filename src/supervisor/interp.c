@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "../fs/hostfs.h"
+#include "../spec/cfg.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/path.h"
@@ -299,7 +300,7 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 	if (!given && lang == AB_LANG_PYTHON)
 		given = "/usr/bin/python3";
 	if (!given) {
-		found = path_search("node");
+		found = path_search(cfg()->path, "node");
 		if (!found) {
 			ab_err_set(err, -ENOENT, "node was not found on PATH");
 			err->exit = AB_EXIT_NOT_FOUND;

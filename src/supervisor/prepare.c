@@ -182,7 +182,7 @@ env_key(const struct env_spec *s, char ret[65], struct ab_err *err)
 static char *
 default_node(void)
 {
-	char *n = path_search("node");
+	char *n = path_search(cfg()->path, "node");
 
 	return n ? n : xstrdup("/usr/bin/node");
 }

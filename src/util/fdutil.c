@@ -10,7 +10,6 @@
 
 #include <sys/socket.h>
 
-#include "../spec/cfg.h"
 #include "macro.h"
 #include "xalloc.h"
 
@@ -164,17 +163,22 @@ fd_set_nonblock(int fd, int on)
 	return 0;
 }
 
+static int timing_on; /* set by timing_enable: the settings (spec/cfg.c) know, not util */
+
+void
+timing_enable(bool on)
+{
+	timing_on = on;
+}
+
 void
 timing_mark(const char *what)
 {
-	static int enabled = -1;
 	static int64_t t0;
 	int64_t now = now_ns();
 
-	if (enabled < 0) {
-		enabled = cfg()->timing;
+	if (!t0)
 		t0 = now;
-	}
-	if (enabled)
+	if (timing_on)
 		fprintf(stderr, "agentbox: timing %7.2f ms %s\n", (double) (now - t0) / 1e6, what);
 }

@@ -1,6 +1,7 @@
 /* fdutil.h: fd and clock helpers with stated contracts. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,4 +37,6 @@ int fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds);
 int fd_set_nonblock(int fd, int on);
 
 /* AGENTBOX_TIMING=1: print "agentbox: timing +N.NN ms what" to stderr (for bench/). */
+/* Whether timing_mark prints (AGENTBOX_TIMING; cfg_set and cfg() call it). */
+void timing_enable(bool on);
 void timing_mark(const char *what);

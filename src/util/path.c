@@ -4,13 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../spec/cfg.h"
 #include "xalloc.h"
 
 char *
-path_search(const char *name)
+path_search(const char *path, const char *name)
 {
-	const char *path = cfg()->path;
 	char *copy, *save = NULL;
 
 	if (!path || !*path)

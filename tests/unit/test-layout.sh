@@ -25,6 +25,8 @@ check "src/cli and src/mcp include nothing lib-private" \
 check "the floors (spec, fs, util, warm) include nothing from a process's folder" \
     "$(grep -rnE '#[[:space:]]*include[[:space:]]+"[^"]*(supervisor|cli|mcp|lib|init)/' \
         "$src/spec" "$src/fs" "$src/util" "$src/warm")"
+check "util includes nothing above it" \
+    "$(grep -rnE '#[[:space:]]*include[[:space:]]+"\.\./' "$src/util")"
 # the test itself must be able to fail: a planted offender is seen
 tmp=$(mktemp -d)
 mkdir -p "$tmp/cli"
