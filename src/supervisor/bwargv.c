@@ -7,52 +7,6 @@
 #include "../util/xalloc.h"
 #include "../warm/warm.h"
 
-void
-plan_add_ro_bind_fd(struct ab_plan *p, int fd, const char *src, const char *dest)
-{
-	p->ro_binds = xrealloc(p->ro_binds, (p->n_ro_binds + 1) * sizeof(*p->ro_binds));
-	p->ro_binds[p->n_ro_binds].src = xstrdup(src);
-	p->ro_binds[p->n_ro_binds].dest = xstrdup(dest);
-	p->ro_binds[p->n_ro_binds].fd = fd;
-	p->ro_binds[p->n_ro_binds].staged = false;
-	p->n_ro_binds++;
-}
-
-void
-plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest)
-{
-	plan_add_ro_bind_fd(p, -1, src, dest);
-}
-
-void
-plan_done(struct ab_plan *p)
-{
-	free(p->interp);
-	free(p->venv);
-	free(p->script_sandbox);
-	strv_done(&p->script_args);
-	free(p->work_src);
-	free(p->etc_src);
-	free(p->rw_bind);
-	free(p->rw_bind_src);
-	for (size_t i = 0; i < p->n_ro_binds; i++) {
-		free(p->ro_binds[i].src);
-		free(p->ro_binds[i].dest);
-		if (p->ro_binds[i].fd >= 0)
-			(void) close(p->ro_binds[i].fd);
-	}
-	free(p->ro_binds);
-	for (size_t i = 0; i < p->n_etc_binds; i++) {
-		free(p->etc_binds[i].src);
-		free(p->etc_binds[i].dest);
-		if (p->etc_binds[i].fd >= 0)
-			(void) close(p->etc_binds[i].fd);
-	}
-	free(p->etc_binds);
-	strv_done(&p->env);
-	memset(p, 0, sizeof(*p));
-}
-
 static void
 push_env(struct strv *av, const char *kv)
 {

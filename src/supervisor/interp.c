@@ -251,13 +251,13 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 	struct stat st;
 	int r;
 
-	if (lang == AB_LANG_PYTHON && o->venv) {
-		venv = venv_root(o->venv);
+	if (lang == AB_LANG_PYTHON && plan->venv_given) {
+		venv = venv_root(plan->venv_given);
 		if (!venv) {
 			ab_err_set(err, -ENOENT,
 				   "--venv '%s' is not a virtual environment (no "
 				   "pyvenv.cfg)",
-				   o->venv);
+				   plan->venv_given);
 			return ab_err_fix(err, "create it with python3 -m venv DIR");
 		}
 	} else if (lang == AB_LANG_PYTHON && given) {
@@ -332,12 +332,12 @@ interp_resolve(const struct ab_run_opts *o, enum ab_lang lang, struct ab_plan *p
 	r = bind_outside_usr(o, plan, real, what, err);
 	if (r < 0)
 		return r;
-	if (lang == AB_LANG_NODE && o->node_modules) {
-		cleanup_free char *nm = hostfs_realpath(o->node_modules);
+	if (lang == AB_LANG_NODE && plan->node_modules_given) {
+		cleanup_free char *nm = hostfs_realpath(plan->node_modules_given);
 
 		if (!nm || stat(nm, &st) < 0 || !S_ISDIR(st.st_mode)) {
 			ab_err_set(err, -ENOENT, "--node-modules '%s' is not a directory",
-				   o->node_modules);
+				   plan->node_modules_given);
 			return ab_err_fix(err, "pass the node_modules directory itself");
 		}
 		/* /node_modules is the last stop of Node's parent-directory lookup from /work,

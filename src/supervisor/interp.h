@@ -13,7 +13,8 @@ int interp_detect_lang(const char *script_name, int script_fd, enum ab_lang forc
 		       enum ab_lang *ret, struct ab_err *err);
 
 /* Resolves the interpreter once to an absolute, symlink-free path: --python / --node if
- * given, else /usr/bin/python3 for Python and `node` on the caller's PATH for Node.
+ * given, else /usr/bin/python3 for Python and `node` on the caller's PATH for Node; the
+ * virtualenv or node_modules the plan was given (plan_environment) is checked and bound.
  * When it lives outside /usr, adds a read-only bind of its installation prefix to the plan
  * (the directory above its bin/) and records it. Returns 0, or -errno with err set
  * (err->exit = 127 when not found, 126 when not executable). */

@@ -506,9 +506,9 @@ outcome_record_protections(struct run_ctx *c, const struct ab_outcome *oc)
 	result_protect(r, "die_with_parent", true, NULL);
 	result_protect(r, "cap_drop_all", true, NULL);
 	/* a Python slot's PYTHONPATH names its hook, which takes it out again (warm.h) */
-	result_protect(r, "clearenv", true, "%zu variables",
-		       p->env.n -
-			       (p->warm && p->lang == AB_LANG_PYTHON && !c->py_path_orig ? 1 : 0));
+	result_protect(
+		r, "clearenv", true, "%zu variables",
+		p->env.n - (p->warm && p->lang == AB_LANG_PYTHON && !p->spec_pythonpath ? 1 : 0));
 	result_protect(r, "disable_userns", p->disable_userns,
 		       p->disable_userns ? NULL
 					 : (c->o->without[AB_PROT_DISABLE_USERNS]

@@ -1,5 +1,6 @@
-/* plan.h: everything decided about one run before anything starts. Built by run.c from the
- * options and the probed host; consumed by bwargv.c (pure) and supervise.c. */
+/* plan.h: everything decided about one run before anything starts. Decided by plan.c (pure)
+ * from the options and the facts run.c probed on the host; staging (workspace.c) fills in
+ * the host paths of what it mounted; consumed by bwargv.c (pure) and supervise.c. */
 #pragma once
 
 #include <stdbool.h>
@@ -8,7 +9,9 @@
 #include <sys/types.h>
 
 #include "../spec/options.h"
+#include "../util/err.h"
 #include "../util/strv.h"
+#include "host.h"
 
 /* Fixed fd numbers in the bwrap process (the child dup2()s onto them before exec). */
 #define AB_FD_ARGS       3 /* bwrap --args: the NUL-separated argv below */
@@ -39,6 +42,9 @@ struct ab_plan {
 	enum ab_lang lang;
 	char *interp;             /* absolute interpreter path, the same inside the sandbox */
 	char *venv;               /* Python virtualenv (bound read-only, activated), or NULL */
+	char *venv_given;         /* the virtualenv asked for (--venv, or --env-dir's), or NULL:
+				   * interp_resolve checks it and sets venv */
+	char *node_modules_given; /* the node_modules asked for (--node-modules, or --env-dir's) */
 	char *script_sandbox;     /* e.g. /work/agent_script.py */
 	struct strv script_args;  /* after the script path */
 	char *work_src;           /* host path bound read-write at /work */
@@ -74,7 +80,42 @@ struct ab_plan {
 	/* A warm slot (warm.h): the interpreter starts with its hook (Node: --require; Python:
 	 * PYTHONPATH, in env), and agentbox-init keeps AB_WARM_FD open for it. */
 	bool warm;
+	char *spec_pythonpath; /* a warm Python slot: PYTHONPATH as the spec set it (the hook
+				* restores it), or NULL */
 };
+
+/* Facts about the host the planner is told, found by run.c (plan.c looks at nothing). */
+struct ab_plan_facts {
+	unsigned long long netns; /* nsfs inode of agentbox's own network namespace, or 0 */
+	bool usr_links[4];        /* /bin /sbin /lib /lib64 are symlinks */
+	bool lib32, libx32;       /* /lib32, /libx32 are symlinks */
+};
+
+/* plan.c: the decisions, pure (no syscalls, no globals): unit-tested in test-plan.c. Each
+ * runs at the point of the run where its facts are known, in the order the refusals were
+ * always given in. */
+
+/* The helpers a run needs: bwrap (bwrap_env: AGENTBOX_BWRAP as configured, for the message)
+ * and agentbox-init. Returns 0, or -ENOENT with err set. */
+int plan_helpers(const struct ab_host *h, const char *bwrap_env, struct ab_err *err);
+
+/* The environment the script runs with, once p->lang is known: --venv / --node-modules, or
+ * --env-dir's (env_venv / env_nm: prepare_lookup), which must be of the script's language.
+ * Sets p->venv_given and p->node_modules_given. Returns 0 or a usage error. */
+int plan_environment(struct ab_plan *p, const struct ab_run_opts *o, const char *env_venv,
+		     const char *env_nm, struct ab_err *err);
+
+/* The protection layers, from the options and the probed sandbox (h): refuses what was asked
+ * for and cannot be applied (-EPERM / -ENOTSUP with err set); sets no_hostname (a default
+ * the caller reports as unapplied) before the refusals that follow it. */
+int plan_protections(struct ab_plan *p, const struct ab_run_opts *o, const struct ab_host *h,
+		     struct ab_err *err);
+
+/* The rest of the sandbox, once the interpreter and the limits are decided (tmp_bytes,
+ * memwatch: limitplan.h): the host's /usr links, the network namespace to refuse, a warm
+ * slot, the script's arguments and the sandbox's whole environment. */
+void plan_sandbox(struct ab_plan *p, const struct ab_run_opts *o, const struct ab_plan_facts *f,
+		  uint64_t tmp_bytes, bool memwatch);
 
 void plan_done(struct ab_plan *p);
 void plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest);

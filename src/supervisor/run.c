@@ -111,121 +111,42 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 	return 0;
 }
 
-/* ---- the environment ------------------------------------------------------------------ */
-
-static void
-build_env(struct run_ctx *c)
-{
-	struct strv *e = &c->plan.env;
-	const char *path = "/usr/local/bin:/usr/bin:/bin";
-	cleanup_free char *interp_dir = xstrdup(c->plan.interp);
-	char *slash = strrchr(interp_dir, '/');
-
-	*slash = '\0';
-	if (strcmp(interp_dir, "/usr/bin") != 0 && strcmp(interp_dir, "/usr/local/bin") != 0)
-		strv_pushf(e, "PATH=%s:%s", interp_dir, path);
-	else
-		strv_pushf(e, "PATH=%s", path);
-	if (c->plan.venv)
-		strv_pushf(e, "VIRTUAL_ENV=%s", c->plan.venv);
-	strv_push(e, "HOME=" AB_SANDBOX_WORK);
-	strv_push(e, "TMPDIR=/tmp");
-	strv_push(e, "LANG=C.UTF-8");
-	strv_push(e, "PYTHONDONTWRITEBYTECODE=1");
-	/* Caches go to the sandbox's /tmp, not into the workspace (HOME), so they are not
-	 * listed in the report's files or collected: fontconfig's and every XDG-aware library's
-	 * (XDG_CACHE_HOME), matplotlib's font list and config (MPLCONFIGDIR), npm's. */
-	strv_push(e, "XDG_CACHE_HOME=" AB_SANDBOX_CACHE);
-	strv_push(e, "MPLCONFIGDIR=" AB_SANDBOX_CACHE "/matplotlib");
-	strv_push(e, "npm_config_cache=" AB_SANDBOX_CACHE "/npm");
-	STRV_FOREACH (kv, &c->o->env) {
-		/* a Python slot's hook is found through PYTHONPATH; it restores the spec's */
-		if (c->plan.warm && c->plan.lang == AB_LANG_PYTHON &&
-		    strncmp(*kv, "PYTHONPATH=", 11) == 0) {
-			free(c->py_path_orig);
-			c->py_path_orig = xstrdup(*kv + 11);
-			continue;
-		}
-		strv_push(e, *kv);
-	}
-	if (c->plan.warm && c->plan.lang == AB_LANG_PYTHON)
-		strv_pushf(e, "PYTHONPATH=%s%s%s", AB_WARM_DIR, c->py_path_orig ? ":" : "",
-			   c->py_path_orig ? c->py_path_orig : "");
-}
-
 /* ---- the run ---------------------------------------------------------------------------- */
 
-static int
-check_protections(struct run_ctx *c, struct ab_err *err)
+/* What the planner is told about this host: the namespace the sandbox must not share
+ * (agentbox-init --net-check), and which of /bin /sbin /lib /lib64 /lib32 /libx32 are
+ * symlinks (into /usr). */
+static void
+probe_plan_facts(struct ab_plan_facts *f)
 {
-	struct ab_host *h = &c->host;
-	struct ab_record *res = c->res;
+	static const char *const links[] = { "/bin", "/sbin", "/lib", "/lib64" };
+	struct stat st;
 
-	if (!h->bwrap_runs) {
-		ab_err_set(err, -EPERM, "bubblewrap cannot create a sandbox here: %s",
-			   h->bwrap_error[0] ? h->bwrap_error : "unknown error");
-		return ab_err_fix(err, "%s", host_userns_fix(h));
-	}
-	if (!h->proc_mountable) {
-		ab_err_set(err, -EPERM, "bubblewrap cannot mount a fresh /proc here%s%s%s%s%s",
-			   h->container[0] ? " (in a " : "", h->container,
-			   h->container[0] ? " container)" : "", h->proc_error[0] ? ": " : "",
-			   h->proc_error);
-		return ab_err_fix(err, "%s", host_proc_fix(h));
-	}
-	if (!h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS]) {
-		ab_err_set(err, -ENOTSUP,
-			   "this bwrap cannot disable nested user namespaces "
-			   "(--disable-userns)%s%s",
-			   h->disable_error[0] ? ": " : "", h->disable_error);
-		return ab_err_fix(err, "install bubblewrap >= 0.8, or pass --without "
-				       "disable-userns");
-	}
-	/* The hostname hides the host's name (T35); the UTS namespace is private either way.
-	 * A container's seccomp profile may refuse sethostname: run without, and say so. */
-	if (!h->hostname_ok) {
-		c->plan.no_hostname = true;
+	if (stat("/proc/self/ns/net", &st) == 0)
+		f->netns = (unsigned long long) st.st_ino;
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+		f->usr_links[i] = lstat(links[i], &st) == 0 && S_ISLNK(st.st_mode);
+	f->lib32 = lstat("/lib32", &st) == 0 && S_ISLNK(st.st_mode);
+	f->libx32 = lstat("/libx32", &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* The protection layers for the probed sandbox; a default this host cannot apply is a
+ * warning in the report. */
+static int
+plan_protections_here(struct run_ctx *c, struct ab_err *err)
+{
+	const struct ab_host *h = &c->host;
+	int r = plan_protections(&c->plan, c->o, h, err);
+
+	if (c->plan.no_hostname)
 		result_default_unapplied(
-			res, "hostname",
+			c->res, "hostname",
 			"default hostname not applied: the sandbox keeps this %s's "
 			"hostname: bwrap cannot set one here (%s) (fix: %s)",
 			h->container[0] ? "container" : "host",
 			h->hostname_error[0] ? h->hostname_error : "sethostname refused",
 			host_hostname_fix(h));
-	}
-	if (h->landlock_abi <= 0 && !c->o->without[AB_PROT_LANDLOCK]) {
-		ab_err_set(err, -ENOTSUP,
-			   "this kernel has no Landlock (needs Linux >= 5.13 with "
-			   "CONFIG_SECURITY_LANDLOCK and lsm=landlock)");
-		return ab_err_fix(err, "boot with landlock in lsm=, or pass --without landlock");
-	}
-	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
-	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
-	/* The sandbox's own loopback is the script's by default: the network namespace keeps it
-	 * off the network (agentbox-init checks it, --net-check). --net-strict also denies TCP
-	 * bind and connect there. */
-	if (c->o->net_strict && !c->o->share_net && (!c->plan.landlock || h->landlock_abi < 4)) {
-		ab_err_set(err, -ENOTSUP,
-			   "--net-strict needs Landlock ABI 4 (Linux >= 6.7) for its TCP rules; "
-			   "this host has %s",
-			   c->plan.landlock ? "an older ABI" : "no Landlock in force");
-		return ab_err_fix(err, "drop --net-strict: the sandbox's network namespace "
-				       "already holds nothing but its own loopback");
-	}
-	c->plan.landlock_net =
-		c->plan.landlock && h->landlock_abi >= 4 && c->o->net_strict && !c->o->share_net;
-	if (c->o->netproxy && c->plan.landlock && h->landlock_abi >= 4) {
-		/* prepare: TCP connect only to the registry proxy, no bind (netproxy.h) */
-		c->plan.landlock_net = true;
-		c->plan.landlock_connect_port = AB_NETPROXY_PORT;
-	}
-	c->plan.landlock_scope = c->plan.landlock && h->landlock_abi >= 6;
-	c->plan.share_net = c->o->share_net;
-	if (c->o->env_path)
-		c->plan.rw_bind = xstrdup(c->o->env_path);
-	c->plan.seccomp = !c->o->without[AB_PROT_SECCOMP];
-	(void) res;
-	return 0;
+	return r;
 }
 
 int
@@ -242,6 +163,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 		.stdin_fd = -1,
 		.warm = { .ctl_fd = -1, .hook_fd = -1, .hook_peer = -1 },
 	};
+	struct ab_plan_facts facts = { 0 };
 	struct ab_outcome oc = { 0 };
 	struct ab_cg_usage usage = { 0 };
 	struct ab_cpu_claim cpus = { .nlocks = 0 };
@@ -271,13 +193,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 		ab_err_fix(err, "run it cold; docs/warm.md says which specs a slot can serve");
 		goto out;
 	}
-	{
-		struct stat st;
-
-		/* the namespace the sandbox must not share (agentbox-init --net-check) */
-		if (stat("/proc/self/ns/net", &st) == 0)
-			c.plan.netns_not = (unsigned long long) st.st_ino;
-	}
+	probe_plan_facts(&facts);
 	r = host_probe_paths(&c.host, err);
 	if (r < 0)
 		goto out;
@@ -327,29 +243,10 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 				   &env_nm, err);
 		if (r < 0)
 			goto out;
-		if (env_venv && c.plan.lang != AB_LANG_PYTHON) {
-			r = ab_err_usage(err,
-					 "--env-dir '%s' is a Python environment but the script "
-					 "is %s",
-					 o->env_dir, lang_name(c.plan.lang));
-			ab_err_fix(err, "pass a Node environment (agentbox prepare --node), or "
-					"--lang python");
-			goto out;
-		}
-		if (env_nm && c.plan.lang != AB_LANG_NODE) {
-			r = ab_err_usage(err,
-					 "--env-dir '%s' is a Node environment but the script "
-					 "is %s",
-					 o->env_dir, lang_name(c.plan.lang));
-			ab_err_fix(err, "pass a Python environment (agentbox prepare --python), or "
-					"--lang node");
-			goto out;
-		}
-		if (env_venv)
-			o->venv = env_venv;
-		if (env_nm)
-			o->node_modules = env_nm;
 	}
+	r = plan_environment(&c.plan, o, env_venv, env_nm, err);
+	if (r < 0)
+		goto out;
 	r = interp_resolve(o, c.plan.lang, &c.plan, err);
 	if (r < 0)
 		goto out;
@@ -359,25 +256,9 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	}
-	if (!c.host.bwrap_path[0]) {
-		if (cfg()->bwrap) {
-			r = ab_err_set(err, -ENOENT,
-				       "AGENTBOX_BWRAP='%s' is not an executable bwrap",
-				       cfg()->bwrap);
-			ab_err_fix(err, "unset AGENTBOX_BWRAP or point it at bwrap");
-		} else {
-			r = ab_err_set(err, -ENOENT, "bubblewrap (bwrap) is not installed");
-			ab_err_fix(err, "apt-get install bubblewrap");
-		}
+	r = plan_helpers(&c.host, cfg()->bwrap, err);
+	if (r < 0)
 		goto out;
-	}
-	if (!c.host.init_path[0]) {
-		r = ab_err_set(err, -ENOENT,
-			       "agentbox-init was not found next to agentbox or in %s",
-			       AB_LIBEXECDIR);
-		ab_err_fix(err, "reinstall agentbox (meson install), or set AGENTBOX_INIT");
-		goto out;
-	}
 	if (o->stdin_path) {
 		r = ws_stdin_memfd(o->stdin_path, o->limits[AB_LIM_DISK].value, &c.stdin_fd, err);
 		if (r < 0)
@@ -425,7 +306,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 		goto out;
 	}
 	(void) host_probe_sandbox_cached(&c.host, c.drop, c.sb_uid, c.sb_gid, cache_fd);
-	r = check_protections(&c, err);
+	r = plan_protections_here(&c, err);
 	if (r < 0)
 		goto out;
 	if (c.host.cg.kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP])
@@ -436,8 +317,6 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			res, err);
 	if (r < 0)
 		goto out;
-	c.plan.tmp_size = c.lp.tmp_bytes;
-	c.plan.memwatch = c.lp.memwatch;
 
 	if (c.plan.seccomp) {
 		c.seccomp_fd = filter_program_fd_flags(
@@ -486,10 +365,6 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 	}
 	c.plan.work_src = xstrdup(c.rd.mnt_work);
 	timing_mark("workspace ready");
-	/* a slot's interpreter starts without them: the run hands its own over (slot.c) */
-	STRV_FOREACH (a, &o->script_args)
-		if (!o->slot)
-			strv_push(&c.plan.script_args, *a);
 
 	r = ws_mount_etc(&c, err);
 	if (r < 0)
@@ -499,18 +374,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 		if (r < 0)
 			goto out;
 	}
-	{
-		struct stat st;
-
-		c.plan.usr_links[0] = lstat("/bin", &st) == 0 && S_ISLNK(st.st_mode);
-		c.plan.usr_links[1] = lstat("/sbin", &st) == 0 && S_ISLNK(st.st_mode);
-		c.plan.usr_links[2] = lstat("/lib", &st) == 0 && S_ISLNK(st.st_mode);
-		c.plan.usr_links[3] = lstat("/lib64", &st) == 0 && S_ISLNK(st.st_mode);
-		c.plan.lib32 = lstat("/lib32", &st) == 0 && S_ISLNK(st.st_mode);
-		c.plan.libx32 = lstat("/libx32", &st) == 0 && S_ISLNK(st.st_mode);
-	}
-	c.plan.warm = o->slot != NULL;
-	build_env(&c);
+	plan_sandbox(&c.plan, o, &facts, c.lp.tmp_bytes, c.lp.memwatch);
 	r = ws_stage_ro_binds(&c, err);
 	if (r < 0)
 		goto out;

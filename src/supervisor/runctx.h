@@ -61,7 +61,6 @@ struct run_ctx {
 	struct ab_warm warm;
 	char *warm_config; /* the hook's config message */
 	size_t warm_config_len;
-	char *py_path_orig;          /* PYTHONPATH as the spec set it, or NULL */
 	struct ab_cg_usage cg_base;  /* the cgroup's counters when the run took the slot */
 	struct timespec handover_rt; /* CLOCK_REALTIME_COARSE after the run's files were in */
 };

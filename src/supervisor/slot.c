@@ -296,8 +296,8 @@ slot_start(struct run_ctx *c, struct ab_spawn *sp, struct ab_err *err)
 	c->warm.ctx = c;
 	/* config, PYTHONPATH as the spec set it (the hook restores it), the pre-imports */
 	strv_push(&cfg, "config");
-	strv_push(&cfg, c->py_path_orig ? "1" : "0");
-	strv_push(&cfg, c->py_path_orig ? c->py_path_orig : "");
+	strv_push(&cfg, c->plan.spec_pythonpath ? "1" : "0");
+	strv_push(&cfg, c->plan.spec_pythonpath ? c->plan.spec_pythonpath : "");
 	STRV_FOREACH (m, &so->preimport)
 		strv_push(&cfg, *m);
 	c->warm_config = warm_msg_pack((const char *const *) cfg.v, cfg.n, &c->warm_config_len);
@@ -319,8 +319,6 @@ slot_done(struct run_ctx *c)
 	strv_done(&c->warm.modules);
 	free(c->warm_config);
 	c->warm_config = NULL;
-	free(c->py_path_orig);
-	c->py_path_orig = NULL;
 }
 
 /* Regular files under dirfd of at least limit bytes, changed at or after since, that were not
