@@ -113,6 +113,28 @@ run_sandbox_user(const char *spec, uid_t *ret_uid, gid_t *ret_gid, struct ab_err
 
 /* ---- the run ---------------------------------------------------------------------------- */
 
+/* One run as run_main tells it: the context the other modules share (runctx.h), and what only
+ * the story holds from one phase to the next. */
+struct run {
+	struct run_ctx c;
+	/* the options the story reads: the caller's, then, once a run took the slot, the
+	 * run's own (slot.c) */
+	struct ab_run_opts *o;
+	struct ab_plan_facts facts;
+	int cache_fd;        /* RUNS/.cache: the probe cache, seccomp programs, core claims */
+	struct strv av, cmd; /* bwrap's options (through --args) and its command (bwargv.h) */
+	struct ab_cpu_claim cpus;
+	bool pin; /* cpus holds the cores for --cpus */
+	struct ab_memwatch mw;
+	struct ab_outcome oc;
+	struct ab_cg_usage usage;
+	bool unclaimed; /* a slot no run took: nothing to report, nothing to keep */
+};
+
+/* A phase returns 0 to go on, RUN_COMPLETE when the run is complete before the sandbox (a dry
+ * run) or without one (a slot no run took), or -errno with err set. */
+#define RUN_COMPLETE 1
+
 /* What the planner is told about this host: the namespace the sandbox must not share
  * (agentbox-init --net-check), and which of /bin /sbin /lib /lib64 /lib32 /libx32 are
  * symlinks (into /usr). */
@@ -128,6 +150,216 @@ probe_plan_facts(struct ab_plan_facts *f)
 		f->usr_links[i] = lstat(links[i], &st) == 0 && S_ISLNK(st.st_mode);
 	f->lib32 = lstat("/lib32", &st) == 0 && S_ISLNK(st.st_mode);
 	f->libx32 = lstat("/libx32", &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+static void
+run_init(struct run *run, struct ab_run_opts *o, struct ab_record *res)
+{
+	struct timespec ts;
+
+	*run = (struct run) {
+		.c = {
+			.o = o,
+			.res = res,
+			.work_fd = -1,
+			.ws_dir_fd = -1,
+			.collect_fd = -1,
+			.script_fd = -1,
+			.seccomp_fd = -1,
+			.stdin_fd = -1,
+			.warm = { .ctl_fd = -1, .hook_fd = -1, .hook_peer = -1 },
+		},
+		.o = o,
+		.cache_fd = -1,
+		.cpus = { .nlocks = 0 },
+	};
+	memwatch_init(&run->mw, 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	res->started_unix_ms = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+	res->script = xstrdup(o->script);
+	rundir_init(&run->c.rd);
+	for (int i = 0; i < 4; i++)
+		run->c.cg.dirfd[i] = run->c.cg.procs_fd[i] = -1;
+}
+
+static void
+close_fd(int *fd)
+{
+	if (*fd >= 0)
+		(void) close(*fd);
+	*fd = -1;
+}
+
+/* Frees what the run held; what it made on the host is run_finish's. */
+static void
+run_done(struct run *run)
+{
+	struct run_ctx *c = &run->c;
+
+	strv_done(&run->av);
+	strv_done(&run->cmd);
+	plan_done(&c->plan);
+	rundir_done(&c->rd);
+	close_fd(&c->script_fd);
+	close_fd(&c->seccomp_fd);
+	close_fd(&c->stdin_fd);
+	close_fd(&c->work_fd);
+	close_fd(&c->ws_dir_fd);
+	close_fd(&c->collect_fd);
+	free(c->script_name);
+	free(c->strip_keep);
+	free(c->script_rel);
+	slot_done(c);
+	close_fd(&run->cache_fd);
+}
+
+#define cleanup_run __attribute__((cleanup(run_done)))
+
+/* Refusals that need nothing else, the host's helpers and facts, and who the sandbox runs
+ * as. */
+static int
+run_probe_host(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	const struct ab_run_opts *o = run->o;
+	int r;
+
+	if (o->slot && warm_refusal(o)) {
+		r = ab_err_usage(err, "this spec cannot have a warm slot: %s", warm_refusal(o));
+		ab_err_fix(err, "run it cold; docs/warm.md says which specs a slot can serve");
+		return r;
+	}
+	probe_plan_facts(&run->facts);
+	r = host_probe_paths(&c->host, err);
+	if (r < 0)
+		return r;
+	c->owner_uid = (uid_t) -1;
+	c->owner_gid = (gid_t) -1;
+	if (c->host.is_root) {
+		r = run_sandbox_user(o->sandbox_user, &c->sb_uid, &c->sb_gid, err);
+		if (r < 0)
+			return r;
+		c->drop = true;
+		c->owner_uid = c->sb_uid;
+		c->owner_gid = c->sb_gid;
+		c->res->sandbox_host_uid = c->sb_uid;
+	} else {
+		c->res->sandbox_host_uid = geteuid();
+	}
+	timing_mark("host paths probed");
+	return 0;
+}
+
+/* The script first, with the caller's own permissions (in agentbox's user namespace it would
+ * read even the caller's mode-000 files); then our own mount namespace: the workspace tmpfs
+ * and the /etc tmpfs live there and die with us, and every caller path is opened here, in
+ * the namespace its mounts are cloned in (open_tree takes only mounts of the caller's own
+ * namespace). */
+static int
+run_enter(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	int r;
+
+	r = ws_open_script(c, err);
+	if (r < 0)
+		return r;
+	r = ws_enter_mntns(c, err);
+	if (r < 0)
+		return r;
+	/* unprivileged, the script shares our uid and its quotas: cap what counts per uid */
+	if (!c->host.is_root)
+		c->inotify_guard = limits_cap_inotify("/proc") == 0 ? 1 : -1;
+	/* prepare: the install's own network namespace; the registry proxy is its way out */
+	if (run->o->netproxy) {
+		r = netproxy_enter_netns(run->o->netproxy, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The script's language, its environment and interpreter, the caller's binds; the helpers the
+ * run needs; stdin. */
+static int
+run_resolve(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	const struct ab_run_opts *o = run->o;
+	cleanup_free char *env_venv = NULL, *env_nm = NULL;
+	int r;
+
+	r = interp_detect_lang(ws_script_is_code(c) ? "" : o->script, c->script_fd, o->lang,
+			       &c->plan.lang, err);
+	if (r < 0)
+		return r;
+	ws_name_script(c);
+	c->res->lang = c->plan.lang;
+	if (o->env_dir) {
+		r = prepare_lookup(o->env_dir, NULL, o->python_path, o->node_path, &env_venv,
+				   &env_nm, err);
+		if (r < 0)
+			return r;
+	}
+	r = plan_environment(&c->plan, o, env_venv, env_nm, err);
+	if (r < 0)
+		return r;
+	r = interp_resolve(o, c->plan.lang, &c->plan, err);
+	if (r < 0)
+		return r;
+	c->res->interpreter = xstrdup(c->plan.interp);
+	STRV_FOREACH (spec, &o->ro_binds) {
+		r = binds_add_user(&c->plan, *spec, &o->allow_binds, err);
+		if (r < 0)
+			return r;
+	}
+	r = plan_helpers(&c->host, cfg()->bwrap, err);
+	if (r < 0)
+		return r;
+	if (o->stdin_path)
+		r = ws_stdin_memfd(o->stdin_path, o->limits[AB_LIM_DISK].value, &c->stdin_fd, err);
+	else if (o->stdin_data)
+		r = ws_stdin_memfd_data(o->stdin_data, o->stdin_data_len,
+					o->limits[AB_LIM_DISK].value, &c->stdin_fd, err);
+	if (r < 0)
+		return r;
+	timing_mark("interpreter resolved");
+	return 0;
+}
+
+/* The runs root, --collect's directory, a fresh run directory; old runs pruned. */
+static int
+run_open_dir(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	const struct ab_run_opts *o = run->o;
+	cleanup_free char *root_path =
+		o->runs_dir ? xstrdup(o->runs_dir) : rundir_default_root(geteuid());
+	char own[sizeof(AB_RUN_PREFIX) + sizeof(c->rd.suffix)];
+	uint64_t keep_count = 0, keep_age_ms = 0;
+	int r;
+
+	r = rundir_open_root(root_path, c->host.is_root, &c->rd, err);
+	if (r < 0)
+		return r;
+	if (o->collect_dir) {
+		r = ws_open_collect(c, err);
+		if (r < 0)
+			return r;
+	}
+	r = rundir_retention(&keep_count, &keep_age_ms, err);
+	if (r < 0)
+		return r;
+	r = rundir_create(&c->rd, !o->rm, err);
+	if (r < 0)
+		return r;
+	snprintf(own, sizeof(own), AB_RUN_PREFIX "%s", c->rd.suffix);
+	(void) rundir_prune(c->rd.root_fd, own, keep_count, keep_age_ms, 32);
+	c->res->run_id = xstrdup(c->rd.suffix);
+	c->res->run_dir = c->rd.path ? xstrdup(c->rd.path) : NULL;
+	c->res->run_dir_kept = c->rd.path != NULL;
+	timing_mark("run dir created");
+	return 0;
 }
 
 /* The protection layers for the probed sandbox; a default this host cannot apply is a
@@ -149,390 +381,286 @@ plan_protections_here(struct run_ctx *c, struct ab_err *err)
 	return r;
 }
 
-int
-run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
+/* The sandbox probed as the sandbox user (cached per bwrap and boot), and the rest of the
+ * plan for it: protections, limits, the seccomp program, the sandbox itself. */
+static int
+run_plan(struct run *run, struct ab_err *err)
 {
-	struct run_ctx c = {
-		.o = o,
-		.res = res,
-		.work_fd = -1,
-		.ws_dir_fd = -1,
-		.collect_fd = -1,
-		.script_fd = -1,
-		.seccomp_fd = -1,
-		.stdin_fd = -1,
-		.warm = { .ctl_fd = -1, .hook_fd = -1, .hook_peer = -1 },
-	};
-	struct ab_plan_facts facts = { 0 };
-	struct ab_outcome oc = { 0 };
-	struct ab_cg_usage usage = { 0 };
-	struct ab_cpu_claim cpus = { .nlocks = 0 };
-	struct ab_memwatch mw;
-	bool pin = false;
-	struct strv av = { 0 }, cmd = { 0 };
-	cleanup_free char *args = NULL;
-	cleanup_free char *root_path = NULL;
-	cleanup_free char *env_venv = NULL, *env_nm = NULL, *cache_path = NULL;
-	cleanup_fd int cache_fd = -1;
-	size_t args_len = 0;
-	uint64_t keep_count = 0, keep_age_ms = 0;
-	struct timespec ts;
+	struct run_ctx *c = &run->c;
+	const struct ab_run_opts *o = run->o;
+	cleanup_free char *cache_path = xasprintf("%s/.cache", c->rd.root);
 	int r;
 
-	memwatch_init(&mw, 0);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	res->started_unix_ms = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-	res->script = xstrdup(o->script);
-	rundir_init(&c.rd);
-	for (int i = 0; i < 4; i++)
-		c.cg.dirfd[i] = c.cg.procs_fd[i] = -1;
-
-	timing_mark("start");
-	if (o->slot && warm_refusal(o)) {
-		r = ab_err_usage(err, "this spec cannot have a warm slot: %s", warm_refusal(o));
-		ab_err_fix(err, "run it cold; docs/warm.md says which specs a slot can serve");
-		goto out;
-	}
-	probe_plan_facts(&facts);
-	r = host_probe_paths(&c.host, err);
+	run->cache_fd = rundir_open_private(c->rd.root_fd, ".cache", cache_path, err);
+	if (run->cache_fd < 0)
+		return run->cache_fd;
+	(void) host_probe_sandbox_cached(&c->host, c->drop, c->sb_uid, c->sb_gid, run->cache_fd);
+	r = plan_protections_here(c, err);
 	if (r < 0)
-		goto out;
-	c.owner_uid = (uid_t) -1;
-	c.owner_gid = (gid_t) -1;
-	if (c.host.is_root) {
-		r = run_sandbox_user(o->sandbox_user, &c.sb_uid, &c.sb_gid, err);
-		if (r < 0)
-			goto out;
-		c.drop = true;
-		c.owner_uid = c.sb_uid;
-		c.owner_gid = c.sb_gid;
-		res->sandbox_host_uid = c.sb_uid;
-	} else {
-		res->sandbox_host_uid = geteuid();
-	}
-
-	timing_mark("host paths probed");
-	/* Our own mount namespace first: the workspace tmpfs and the /etc tmpfs live there and
-	 * die with us, and every caller path is opened here, in the namespace its mounts are
-	 * cloned in (open_tree takes only mounts of the caller's own namespace). */
-	/* the script first, with the caller's own permissions (in agentbox's user namespace
-	 * it would read even the caller's mode-000 files) */
-	r = ws_open_script(&c, err);
-	if (r < 0)
-		goto out;
-	r = ws_enter_mntns(&c, err);
-	if (r < 0)
-		goto out;
-	/* unprivileged, the script shares our uid and its quotas: cap what counts per uid */
-	if (!c.host.is_root)
-		c.inotify_guard = limits_cap_inotify("/proc") == 0 ? 1 : -1;
-	/* prepare: the install's own network namespace; the registry proxy is its way out */
-	if (o->netproxy) {
-		r = netproxy_enter_netns(o->netproxy, err);
-		if (r < 0)
-			goto out;
-	}
-	r = interp_detect_lang(ws_script_is_code(&c) ? "" : o->script, c.script_fd, o->lang,
-			       &c.plan.lang, err);
-	if (r < 0)
-		goto out;
-	ws_name_script(&c);
-	res->lang = c.plan.lang;
-	if (o->env_dir) {
-		r = prepare_lookup(o->env_dir, NULL, o->python_path, o->node_path, &env_venv,
-				   &env_nm, err);
-		if (r < 0)
-			goto out;
-	}
-	r = plan_environment(&c.plan, o, env_venv, env_nm, err);
-	if (r < 0)
-		goto out;
-	r = interp_resolve(o, c.plan.lang, &c.plan, err);
-	if (r < 0)
-		goto out;
-	res->interpreter = xstrdup(c.plan.interp);
-	STRV_FOREACH (spec, &o->ro_binds) {
-		r = binds_add_user(&c.plan, *spec, &o->allow_binds, err);
-		if (r < 0)
-			goto out;
-	}
-	r = plan_helpers(&c.host, cfg()->bwrap, err);
-	if (r < 0)
-		goto out;
-	if (o->stdin_path) {
-		r = ws_stdin_memfd(o->stdin_path, o->limits[AB_LIM_DISK].value, &c.stdin_fd, err);
-		if (r < 0)
-			goto out;
-	} else if (o->stdin_data) {
-		r = ws_stdin_memfd_data(o->stdin_data, o->stdin_data_len,
-					o->limits[AB_LIM_DISK].value, &c.stdin_fd, err);
-		if (r < 0)
-			goto out;
-	}
-
-	timing_mark("interpreter resolved");
-	/* The runs root and a fresh run directory. */
-	root_path = o->runs_dir ? xstrdup(o->runs_dir) : rundir_default_root(geteuid());
-	r = rundir_open_root(root_path, c.host.is_root, &c.rd, err);
-	if (r < 0)
-		goto out;
-	if (o->collect_dir) {
-		r = ws_open_collect(&c, err);
-		if (r < 0)
-			goto out;
-	}
-	r = rundir_retention(&keep_count, &keep_age_ms, err);
-	if (r < 0)
-		goto out;
-	r = rundir_create(&c.rd, !o->rm, err);
-	if (r < 0)
-		goto out;
-	{
-		char own[sizeof(AB_RUN_PREFIX) + sizeof(c.rd.suffix)];
-
-		snprintf(own, sizeof(own), AB_RUN_PREFIX "%s", c.rd.suffix);
-		(void) rundir_prune(c.rd.root_fd, own, keep_count, keep_age_ms, 32);
-	}
-	res->run_id = xstrdup(c.rd.suffix);
-	res->run_dir = c.rd.path ? xstrdup(c.rd.path) : NULL;
-	res->run_dir_kept = c.rd.path != NULL;
-
-	timing_mark("run dir created");
-	/* Probe the sandbox as the sandbox user; the result is cached per bwrap and boot. */
-	cache_path = xasprintf("%s/.cache", c.rd.root);
-	cache_fd = rundir_open_private(c.rd.root_fd, ".cache", cache_path, err);
-	if (cache_fd < 0) {
-		r = cache_fd;
-		goto out;
-	}
-	(void) host_probe_sandbox_cached(&c.host, c.drop, c.sb_uid, c.sb_gid, cache_fd);
-	r = plan_protections_here(&c, err);
-	if (r < 0)
-		goto out;
-	if (c.host.cg.kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP])
-		(void) cg_sweep_stale(&c.host.cg, "/proc");
-
+		return r;
+	if (c->host.cg.kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP])
+		(void) cg_sweep_stale(&c->host.cg, "/proc");
 	timing_mark("sandbox probed");
-	r = limits_plan(o, &c.host, o->workspace == NULL, !c.host.is_root || c.root_userns, &c.lp,
-			res, err);
+	r = limits_plan(o, &c->host, o->workspace == NULL, !c->host.is_root || c->root_userns,
+			&c->lp, c->res, err);
 	if (r < 0)
-		goto out;
-
-	if (c.plan.seccomp) {
-		c.seccomp_fd = filter_program_fd_flags(
+		return r;
+	if (c->plan.seccomp) {
+		c->seccomp_fd = filter_program_fd_flags(
 			o->seccomp_policy,
-			(c.lp.memwatch ? AB_FILTER_NO_HIDDEN_MEM : 0) |
-				(c.inotify_guard < 0 ? AB_FILTER_NO_INOTIFY : 0),
-			cache_fd, err);
-		if (c.seccomp_fd < 0) {
-			r = c.seccomp_fd;
+			(c->lp.memwatch ? AB_FILTER_NO_HIDDEN_MEM : 0) |
+				(c->inotify_guard < 0 ? AB_FILTER_NO_INOTIFY : 0),
+			run->cache_fd, err);
+		if (c->seccomp_fd < 0) {
+			r = c->seccomp_fd;
 			ab_err_fix(err, "report a bug, or pass --without seccomp");
-			goto out;
+			return r;
 		}
 	}
-
 	timing_mark("seccomp ready");
-	if (o->workspace) {
-		r = ws_open_workspace(&c, c.rd.root_fd, err);
-		if (r < 0)
-			goto out;
-		r = ws_place_script(&c, err);
-		if (r < 0)
-			goto out;
-		r = ws_mount_dir(&c, err);
-		if (r < 0)
-			goto out;
-		r = ws_hide_token_files(&c, err);
-		if (r < 0)
-			goto out;
-		r = ws_snapshot_workspace(&c, err);
-		if (r < 0)
-			goto out;
-	} else {
-		r = ws_mount_workspace(&c, err);
-		if (r < 0)
-			goto out;
-		/* a slot's workspace stays empty until a run takes it (slot.c) */
-		r = o->slot ? 0 : ws_copy_inputs(&c, err);
-		if (r < 0)
-			goto out;
-		r = o->slot ? 0 : ws_snapshot_workspace(&c, err);
-		if (r < 0)
-			goto out;
-		c.plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c.script_name);
-		if (c.rd.path)
-			res->workspace = xasprintf("%s/work", c.rd.path);
-	}
-	c.plan.work_src = xstrdup(c.rd.mnt_work);
+	plan_sandbox(&c->plan, o, &run->facts, c->lp.tmp_bytes, c->lp.memwatch);
+	return 0;
+}
+
+/* --workspace DIR: the script placed in it, mounted as it is with its token files covered,
+ * and listed as the script will find it. */
+static int
+stage_dir_workspace(struct run_ctx *c, struct ab_err *err)
+{
+	int r = ws_open_workspace(c, c->rd.root_fd, err);
+
+	if (r >= 0)
+		r = ws_place_script(c, err);
+	if (r >= 0)
+		r = ws_mount_dir(c, err);
+	if (r >= 0)
+		r = ws_hide_token_files(c, err);
+	if (r >= 0)
+		r = ws_snapshot_workspace(c, err);
+	return r;
+}
+
+/* A fresh tmpfs workspace with the script and the inputs (a slot's stays empty until a run
+ * takes it: slot.c). */
+static int
+stage_fresh_workspace(struct run_ctx *c, struct ab_err *err)
+{
+	int r = ws_mount_workspace(c, err);
+
+	if (r >= 0 && !c->o->slot)
+		r = ws_copy_inputs(c, err);
+	if (r >= 0 && !c->o->slot)
+		r = ws_snapshot_workspace(c, err);
+	if (r < 0)
+		return r;
+	c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
+	if (c->rd.path)
+		c->res->workspace = xasprintf("%s/work", c->rd.path);
+	return 0;
+}
+
+/* What the sandbox is made of, staged on RUNS/.mnt (the plan learns the host paths): the
+ * workspace, the generated /etc, prepare's environment, the read-only binds; then bwrap's
+ * argv. */
+static int
+run_stage(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	int r;
+
+	r = run->o->workspace ? stage_dir_workspace(c, err) : stage_fresh_workspace(c, err);
+	if (r < 0)
+		return r;
+	c->plan.work_src = xstrdup(c->rd.mnt_work);
 	timing_mark("workspace ready");
-
-	r = ws_mount_etc(&c, err);
+	r = ws_mount_etc(c, err);
+	if (r >= 0 && run->o->env_path)
+		r = ws_mount_env(c, err);
+	if (r >= 0)
+		r = ws_stage_ro_binds(c, err);
 	if (r < 0)
-		goto out;
-	if (o->env_path) {
-		r = ws_mount_env(&c, err);
-		if (r < 0)
-			goto out;
-	}
-	plan_sandbox(&c.plan, o, &facts, c.lp.tmp_bytes, c.lp.memwatch);
-	r = ws_stage_ro_binds(&c, err);
-	if (r < 0)
-		goto out;
-
+		return r;
 	timing_mark("etc generated");
-	bwargv_build(&av, &cmd, &c.plan);
-	if (cmd.n > 250) {
+	bwargv_build(&run->av, &run->cmd, &c->plan);
+	if (run->cmd.n > 250) {
 		r = ab_err_usage(err, "too many script arguments (at most 240)");
 		ab_err_fix(err, "pass the rest in a file (--input) or on stdin");
-		goto out;
+		return r;
 	}
-	if (o->dry_run) {
-		printf("%s\n", c.host.bwrap_path);
-		STRV_FOREACH (w, &av) {
-			char *q = bwargv_shell_quote(*w);
+	return 0;
+}
 
-			printf("%s\n", q);
-			free(q);
-		}
-		STRV_FOREACH (w, &cmd) {
-			char *q = bwargv_shell_quote(*w);
+static void
+print_quoted(const struct strv *words)
+{
+	STRV_FOREACH (w, words) {
+		cleanup_free char *q = bwargv_shell_quote(*w);
 
-			printf("%s\n", q);
-			free(q);
-		}
-		fflush(stdout);
-		res->status = AB_STATUS_DRY_RUN;
-		ws_cleanup(&c);
-		if (c.rd.path)
-			(void) walk_remove_tree(c.rd.root_fd, strrchr(c.rd.path, '/') + 1, NULL);
-		res->run_dir_kept = false;
-		r = 0;
-		goto out;
+		printf("%s\n", q);
 	}
-	args = bwargv_serialize(&av, &args_len);
+}
 
-	timing_mark("argv built");
-	if (c.lp.use_cgroup) {
+/* --dry-run: bwrap's command line, a shell-quoted word a line; nothing runs, nothing stays. */
+static int
+run_dry(struct run *run)
+{
+	struct run_ctx *c = &run->c;
+
+	printf("%s\n", c->host.bwrap_path);
+	print_quoted(&run->av);
+	print_quoted(&run->cmd);
+	fflush(stdout);
+	c->res->status = AB_STATUS_DRY_RUN;
+	ws_cleanup(c);
+	if (c->rd.path)
+		(void) walk_remove_tree(c->rd.root_fd, strrchr(c->rd.path, '/') + 1, NULL);
+	c->res->run_dir_kept = false;
+	return RUN_COMPLETE;
+}
+
+/* The run's own cgroup, its cores (--cpus) and the memory watchdog, when the limits plan asks
+ * for them. */
+static int
+spawn_confine(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	int r;
+
+	if (c->lp.use_cgroup) {
 		char name[128];
 
-		cg_run_name(c.rd.suffix, name, sizeof(name));
-		r = cg_create(&c.host.cg, name, &c.lp.cg, &c.cg, err);
+		cg_run_name(c->rd.suffix, name, sizeof(name));
+		r = cg_create(&c->host.cg, name, &c->lp.cg, &c->cg, err);
 		if (r < 0) {
 			ab_err_fix(err, "%s",
 				   "check cgroup delegation (agentbox doctor), or pass "
 				   "--without cgroup");
-			goto out;
+			return r;
 		}
-		c.cg_made = true;
+		c->cg_made = true;
 	}
-
 	timing_mark("cgroup created");
-	if (c.lp.cpu_affinity > 0) {
-		r = cpu_claim(c.lp.cpu_affinity, cache_fd, &cpus);
-		if (r < 0) {
-			r = ab_err_set(err, r, "choose cores for --cpus: %s", strerror(-r));
-			goto out;
-		}
-		pin = r > 0;
-	}
-	if (c.lp.memwatch) {
-		/* the workspace and prepare's environment are tmpfs of ours: they count too
-		 * (/tmp and /dev/shm come from agentbox-init) */
-		memwatch_init(&mw, c.lp.memwatch_bytes);
-		if (c.drop)
-			mw.read_uid = c.sb_uid;
-		r = c.tmpfs_mounted ? memwatch_add_tmpfs(&mw, c.work_fd) : 0;
-		if (r == 0 && o->env_path && c.rd.mnt_env) {
-			cleanup_fd int efd =
-				open(c.rd.mnt_env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-			r = efd < 0 ? -errno : memwatch_add_tmpfs(&mw, efd);
-		}
-		if (r < 0) {
-			r = ab_err_set(err, r, "memory watchdog: cannot count the workspace: %s",
-				       strerror(-r));
-			goto out;
-		}
-	}
-	{
-		struct ab_spawn sp = {
-			.bwrap_path = c.host.bwrap_path,
-			.args_buf = args,
-			.args_len = args_len,
-			.cmd = strv_array(&cmd),
-			.seccomp_fd = c.seccomp_fd,
-			.init_path = c.host.init_path,
-			.stdin_fd = c.stdin_fd,
-			.stdin_feed = o->stdin_fd >= 0,
-			.cg = c.cg_made ? &c.cg : NULL,
-			.drop = c.drop,
-			.drop_uid = c.sb_uid,
-			.drop_gid = c.sb_gid,
-			.lp = &c.lp,
-			.cpus = pin ? &cpus.set : NULL,
-			.relay = !o->quiet,
-			.relay_to_stderr = o->relay_to_stderr,
-			.sanitize_out = isatty(STDOUT_FILENO),
-			.sanitize_err = isatty(STDERR_FILENO),
-			.inline_bytes = (size_t) o->inline_output,
-			.stream_dirfd = c.rd.fd,
-			.output_truncate = o->output_truncate,
-			.progress = o->progress,
-			.watch_fd = o->watch_fd,
-			.memwatch = c.lp.memwatch ? &mw : NULL,
-		};
-
-		if (o->slot) {
-			r = slot_start(&c, &sp, err);
-			if (r < 0)
-				goto out;
-		}
-		clock_gettime(CLOCK_REALTIME, &c.started_rt);
-		r = supervise_run(&sp, res, &oc, err);
-		cpu_claim_release(&cpus); /* every process of the run is gone */
-		if (o->slot) {
-			o->slot->state = (int) c.warm.state;
-			snprintf(o->slot->failure, sizeof(o->slot->failure), "%s", c.warm.failure);
-			if (c.warm.state == AB_WARM_CLAIMED)
-				o = c.o; /* the run's own spec from here on (slot.c) */
-		}
+	if (c->lp.cpu_affinity > 0) {
+		r = cpu_claim(c->lp.cpu_affinity, run->cache_fd, &run->cpus);
 		if (r < 0)
-			goto out;
+			return ab_err_set(err, r, "choose cores for --cpus: %s", strerror(-r));
+		run->pin = r > 0;
 	}
-	if (o->slot && c.warm.state != AB_WARM_CLAIMED) {
+	if (!c->lp.memwatch)
+		return 0;
+	/* the workspace and prepare's environment are tmpfs of ours: they count too (/tmp and
+	 * /dev/shm come from agentbox-init) */
+	memwatch_init(&run->mw, c->lp.memwatch_bytes);
+	if (c->drop)
+		run->mw.read_uid = c->sb_uid;
+	r = c->tmpfs_mounted ? memwatch_add_tmpfs(&run->mw, c->work_fd) : 0;
+	if (r == 0 && run->o->env_path && c->rd.mnt_env) {
+		cleanup_fd int efd =
+			open(c->rd.mnt_env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		r = efd < 0 ? -errno : memwatch_add_tmpfs(&run->mw, efd);
+	}
+	if (r < 0)
+		return ab_err_set(err, r, "memory watchdog: cannot count the workspace: %s",
+				  strerror(-r));
+	return 0;
+}
+
+/* Starts the sandbox (a slot: waits for a run to take it) and supervises it to its end. */
+static int
+run_spawn(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	const struct ab_run_opts *o = run->o;
+	size_t args_len = 0;
+	cleanup_free char *args = bwargv_serialize(&run->av, &args_len);
+	struct ab_spawn sp;
+	int r;
+
+	timing_mark("argv built");
+	r = spawn_confine(run, err);
+	if (r < 0)
+		return r;
+	sp = (struct ab_spawn){
+		.bwrap_path = c->host.bwrap_path,
+		.args_buf = args,
+		.args_len = args_len,
+		.cmd = strv_array(&run->cmd),
+		.seccomp_fd = c->seccomp_fd,
+		.init_path = c->host.init_path,
+		.stdin_fd = c->stdin_fd,
+		.stdin_feed = o->stdin_fd >= 0,
+		.cg = c->cg_made ? &c->cg : NULL,
+		.drop = c->drop,
+		.drop_uid = c->sb_uid,
+		.drop_gid = c->sb_gid,
+		.lp = &c->lp,
+		.cpus = run->pin ? &run->cpus.set : NULL,
+		.relay = !o->quiet,
+		.relay_to_stderr = o->relay_to_stderr,
+		.sanitize_out = isatty(STDOUT_FILENO),
+		.sanitize_err = isatty(STDERR_FILENO),
+		.inline_bytes = (size_t) o->inline_output,
+		.stream_dirfd = c->rd.fd,
+		.output_truncate = o->output_truncate,
+		.progress = o->progress,
+		.watch_fd = o->watch_fd,
+		.memwatch = c->lp.memwatch ? &run->mw : NULL,
+	};
+	if (o->slot) {
+		r = slot_start(c, &sp, err);
+		if (r < 0)
+			return r;
+	}
+	clock_gettime(CLOCK_REALTIME, &c->started_rt);
+	r = supervise_run(&sp, c->res, &run->oc, err);
+	cpu_claim_release(&run->cpus); /* every process of the run is gone */
+	if (o->slot) {
+		o->slot->state = (int) c->warm.state;
+		snprintf(o->slot->failure, sizeof(o->slot->failure), "%s", c->warm.failure);
+		if (c->warm.state == AB_WARM_CLAIMED)
+			run->o = c->o; /* the run's own spec from here on (slot.c) */
+	}
+	if (r < 0)
+		return r;
+	if (run->o->slot && c->warm.state != AB_WARM_CLAIMED) {
 		/* no run took the slot: nothing to report, nothing to keep */
-		res->run_dir_kept = false;
-		o->rm = true;
-		r = 0;
-		goto out;
+		c->res->run_dir_kept = false;
+		run->unclaimed = true;
+		return RUN_COMPLETE;
 	}
 	timing_mark("sandbox finished");
-	if (c.cg_made)
-		(void) cg_read_usage(&c.cg, &usage);
-	if (o->slot)
-		slot_settle(&c, &oc, c.cg_made ? &usage : NULL);
+	return 0;
+}
 
-	if (!oc.started) {
-		r = ab_err_set(err, -oc.exec_errno, "could not start bwrap: %s: %s", oc.exec_what,
-			       strerror(oc.exec_errno));
-		goto out;
-	}
-	if (oc.init_setup_failed &&
-	    strncmp(oc.init_text, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) {
-		r = ab_err_set(err, -oc.init_errno,
-			       "the sandbox is not isolated from the network: %s", oc.init_text);
+/* What agentbox itself failed at around the script (nothing ran, or not as planned): bwrap's
+ * start, agentbox-init's hardening, the memory watchdog. */
+static int
+outcome_failure(struct run *run, struct ab_err *err)
+{
+	const struct ab_outcome *oc = &run->oc;
+	struct ab_record *res = run->c.res;
+	int r;
+
+	if (!oc->started)
+		return ab_err_set(err, -oc->exec_errno, "could not start bwrap: %s: %s",
+				  oc->exec_what, strerror(oc->exec_errno));
+	if (oc->init_setup_failed &&
+	    strncmp(oc->init_text, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) {
+		r = ab_err_set(err, -oc->init_errno,
+			       "the sandbox is not isolated from the network: %s", oc->init_text);
 		ab_err_fix(err, "nothing ran; check that AGENTBOX_BWRAP is a real bwrap that "
 				"unshares the network (agentbox doctor), and report a bug");
-		goto out;
+		return r;
 	}
-	if (oc.init_setup_failed) {
-		r = ab_err_set(err, -oc.init_errno, "sandbox hardening failed: %s: %s",
-			       oc.init_text, strerror(oc.init_errno));
+	if (oc->init_setup_failed) {
+		r = ab_err_set(err, -oc->init_errno, "sandbox hardening failed: %s: %s",
+			       oc->init_text, strerror(oc->init_errno));
 		ab_err_fix(err,
 			   "run `agentbox doctor`; opt out of the failing layer with --without");
-		goto out;
+		return r;
 	}
-	if (!oc.init_started && !oc.timed_out && !oc.interrupted_by) {
+	if (!oc->init_started && !oc->timed_out && !oc->interrupted_by) {
 		/* bwrap failed before it started our PID 1: its message is on stderr */
 		char msg[400];
 		size_t n = res->err.len < sizeof(msg) - 1 ? res->err.len : sizeof(msg) - 1;
@@ -543,92 +671,151 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			msg[--n] = '\0';
 		r = ab_err_set(err, -EIO, "bubblewrap failed to set up the sandbox: %s",
 			       n ? msg : "no message");
-		host_probe_forget(cache_fd, c.drop ? c.sb_uid : geteuid());
+		host_probe_forget(run->cache_fd, run->c.drop ? run->c.sb_uid : geteuid());
 		ab_err_fix(err, "run `agentbox doctor`");
-		goto out;
+		return r;
 	}
-	if (oc.memwatch_error[0] && !oc.timed_out && !oc.interrupted_by) {
+	if (oc->memwatch_error[0] && !oc->timed_out && !oc->interrupted_by) {
 		/* never a run with a memory limit nobody watched */
 		r = ab_err_set(err, -EIO, "the memory watchdog could not watch the sandbox: %s",
-			       oc.memwatch_error);
+			       oc->memwatch_error);
 		ab_err_fix(err, "run `agentbox doctor`; run as root or with a delegated cgroup v2 "
 				"so the kernel enforces --memory");
-		goto out;
+		return r;
 	}
-	outcome_interpret(&c, &oc, c.cg_made ? &usage : NULL);
-	if (o->slot)
-		slot_settle_cpu(&c);
-	if (c.lp.memwatch && mw.attached) {
+	return 0;
+}
+
+/* How the run ended, into the record: usage, limits, the protections in force, a hint. */
+static int
+run_interpret(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	struct ab_record *res = c->res;
+	const struct ab_outcome *oc = &run->oc;
+	const struct ab_cg_usage *usage = c->cg_made ? &run->usage : NULL;
+	int r;
+
+	if (c->cg_made)
+		(void) cg_read_usage(&c->cg, &run->usage);
+	if (run->o->slot)
+		slot_settle(c, &run->oc, c->cg_made ? &run->usage : NULL);
+	r = outcome_failure(run, err);
+	if (r < 0)
+		return r;
+	outcome_interpret(c, oc, usage);
+	if (run->o->slot)
+		slot_settle_cpu(c);
+	if (c->lp.memwatch && run->mw.attached) {
 		/* a watchdog that never saw the script measured agentbox-init alone: null, not
 		 * that figure (issue 25) */
-		res->usage.memory_peak_bytes = mw.saw_script ? (int64_t) mw.peak : -1;
-		if (!c.cg_made)
-			res->usage.tasks_peak = (int64_t) mw.tasks_peak;
+		res->usage.memory_peak_bytes = run->mw.saw_script ? (int64_t) run->mw.peak : -1;
+		if (!c->cg_made)
+			res->usage.tasks_peak = (int64_t) run->mw.tasks_peak;
 	}
-	if (oc.timed_out || oc.output_limited || oc.cpu_time_limited || oc.interrupted_by ||
-	    oc.mem_limited)
-		res->kill_to_reaped_ms = oc.kill_to_reaped_ms;
-	if (oc.init_exec_failed)
-		res->exit_code = oc.init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
-	outcome_record_protections(&c, &oc);
+	if (oc->timed_out || oc->output_limited || oc->cpu_time_limited || oc->interrupted_by ||
+	    oc->mem_limited)
+		res->kill_to_reaped_ms = oc->kill_to_reaped_ms;
+	if (oc->init_exec_failed)
+		res->exit_code = oc->init_errno == ENOENT ? AB_EXIT_NOT_FOUND : AB_EXIT_CANNOT_EXEC;
+	outcome_record_protections(c, oc);
 	/* issue 25: a script that failed on a file or module lying next to it on the host */
 	if (res->status == AB_STATUS_EXITED && res->exit_code > 0 &&
-	    !(o->workspace && c.script_rel)) {
+	    !(run->o->workspace && c->script_rel)) {
 		size_t n = 0;
 		cleanup_free char *t = stream_inline_text(&res->err, &n);
 
-		res->hint = hint_for_run(o, t, n);
+		res->hint = hint_for_run(run->o, t, n);
 	}
-
 	timing_mark("interpreted");
-	r = ws_collect(&c, err);
-	if (r < 0)
-		goto out;
-	if (o->env_path && res->status == AB_STATUS_EXITED && res->exit_code == 0) {
-		r = ws_env_copy_out(&c, err);
-		if (r < 0)
-			goto out;
-		res->env_copied = true;
-	}
-	r = 0;
+	return 0;
+}
 
+/* The files: the report's list, --collect, the kept copy; prepare's environment out. */
+static int
+run_collect(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	int r;
+
+	r = ws_collect(c, err);
+	if (r < 0)
+		return r;
+	if (run->o->env_path && c->res->status == AB_STATUS_EXITED && c->res->exit_code == 0) {
+		r = ws_env_copy_out(c, err);
+		if (r < 0)
+			return r;
+		c->res->env_copied = true;
+	}
 	timing_mark("collected");
-out:
-	cpu_claim_release(&cpus);
-	memwatch_done(&mw);
-	if (r < 0 && res->n_prot == 0 && c.plan.interp)
-		outcome_record_protections(&c, NULL);
-	ws_cleanup(&c);
-	if (o->rm && c.rd.path && c.rd.root_fd >= 0) {
+	return 0;
+}
+
+/* The end of every run, complete or not (r): the protections for a report that has none
+ * yet, the cgroup, the run directory removed or handed over. */
+static void
+run_finish(struct run *run, int r)
+{
+	struct run_ctx *c = &run->c;
+	struct ab_record *res = c->res;
+	const struct ab_run_opts *o = run->o;
+
+	cpu_claim_release(&run->cpus);
+	memwatch_done(&run->mw);
+	if (r < 0 && res->n_prot == 0 && c->plan.interp)
+		outcome_record_protections(c, NULL);
+	ws_cleanup(c);
+	if ((o->rm || run->unclaimed) && c->rd.path && c->rd.root_fd >= 0) {
 		timing_mark("removing the run directory");
-		if (walk_remove_tree(c.rd.root_fd, strrchr(c.rd.path, '/') + 1, NULL) == 0)
+		if (walk_remove_tree(c->rd.root_fd, strrchr(c->rd.path, '/') + 1, NULL) == 0)
 			res->run_dir_kept = false;
 		timing_mark("run directory removed");
 	}
-	if (c.rd.path && res->run_dir_kept && o->workspace == NULL && !res->workspace)
-		res->workspace = xasprintf("%s/work", c.rd.path);
-	if (res->run_dir_kept && c.rd.fd >= 0)
-		res->run_dir_fd = steal_fd(&c.rd.fd);
+	if (c->rd.path && res->run_dir_kept && o->workspace == NULL && !res->workspace)
+		res->workspace = xasprintf("%s/work", c->rd.path);
+	if (res->run_dir_kept && c->rd.fd >= 0)
+		res->run_dir_fd = steal_fd(&c->rd.fd);
 	timing_mark("cleaned up");
-	strv_done(&av);
-	strv_done(&cmd);
-	plan_done(&c.plan);
-	rundir_done(&c.rd);
-	if (c.script_fd >= 0)
-		(void) close(c.script_fd);
-	if (c.seccomp_fd >= 0)
-		(void) close(c.seccomp_fd);
-	if (c.stdin_fd >= 0)
-		(void) close(c.stdin_fd);
-	if (c.work_fd >= 0)
-		(void) close(c.work_fd);
-	if (c.ws_dir_fd >= 0)
-		(void) close(c.ws_dir_fd);
-	if (c.collect_fd >= 0)
-		(void) close(c.collect_fd);
-	free(c.script_name);
-	free(c.strip_keep);
-	free(c.script_rel);
-	slot_done(&c);
+}
+
+/* The story of a run: the plan made in steps as its facts come in (the host, the script, the
+ * run directory, the probed sandbox), staged, run, interpreted, collected. */
+static int
+run_story(struct run *run, struct ab_err *err)
+{
+	int r;
+
+	r = run_probe_host(run, err);
+	if (r == 0)
+		r = run_enter(run, err);
+	if (r == 0)
+		r = run_resolve(run, err);
+	if (r == 0)
+		r = run_open_dir(run, err);
+	if (r == 0)
+		r = run_plan(run, err);
+	if (r == 0)
+		r = run_stage(run, err);
+	if (r == 0 && run->o->dry_run)
+		r = run_dry(run);
+	if (r == 0)
+		r = run_spawn(run, err);
+	if (r == 0)
+		r = run_interpret(run, err);
+	if (r == 0)
+		r = run_collect(run, err);
 	return r;
+}
+
+int
+run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
+{
+	cleanup_run struct run run;
+	int r;
+
+	run_init(&run, o, res);
+	timing_mark("start");
+	r = run_story(&run, err);
+	run_finish(&run, r);
+	return r < 0 ? r : 0;
 }
