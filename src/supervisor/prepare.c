@@ -662,6 +662,160 @@ install_opts(struct ab_run_opts *o, const struct env_spec *es, const json_t *q, 
 	return 0;
 }
 
+/* The request: what to install (es; *ret_node: the node found on PATH, owned), the install's
+ * network (np's policy, and the package index to probe before it), the environment's size
+ * cap. Returns 0 or a usage error. */
+static int
+prepare_request(const json_t *q, struct env_spec *es, char **ret_node, struct ab_netproxy *np,
+		struct np_policy *index, uint64_t *env_bytes, struct ab_err *err)
+{
+	const char *index_url = req_str(q, "index_url");
+	bool no_index = json_is_true(json_object_get(q, "no_index"));
+	const json_t *hosts = json_object_get(q, "allow_hosts");
+	const char *disk = json_string_value(json_object_get(json_object_get(q, "limits"), "disk"));
+	char index_target[NP_HOST_MAX + 16];
+	size_t i;
+	json_t *h;
+
+	es->python = req_str(q, "python") != NULL;
+	es->reqs = es->python ? req_str(q, "python") : req_str(q, "node");
+	es->interp = req_str(q, "interpreter");
+	es->system_site = json_is_true(json_object_get(q, "system_site_packages"));
+	if (!es->reqs)
+		return ab_err_usage(err, "prepare: give \"python\" or \"node\"");
+	json_array_foreach(hosts, i, h)
+	{
+		if (!json_is_string(h) || np_policy_add(&np->policy, json_string_value(h)) < 0)
+			return ab_err_usage(
+				err,
+				"prepare: --allow-host '%s': expected HOST or HOST:PORT "
+				"(at most %d)",
+				json_is_string(h) ? json_string_value(h) : "?", NP_MAX_ALLOW);
+	}
+	if (index_url && index_url_target(index_url, index_target, sizeof(index_target)) < 0)
+		return ab_err_usage(
+			err,
+			"prepare: --index-url '%s': expected https://HOST[:PORT][/PATH] "
+			"(no user:password@)",
+			index_url);
+	/* The install's network: its own namespace, the registry proxy its only way out, to the
+	 * package index and each --allow-host. */
+	index_hosts(index, es->python, no_index, index_url ? index_target : NULL);
+	for (i = 0; i < index->n; i++) {
+		char t[NP_HOST_MAX + 16];
+
+		np_format_target(t, sizeof(t), index->allow[i].host, index->allow[i].port);
+		if (np_policy_add(&np->policy, t) < 0)
+			return ab_err_usage(err, "prepare: more than %d hosts to allow",
+					    NP_MAX_ALLOW);
+	}
+	if (disk && (units_parse_size(disk, env_bytes) < 0 || *env_bytes < (16ULL << 20)))
+		return ab_err_usage(err,
+				    "prepare: invalid --disk '%s': expected a size of at least 16M "
+				    "(e.g. 2G)",
+				    disk);
+	if (!es->python) {
+		es->lock =
+			req_str(q, "lock") ? xstrdup(req_str(q, "lock")) : sibling_lock(es->reqs);
+		if (!es->interp) {
+			*ret_node = default_node();
+			es->interp = *ret_node;
+		}
+	} else if (!es->interp) {
+		es->interp = "/usr/bin/python3";
+	}
+	return 0;
+}
+
+/* How the install went (r: run_main's), said once: an index gone after the probe, a failed
+ * installer, an environment not copied out or too big for the copy. Returns 0 or -errno. */
+static int
+install_verdict(int r, const struct ab_record *res, const struct ab_netproxy *np,
+		uint64_t env_bytes, struct ab_err *err)
+{
+	bool failed = res->status != AB_STATUS_EXITED || res->exit_code != 0;
+
+	if (r < 0)
+		return r;
+	if (failed && np->stats_valid && np->allowed == 0 && np->refused == 0 && np->failed > 0) {
+		/* every way out failed to connect: the index went away after the probe */
+		const char *f = np->failures.n ? np->failures.v[0] : "no connection succeeded";
+
+		r = ab_err_set(err, -EHOSTUNREACH, "cannot reach the package index: %s",
+			       strncmp(f, "CONNECT ", 8) == 0 ? f + 8 : f);
+		err->exit = AB_EXIT_UNAVAILABLE;
+		ab_err_fix(err, "check this host's network and DNS, then run prepare again");
+		return r;
+	}
+	if (failed) {
+		r = ab_err_set(err, -EIO, "the install failed: %s (exit %d)%s%s",
+			       result_status_name(res->status), res->exit_code,
+			       res->message ? ": " : "", res->message ? res->message : "");
+		ab_err_fix(err, "read the installer's output above");
+		return r;
+	}
+	if (!res->env_copied)
+		return ab_err_set(err, -EIO, "the environment was not copied out");
+	if (json_is_true(json_object_get(res->environment, "truncated"))) {
+		r = ab_err_set(err, -EFBIG,
+			       "the environment is bigger than agentbox copies "
+			       "(400000 entries, %llu MiB)",
+			       (unsigned long long) (env_bytes >> 20));
+		ab_err_fix(err, "raise prepare --disk, or install fewer packages");
+		return r;
+	}
+	{
+		json_int_t skipped =
+			json_integer_value(json_object_get(res->environment, "skipped_count"));
+
+		if (skipped > 0)
+			fprintf(stderr,
+				"agentbox: prepare: %lld entries of the environment were left out "
+				"(links pointing outside it, FIFOs, sockets, hard links; see "
+				"--report)\n",
+				(long long) skipped);
+	}
+	return 0;
+}
+
+/* The install, a run of its own: the environment being built is bound writable at dir and
+ * copied out into build_fd; the registry proxy (np) its only way out. Sets *ret_report to
+ * its report (also when it failed). Returns 0 or -errno. */
+static int
+prepare_install(const json_t *q, const struct env_spec *es, const char *dir, int build_fd,
+		uint64_t env_bytes, struct ab_netproxy *np, json_t **ret_report, struct ab_err *err)
+{
+	struct ab_run_opts o;
+	struct ab_record res;
+	int r;
+
+	run_opts_init(&o);
+	result_init(&res, &o);
+	r = install_opts(&o, es, q, dir, err);
+	if (r == 0) {
+		o.share_net = true;
+		o.netproxy = np;
+		o.env_path = dir;
+		o.env_bytes = env_bytes;
+		o.env_inodes = 400000;
+		o.env_dst_fd = build_fd;
+		r = run_main(&o, &res, err);
+	}
+	if (r < 0)
+		res.status = AB_STATUS_SETUP_ERROR;
+	netproxy_stop(np);
+	r = install_verdict(r, &res, np, env_bytes, err);
+	if (np->refused > 0)
+		fprintf(stderr,
+			"agentbox: prepare: the registry proxy refused %llu connection(s) "
+			"(see above)\n",
+			(unsigned long long) np->refused);
+	*ret_report = prepare_report(&res, r, err, np);
+	result_done(&res);
+	run_opts_done(&o);
+	return r;
+}
+
 int
 prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 {
@@ -669,80 +823,21 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 	cleanup_free char *node = NULL, *dir = NULL, *cache_path = NULL;
 	cleanup_fd int cache_fd = -1, build_fd = -1;
 	int lockfd = -1;
-	char name[40], build_name[48], lockname[48] = "", key[65], index_target[NP_HOST_MAX + 16];
+	char name[40], build_name[48], lockname[48] = "", key[65];
 	const char *index_url = req_str(q, "index_url");
-	bool no_index = json_is_true(json_object_get(q, "no_index"));
 	struct np_policy index = { 0 };
 	uint64_t env_bytes = 1536ULL << 20;
 	struct ab_netproxy np;
 	json_t *report = NULL;
-	const json_t *hosts = json_object_get(q, "allow_hosts");
 	uid_t owner = (uid_t) -1;
 	gid_t group = (gid_t) -1;
-	size_t i;
-	json_t *h;
 	int r;
 
 	*ret = NULL;
 	netproxy_init(&np);
-	es.python = req_str(q, "python") != NULL;
-	es.reqs = es.python ? req_str(q, "python") : req_str(q, "node");
-	es.interp = req_str(q, "interpreter");
-	es.system_site = json_is_true(json_object_get(q, "system_site_packages"));
-	if (!es.reqs)
-		return ab_err_usage(err, "prepare: give \"python\" or \"node\"");
-	json_array_foreach(hosts, i, h)
-	{
-		if (!json_is_string(h) || np_policy_add(&np.policy, json_string_value(h)) < 0) {
-			r = ab_err_usage(err,
-					 "prepare: --allow-host '%s': expected HOST or HOST:PORT "
-					 "(at most %d)",
-					 json_is_string(h) ? json_string_value(h) : "?",
-					 NP_MAX_ALLOW);
-			goto out;
-		}
-	}
-	if (index_url && index_url_target(index_url, index_target, sizeof(index_target)) < 0) {
-		r = ab_err_usage(err,
-				 "prepare: --index-url '%s': expected https://HOST[:PORT][/PATH] "
-				 "(no user:password@)",
-				 index_url);
+	r = prepare_request(q, &es, &node, &np, &index, &env_bytes, err);
+	if (r < 0)
 		goto out;
-	}
-	/* The install's network: its own namespace, the registry proxy its only way out, to the
-	 * package index and each --allow-host. */
-	index_hosts(&index, es.python, no_index, index_url ? index_target : NULL);
-	for (i = 0; i < index.n; i++) {
-		char t[NP_HOST_MAX + 16];
-
-		np_format_target(t, sizeof(t), index.allow[i].host, index.allow[i].port);
-		if (np_policy_add(&np.policy, t) < 0) {
-			r = ab_err_usage(err, "prepare: more than %d hosts to allow", NP_MAX_ALLOW);
-			goto out;
-		}
-	}
-	{
-		const char *d =
-			json_string_value(json_object_get(json_object_get(q, "limits"), "disk"));
-
-		if (d && (units_parse_size(d, &env_bytes) < 0 || env_bytes < (16ULL << 20))) {
-			r = ab_err_usage(err,
-					 "prepare: invalid --disk '%s': expected a size of at "
-					 "least 16M (e.g. 2G)",
-					 d);
-			goto out;
-		}
-	}
-	if (!es.python) {
-		es.lock = req_str(q, "lock") ? xstrdup(req_str(q, "lock")) : sibling_lock(es.reqs);
-		if (!es.interp) {
-			node = default_node();
-			es.interp = node;
-		}
-	} else if (!es.interp) {
-		es.interp = "/usr/bin/python3";
-	}
-
 	r = env_key(&es, key, err);
 	if (r < 0)
 		goto out;
@@ -806,70 +901,7 @@ prepare_do(const json_t *q, json_t **ret, struct ab_err *err)
 		}
 	}
 
-	{
-		struct ab_run_opts o;
-		struct ab_record res;
-
-		run_opts_init(&o);
-		result_init(&res, &o);
-		r = install_opts(&o, &es, q, dir, err);
-		if (r == 0) {
-			o.share_net = true;
-			o.netproxy = &np;
-			o.env_path = dir;
-			o.env_bytes = env_bytes;
-			o.env_inodes = 400000;
-			o.env_dst_fd = build_fd;
-			r = run_main(&o, &res, err);
-		}
-		if (r < 0)
-			res.status = AB_STATUS_SETUP_ERROR;
-		netproxy_stop(&np);
-		if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0) &&
-		    np.stats_valid && np.allowed == 0 && np.refused == 0 && np.failed > 0) {
-			/* every way out failed to connect: the index went away after the probe */
-			const char *f =
-				np.failures.n ? np.failures.v[0] : "no connection succeeded";
-
-			r = ab_err_set(err, -EHOSTUNREACH, "cannot reach the package index: %s",
-				       strncmp(f, "CONNECT ", 8) == 0 ? f + 8 : f);
-			err->exit = AB_EXIT_UNAVAILABLE;
-			ab_err_fix(err,
-				   "check this host's network and DNS, then run prepare again");
-		} else if (r == 0 && (res.status != AB_STATUS_EXITED || res.exit_code != 0)) {
-			r = ab_err_set(err, -EIO, "the install failed: %s (exit %d)%s%s",
-				       result_status_name(res.status), res.exit_code,
-				       res.message ? ": " : "", res.message ? res.message : "");
-			ab_err_fix(err, "read the installer's output above");
-		} else if (r == 0 && !res.env_copied) {
-			r = ab_err_set(err, -EIO, "the environment was not copied out");
-		} else if (r == 0) {
-			json_int_t skipped = json_integer_value(
-				json_object_get(res.environment, "skipped_count"));
-
-			if (json_is_true(json_object_get(res.environment, "truncated"))) {
-				r = ab_err_set(err, -EFBIG,
-					       "the environment is bigger than agentbox copies "
-					       "(400000 entries, %llu MiB)",
-					       (unsigned long long) (env_bytes >> 20));
-				ab_err_fix(err, "raise prepare --disk, or install fewer packages");
-			} else if (skipped > 0) {
-				fprintf(stderr,
-					"agentbox: prepare: %lld entries of the environment were "
-					"left out (links pointing outside it, FIFOs, sockets, hard "
-					"links; see --report)\n",
-					(long long) skipped);
-			}
-		}
-		if (np.refused > 0)
-			fprintf(stderr,
-				"agentbox: prepare: the registry proxy refused %llu connection(s) "
-				"(see above)\n",
-				(unsigned long long) np.refused);
-		report = prepare_report(&res, r, err, &np);
-		result_done(&res);
-		run_opts_done(&o);
-	}
+	r = prepare_install(q, &es, dir, build_fd, env_bytes, &np, &report, err);
 	if (r < 0)
 		goto fail;
 	{
