@@ -1058,115 +1058,168 @@ dup_high(int fd)
 	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
 }
 
-int
-supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc, struct ab_err *err)
-{
-	int out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 }, ep[2] = { -1, -1 };
-	cleanup_fd int args_fd = -1, sfd = -1, in_fd = -1, seccomp_hi = -1, init_fd = -1;
-	int mw_p[2] = { -1, -1 };
-	struct stream_state so = { .fd = -1,
-				   .s = &res->out,
-				   .name = "stdout",
-				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
-				   .file_fd = -1,
-				   .res = res };
-	struct stream_state se = { .fd = -1,
-				   .s = &res->err,
-				   .name = "stderr",
-				   .dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1,
-				   .file_fd = -1,
-				   .res = res };
-	struct ab_relay_dst dout = { .fd = -1 }, derr = { .fd = -1 };
+/* One sandbox under supervision, from its fds to the last reap: what supervise_run's steps
+ * share. */
+struct sup {
+	struct ab_spawn *sp;
+	struct ab_record *res;
+	struct ab_outcome *oc;
+	/* for the child, each moved high (dup_high) so that its dup2()s onto the fixed numbers
+	 * never clobber one another */
+	int args_fd, in_fd, seccomp_hi, init_fd;
+	int out_p[2], err_p[2], st_p[2], ep[2], mw_p[2];
+	int sfd; /* signalfd: SIGCHLD and the signals that stop a run */
+	struct stream_state so, se;
+	struct ab_relay_dst dout, derr;
 	struct ab_relay_dst *dst[2];
-	size_t ndst = 0;
-	sigset_t mask;
-	cpu_set_t mine;
-	int64_t t0, deadline, kill_at = -1, next_tick;
-	struct ab_progress prog = { .fd = -1 };
-	struct ab_feed feed = { .src = -1, .dst = -1 };
-	pid_t pid, self = getpid();
-	bool killed = false, children = true, in_cgroup = false, end_polled = false;
-	int r = 0, warm_r = 0;
+	size_t ndst;
+	struct ab_progress prog;
+	struct ab_feed feed;
+	pid_t pid;
+	bool killed, children, end_polled;
+	int64_t t0, deadline, kill_at, next_tick;
+};
 
+static void
+sup_init(struct sup *s, struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc)
+{
+	int dirfd = sp->stream_dirfd > 2 ? sp->stream_dirfd : -1;
+
+	*s = (struct sup){
+		.sp = sp,
+		.res = res,
+		.oc = oc,
+		.args_fd = -1,
+		.in_fd = -1,
+		.seccomp_hi = -1,
+		.init_fd = -1,
+		.out_p = { -1, -1 },
+		.err_p = { -1, -1 },
+		.st_p = { -1, -1 },
+		.ep = { -1, -1 },
+		.mw_p = { -1, -1 },
+		.sfd = -1,
+		.so = { .fd = -1,
+			.s = &res->out,
+			.name = "stdout",
+			.dirfd = dirfd,
+			.file_fd = -1,
+			.res = res },
+		.se = { .fd = -1,
+			.s = &res->err,
+			.name = "stderr",
+			.dirfd = dirfd,
+			.file_fd = -1,
+			.res = res },
+		.dout = { .fd = -1 },
+		.derr = { .fd = -1 },
+		.prog = { .fd = -1 },
+		.feed = { .src = -1, .dst = -1 },
+		.children = true,
+		.kill_at = -1,
+	};
 	memset(oc, 0, sizeof(*oc));
 	oc->tmpfs_end_bytes = oc->tmpfs_peak_bytes = -1;
 	res->out.inline_max = res->err.inline_max = inline_cap(sp);
+}
 
-	/* bwrap reads its arguments from a memfd: no ARG_MAX limit, nothing in `ps` (T6). */
-	args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
-	if (args_fd < 0)
+static void
+sup_kill(struct sup *s)
+{
+	kill_run(s->pid, s->sp, s->oc, &s->killed, &s->kill_at);
+}
+
+/* bwrap's arguments in a memfd (no ARG_MAX limit, nothing in `ps`: T6), the sandbox's stdin,
+ * the seccomp program and agentbox-init, each high. */
+static int
+sup_open_fds(struct sup *s, struct ab_err *err)
+{
+	const struct ab_spawn *sp = s->sp;
+	int r;
+
+	s->args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
+	if (s->args_fd < 0)
 		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
-	r = write_all(args_fd, sp->args_buf, sp->args_len);
-	if (r < 0 || lseek(args_fd, 0, SEEK_SET) < 0)
+	r = write_all(s->args_fd, sp->args_buf, sp->args_len);
+	if (r < 0 || lseek(s->args_fd, 0, SEEK_SET) < 0)
 		return ab_err_set(err, r < 0 ? r : -errno, "write bwrap arguments");
 	{
-		int hi = dup_high(args_fd);
+		int hi = dup_high(s->args_fd);
 
-		(void) close(args_fd);
-		args_fd = hi;
+		(void) close(s->args_fd);
+		s->args_fd = hi;
 	}
 	if (sp->stdin_feed) {
 		int end = -1;
 
-		r = feed_open(&feed, STDIN_FILENO, &end);
+		r = feed_open(&s->feed, STDIN_FILENO, &end);
 		if (r < 0)
 			return ab_err_set(err, r, "stream stdin into the sandbox: %s",
 					  strerror(-r));
-		in_fd = dup_high(end);
+		s->in_fd = dup_high(end);
 		(void) close(end);
 	} else if (sp->stdin_fd >= 0) {
-		in_fd = dup_high(sp->stdin_fd);
+		s->in_fd = dup_high(sp->stdin_fd);
 	} else {
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		in_fd = dup_high(nul);
+		s->in_fd = dup_high(nul);
 		(void) close(nul);
 	}
-	seccomp_hi = dup_high(sp->seccomp_fd);
+	s->seccomp_hi = dup_high(sp->seccomp_fd);
 	{
 		/* agentbox-init is exec'd through /proc/self/fd/AB_FD_INIT: nothing is mounted
 		 * for it and its host path shows nowhere in the sandbox (T35) */
 		int ifd = open(sp->init_path, O_RDONLY | O_CLOEXEC);
 
-		init_fd = dup_high(ifd);
+		s->init_fd = dup_high(ifd);
 		if (ifd >= 0)
 			(void) close(ifd);
-		if (init_fd < 0)
+		if (s->init_fd < 0)
 			return ab_err_set(err, -errno, "open agentbox-init '%s': %s", sp->init_path,
 					  strerror(errno));
 	}
-	if (args_fd < 0 || in_fd < 0 || (sp->seccomp_fd >= 0 && seccomp_hi < 0))
+	if (s->args_fd < 0 || s->in_fd < 0 || (sp->seccomp_fd >= 0 && s->seccomp_hi < 0))
 		return ab_err_set(err, -errno, "prepare fds: %s", strerror(errno));
-	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-	    pipe2(st_p, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
-		r = ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
-		goto out_close;
-	}
-	if (sp->memwatch && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mw_p) < 0) {
-		r = ab_err_set(err, -errno, "socketpair: %s", strerror(errno));
-		goto out_close;
-	}
-	{
-		int *all[] = {
-			&out_p[0], &out_p[1], &err_p[0], &err_p[1], &st_p[0],
-			&st_p[1],  &ep[0],    &ep[1],    &mw_p[0],  &mw_p[1],
-		};
+	return 0;
+}
 
-		for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-			int hi;
+/* The output, status and exec-error pipes, and the watchdog's socket, each high. */
+static int
+sup_open_pipes(struct sup *s, struct ab_err *err)
+{
+	int *all[] = {
+		&s->out_p[0], &s->out_p[1], &s->err_p[0], &s->err_p[1], &s->st_p[0],
+		&s->st_p[1],  &s->ep[0],    &s->ep[1],    &s->mw_p[0],  &s->mw_p[1],
+	};
 
-			if (*all[i] < 0)
-				continue;
-			hi = dup_high(*all[i]);
+	if (pipe2(s->out_p, O_CLOEXEC) < 0 || pipe2(s->err_p, O_CLOEXEC) < 0 ||
+	    pipe2(s->st_p, O_CLOEXEC) < 0 || pipe2(s->ep, O_CLOEXEC) < 0)
+		return ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
+	if (s->sp->memwatch && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->mw_p) < 0)
+		return ab_err_set(err, -errno, "socketpair: %s", strerror(errno));
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		int hi;
 
-			(void) close(*all[i]);
-			*all[i] = hi;
-			if (hi < 0) {
-				r = ab_err_set(err, -errno, "dup pipes");
-				goto out_close;
-			}
-		}
+		if (*all[i] < 0)
+			continue;
+		hi = dup_high(*all[i]);
+
+		(void) close(*all[i]);
+		*all[i] = hi;
+		if (hi < 0)
+			return ab_err_set(err, -errno, "dup pipes");
 	}
+	return 0;
+}
+
+/* SIGCHLD and the signals that stop a run come through a signalfd. The signals stay blocked
+ * to the end: an interrupt then must not cut the report or the cleanup short (main() leaves
+ * through exit() anyway). */
+static int
+sup_block_signals(struct sup *s, struct ab_err *err)
+{
+	sigset_t mask;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
@@ -1174,68 +1227,73 @@ supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc,
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
-		r = ab_err_set(err, -errno, "sigprocmask");
-		goto out_close;
-	}
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		r = ab_err_set(err, -errno, "signalfd");
-		goto out_mask;
-	}
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return ab_err_set(err, -errno, "sigprocmask");
+	s->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s->sfd < 0)
+		return ab_err_set(err, -errno, "signalfd");
 	(void) signal(SIGPIPE, SIG_IGN);
 	/* PID 1 of the sandbox is re-parented to us if bwrap dies first: we reap it and so
 	 * know when the whole run is gone. */
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 1);
+	return 0;
+}
 
-	t0 = now_ms();
+/* Forks the child that becomes bwrap, keeps our ends of the pipes, and learns whether bwrap
+ * was exec'd (oc->started). */
+static int
+sup_start(struct sup *s, struct ab_err *err)
+{
+	const struct ab_spawn *sp = s->sp;
+	struct ab_outcome *oc = s->oc;
+	pid_t self = getpid();
+	bool in_cgroup = false;
+	cpu_set_t mine;
+
+	s->t0 = now_ms();
 	timing_mark("sandbox: fork");
 	/* Pinned runs: pin ourselves on the way to fork, so the child starts on its core
 	 * (no migration), and let go again in the parent. */
 	if (sp->cpus && (sched_getaffinity(0, sizeof(mine), &mine) < 0 ||
-			 sched_setaffinity(0, sizeof(*sp->cpus), sp->cpus) < 0)) {
-		r = ab_err_set(err, -errno, "sched_setaffinity: %s", strerror(errno));
-		goto out_mask;
-	}
-	pid = spawn_fork(sp, &in_cgroup);
-	if (sp->cpus && pid != 0)
+			 sched_setaffinity(0, sizeof(*sp->cpus), sp->cpus) < 0))
+		return ab_err_set(err, -errno, "sched_setaffinity: %s", strerror(errno));
+	s->pid = spawn_fork(sp, &in_cgroup);
+	if (sp->cpus && s->pid != 0)
 		(void) sched_setaffinity(0, sizeof(mine), &mine);
-	if (pid < 0) {
-		r = ab_err_set(err, -errno, "fork: %s", strerror(errno));
-		goto out_mask;
-	}
-	if (pid == 0)
-		child_exec(sp, in_cgroup, in_fd, out_p[1], err_p[1], args_fd, st_p[1], init_fd,
-			   mw_p[1], ep[1], self);
+	if (s->pid < 0)
+		return ab_err_set(err, -errno, "fork: %s", strerror(errno));
+	if (s->pid == 0)
+		child_exec(sp, in_cgroup, s->in_fd, s->out_p[1], s->err_p[1], s->args_fd,
+			   s->st_p[1], s->init_fd, s->mw_p[1], s->ep[1], self);
 
-	(void) close(out_p[1]);
-	(void) close(err_p[1]);
-	(void) close(st_p[1]);
-	(void) close(ep[1]);
+	(void) close(s->out_p[1]);
+	(void) close(s->err_p[1]);
+	(void) close(s->st_p[1]);
+	(void) close(s->ep[1]);
 	/* the sandbox's alone now: a script that closes its stdin is seen to (EPIPE) */
-	(void) close(in_fd);
-	in_fd = -1;
+	(void) close(s->in_fd);
+	s->in_fd = -1;
 	if (sp->warm && sp->warm->hook_peer >= 0) {
 		(void) close(sp->warm->hook_peer); /* the sandbox's alone now */
 		sp->warm->hook_peer = -1;
 	}
-	if (mw_p[1] >= 0)
-		(void) close(mw_p[1]);
-	out_p[1] = err_p[1] = st_p[1] = ep[1] = mw_p[1] = -1;
-	so.fd = out_p[0];
-	se.fd = err_p[0];
-	out_p[0] = err_p[0] = -1;
-	(void) fd_set_nonblock(so.fd, 1);
-	(void) fd_set_nonblock(se.fd, 1);
-	(void) fd_set_nonblock(st_p[0], 1);
+	if (s->mw_p[1] >= 0)
+		(void) close(s->mw_p[1]);
+	s->out_p[1] = s->err_p[1] = s->st_p[1] = s->ep[1] = s->mw_p[1] = -1;
+	s->so.fd = s->out_p[0];
+	s->se.fd = s->err_p[0];
+	s->out_p[0] = s->err_p[0] = -1;
+	(void) fd_set_nonblock(s->so.fd, 1);
+	(void) fd_set_nonblock(s->se.fd, 1);
+	(void) fd_set_nonblock(s->st_p[0], 1);
 
 	/* Did bwrap start? The error pipe is CLOEXEC: EOF without data means exec worked. */
 	{
 		struct child_err ce;
-		ssize_t n = RETRY_EINTR(read(ep[0], &ce, sizeof(ce)));
+		ssize_t n = RETRY_EINTR(read(s->ep[0], &ce, sizeof(ce)));
 
-		(void) close(ep[0]);
-		ep[0] = -1;
+		(void) close(s->ep[0]);
+		s->ep[0] = -1;
 		if (n == (ssize_t) sizeof(ce)) {
 			oc->exec_errno = ce.err;
 			snprintf(oc->exec_what, sizeof(oc->exec_what), "%s", ce.what);
@@ -1244,276 +1302,380 @@ supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc,
 			timing_mark("sandbox: bwrap exec'd");
 		}
 	}
+	return 0;
+}
 
-	/* A warm slot waits here for its run (or its end); the run's clock starts when it is
-	 * handed over. */
-	if (sp->warm && oc->started) {
-		warm_r = warm_wait(sp, pid, sfd, &so, &se, &st_p[0], &mw_p[0], oc, err);
-		if (warm_r != 0)
-			kill_run(pid, sp, oc, &killed,
-				 &kill_at); /* then reaped below, as any run */
-		res->out.inline_max = res->err.inline_max = inline_cap(sp);
-		if (sp->memwatch) {
-			sp->memwatch->peak = sp->memwatch->tasks_peak = 0;
-			sp->memwatch->next_ms = now_ms();
-		}
-		t0 = now_ms();
-	} else if (sp->warm) {
+/* A warm slot waits here for its run (or its end); the run's clock starts when it is handed
+ * over. Returns warm_wait's result (0: a run took the slot). */
+static int
+sup_warm(struct sup *s, struct ab_err *err)
+{
+	struct ab_spawn *sp = s->sp;
+	struct ab_outcome *oc = s->oc;
+	int r;
+
+	if (!oc->started) {
 		sp->warm->state = AB_WARM_FAILED;
 		snprintf(sp->warm->failure, sizeof(sp->warm->failure),
 			 "could not start bwrap: %s: %s", oc->exec_what, strerror(oc->exec_errno));
+		return 0;
 	}
+	r = warm_wait(sp, s->pid, s->sfd, &s->so, &s->se, &s->st_p[0], &s->mw_p[0], oc, err);
+	if (r != 0)
+		sup_kill(s); /* then reaped below, as any run */
+	s->res->out.inline_max = s->res->err.inline_max = inline_cap(sp);
+	if (sp->memwatch) {
+		sp->memwatch->peak = sp->memwatch->tasks_peak = 0;
+		sp->memwatch->next_ms = now_ms();
+	}
+	s->t0 = now_ms();
+	return r;
+}
 
-	/* The live relay: one destination per fd of ours, shared when stdout and stderr lead
-	 * to the same pipe or terminal (2>&1) so their order is kept. After the fork: the
-	 * child has no use for our private descriptions. */
-	if (sp->relay) {
-		/* A destination that is /dev/null is no destination: the library's caller gave
-		 * none (the CLI's --report -, whose stdout carries the report alone). That
-		 * stream is then not relayed at all (relay_dropped_bytes null). */
-		bool to_err = !is_dev_null(STDERR_FILENO);
-		bool to_out = !sp->relay_to_stderr && !is_dev_null(STDOUT_FILENO);
+/* The live relay: one destination per fd of ours, shared when stdout and stderr lead to the
+ * same pipe or terminal (2>&1) so their order is kept. After the fork: the child has no use
+ * for our private descriptions. */
+static void
+sup_relay_open(struct sup *s)
+{
+	const struct ab_spawn *sp = s->sp;
+	/* A destination that is /dev/null is no destination: the library's caller gave none
+	 * (the CLI's --report -, whose stdout carries the report alone). That stream is then
+	 * not relayed at all (relay_dropped_bytes null). */
+	bool to_err = !is_dev_null(STDERR_FILENO);
+	bool to_out = !sp->relay_to_stderr && !is_dev_null(STDOUT_FILENO);
 
-		if (to_err) {
-			relay_dst_open(&derr, STDERR_FILENO, sp->sanitize_err);
-			dst[ndst++] = &derr;
-			se.rs.dst = &derr;
-		}
-		if (sp->relay_to_stderr) {
-			so.rs.dst = se.rs.dst;
-		} else if (to_out && to_err && relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
-			so.rs.dst = &derr;
-		} else if (to_out) {
-			relay_dst_open(&dout, STDOUT_FILENO, sp->sanitize_out);
-			dst[ndst++] = &dout;
-			so.rs.dst = &dout;
+	if (to_err) {
+		relay_dst_open(&s->derr, STDERR_FILENO, sp->sanitize_err);
+		s->dst[s->ndst++] = &s->derr;
+		s->se.rs.dst = &s->derr;
+	}
+	if (sp->relay_to_stderr) {
+		s->so.rs.dst = s->se.rs.dst;
+	} else if (to_out && to_err && relay_same_target(STDOUT_FILENO, STDERR_FILENO)) {
+		s->so.rs.dst = &s->derr;
+	} else if (to_out) {
+		relay_dst_open(&s->dout, STDOUT_FILENO, sp->sanitize_out);
+		s->dst[s->ndst++] = &s->dout;
+		s->so.rs.dst = &s->dout;
+	}
+}
+
+/* The limits the supervisor itself enforces, while the run is alive: the timeout, the
+ * cgroup's CPU time, the memory watchdog. */
+static void
+sup_check_limits(struct sup *s, int64_t now)
+{
+	const struct ab_spawn *sp = s->sp;
+	struct ab_outcome *oc = s->oc;
+	const char *why = NULL;
+
+	if (now >= s->deadline) {
+		oc->timed_out = true;
+		why = "timeout";
+	} else if (sp->lp->cg_cpu_time && sp->cg && now >= s->next_tick) {
+		struct ab_cg_usage u;
+
+		s->next_tick = now + 50;
+		if (cg_read_usage(sp->cg, &u) == 0 && u.valid &&
+		    (u.cpu_usec - sp->cg_cpu_base_usec) / 1000 >= sp->lp->cpu_time_ms) {
+			oc->cpu_time_limited = true;
+			why = "cpu-time";
 		}
 	}
+	if (!why && sp->memwatch && sp->memwatch->attached && now >= sp->memwatch->next_ms) {
+		int k = memwatch_poll(sp->memwatch, now);
 
-	deadline = t0 + (int64_t) sp->lp->timeout_ms;
-	next_tick = t0 + 50;
-	progress_init(&prog, sp->progress, t0);
-	while (children || so.fd >= 0 || se.fd >= 0) {
-		struct pollfd pfd[8 + ARRAY_SIZE(dst)];
-		int watch_at, mw_at, feed_at;
-		int nfd = 0, timeout;
+		if (k > 0) {
+			oc->mem_limited = true;
+			oc->mem_over_bytes = sp->memwatch->over_bytes;
+			why = "memory";
+			/* PID 1 first: the kernel ends the namespace at once */
+			reading_before_kill(s->pid, sp, oc);
+			(void) memwatch_kill(sp->memwatch);
+		} else if (k < 0) {
+			snprintf(oc->memwatch_error, sizeof(oc->memwatch_error),
+				 "the sandbox's /proc cannot be read: %s", strerror(-k));
+			why = "memwatch";
+		}
+	}
+	if (why)
+		sup_kill(s);
+}
+
+/* After the processes are gone: only what is already in the pipes. */
+static void
+sup_drain(struct sup *s)
+{
+	const struct ab_spawn *sp = s->sp;
+
+	if (s->so.fd >= 0 && !s->so.capped)
+		(void) pump(&s->so, sp->lp->output_bytes, sp->output_truncate);
+	if (s->se.fd >= 0 && !s->se.capped)
+		(void) pump(&s->se, sp->lp->output_bytes, sp->output_truncate);
+	if (s->so.fd >= 0) {
+		(void) close(s->so.fd);
+		s->so.fd = -1;
+	}
+	if (s->se.fd >= 0) {
+		(void) close(s->se.fd);
+		s->se.fd = -1;
+	}
+}
+
+/* How long poll may wait: to the next deadline, tick, progress line or watchdog poll. */
+static int
+sup_timeout(const struct sup *s, int64_t now)
+{
+	const struct ab_spawn *sp = s->sp;
+	int64_t until = s->deadline;
+
+	if (s->killed)
+		return 100; /* waiting for SIGCHLD */
+	if (sp->lp->cg_cpu_time && s->next_tick < until)
+		until = s->next_tick;
+	if (progress_next(&s->prog) < until)
+		until = progress_next(&s->prog);
+	if (sp->memwatch && sp->memwatch->attached && sp->memwatch->next_ms < until)
+		until = sp->memwatch->next_ms;
+	if (until - now > 60000)
+		return 60000;
+	return until - now < 0 ? 0 : (int) (until - now);
+}
+
+/* agentbox-init's status records. */
+static void
+sup_on_status(struct sup *s)
+{
+	const struct ab_spawn *sp = s->sp;
+	struct ab_outcome *oc = s->oc;
+
+	read_status(&s->st_p[0], oc);
+	/* the interpreter ended: the watchdog measures once more, while the sandbox's tmpfs and
+	 * any process left still hold what they hold (issue 25: a figure measured at the start
+	 * and at the end) */
+	if (oc->script_done && !s->end_polled && !s->killed) {
+		s->end_polled = true;
+		if (sp->memwatch && sp->memwatch->attached)
+			(void) memwatch_poll(sp->memwatch, now_ms());
+		if (sp->cg)
+			oc->tmpfs_end_bytes = cg_shmem_bytes(sp->cg);
+	}
+	if (oc->init_started && sp->memwatch && !sp->memwatch->attached && !oc->memwatch_error[0]) {
+		if (s->mw_p[0] < 0 ||
+		    memwatch_receive(&s->mw_p[0], sp->memwatch, oc->memwatch_error,
+				     sizeof(oc->memwatch_error)) <= 0) {
+			if (!oc->memwatch_error[0])
+				snprintf(oc->memwatch_error, sizeof(oc->memwatch_error),
+					 "agentbox-init started without handing over the "
+					 "sandbox's /proc");
+			sup_kill(s);
+		}
+	}
+}
+
+/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
+static void
+sup_on_signals(struct sup *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD || s->killed)
+			continue;
+		s->oc->interrupted_by = (int) si.ssi_signo;
+		sup_kill(s);
+	}
+}
+
+/* Reaps bwrap, and PID 1 if it was re-parented to us; none left: the run is gone. */
+static void
+sup_reap(struct sup *s)
+{
+	struct ab_outcome *oc = s->oc;
+
+	for (;;) {
+		struct rusage ru;
+		int ws;
+		pid_t w = wait4(-1, &ws, WNOHANG | __WALL, &ru);
+
+		if (w > 0) {
+			add_rusage(&oc->ru, &ru);
+			if (w == s->pid) {
+				timing_mark("sandbox: bwrap reaped");
+				oc->bwrap_reaped = true;
+				oc->bwrap_wstatus = ws;
+				oc->wall_ms = now_ms() - s->t0;
+			}
+			continue;
+		}
+		if (w < 0 && errno == ECHILD) {
+			timing_mark("sandbox: no children left");
+			s->children = false;
+		}
+		break;
+	}
+}
+
+/* The run to its end: output pumped and relayed, stdin fed, status records read, limits and
+ * signals answered, processes reaped. Returns 0, or -errno when poll failed. */
+static int
+sup_loop(struct sup *s, struct ab_err *err)
+{
+	const struct ab_spawn *sp = s->sp;
+	struct ab_outcome *oc = s->oc;
+	const uint64_t cap = sp->lp->output_bytes;
+
+	s->deadline = s->t0 + (int64_t) sp->lp->timeout_ms;
+	s->next_tick = s->t0 + 50;
+	progress_init(&s->prog, sp->progress, s->t0);
+	while (s->children || s->so.fd >= 0 || s->se.fd >= 0) {
+		struct pollfd pfd[8 + ARRAY_SIZE(s->dst)];
+		int watch_at, mw_at, feed_at, nfd = 0;
 		int64_t now = now_ms();
 
-		if (!killed && children) {
-			const char *why = NULL;
-
-			if (now >= deadline) {
-				oc->timed_out = true;
-				why = "timeout";
-			} else if (sp->lp->cg_cpu_time && sp->cg && now >= next_tick) {
-				struct ab_cg_usage u;
-
-				next_tick = now + 50;
-				if (cg_read_usage(sp->cg, &u) == 0 && u.valid &&
-				    (u.cpu_usec - sp->cg_cpu_base_usec) / 1000 >=
-					    sp->lp->cpu_time_ms) {
-					oc->cpu_time_limited = true;
-					why = "cpu-time";
-				}
-			}
-			if (!why && sp->memwatch && sp->memwatch->attached &&
-			    now >= sp->memwatch->next_ms) {
-				int k = memwatch_poll(sp->memwatch, now);
-
-				if (k > 0) {
-					oc->mem_limited = true;
-					oc->mem_over_bytes = sp->memwatch->over_bytes;
-					why = "memory";
-					/* PID 1 first: the kernel ends the namespace at once */
-					reading_before_kill(pid, sp, oc);
-					(void) memwatch_kill(sp->memwatch);
-				} else if (k < 0) {
-					snprintf(oc->memwatch_error, sizeof(oc->memwatch_error),
-						 "the sandbox's /proc cannot be read: %s",
-						 strerror(-k));
-					why = "memwatch";
-				}
-			}
-			if (why)
-				kill_run(pid, sp, oc, &killed, &kill_at);
-		}
-		/* After the processes are gone, only drain what is already in the pipes. */
-		if (!children) {
-			if (so.fd >= 0 && !so.capped)
-				(void) pump(&so, sp->lp->output_bytes, sp->output_truncate);
-			if (se.fd >= 0 && !se.capped)
-				(void) pump(&se, sp->lp->output_bytes, sp->output_truncate);
-			if (so.fd >= 0) {
-				(void) close(so.fd);
-				so.fd = -1;
-			}
-			if (se.fd >= 0) {
-				(void) close(se.fd);
-				se.fd = -1;
-			}
+		if (!s->killed && s->children)
+			sup_check_limits(s, now);
+		if (!s->children) {
+			sup_drain(s);
 			break;
 		}
-		pfd[nfd++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = so.capped ? -1 : so.fd, .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = se.capped ? -1 : se.fd, .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = st_p[0], .events = POLLIN };
-		for (size_t i = 0; i < ndst; i++)
-			pfd[nfd++] = (struct pollfd){ .fd = relay_events(dst[i]) ? dst[i]->fd : -1,
-						      .events = POLLOUT };
+		pfd[nfd++] = (struct pollfd){ .fd = s->sfd, .events = POLLIN };
+		pfd[nfd++] =
+			(struct pollfd){ .fd = s->so.capped ? -1 : s->so.fd, .events = POLLIN };
+		pfd[nfd++] =
+			(struct pollfd){ .fd = s->se.capped ? -1 : s->se.fd, .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = s->st_p[0], .events = POLLIN };
+		for (size_t i = 0; i < s->ndst; i++)
+			pfd[nfd++] =
+				(struct pollfd){ .fd = relay_events(s->dst[i]) ? s->dst[i]->fd : -1,
+						 .events = POLLOUT };
 		watch_at = nfd;
-		pfd[nfd++] = (struct pollfd){ .fd = killed || sp->watch_fd <= 2 ? -1 : sp->watch_fd,
-					      .events = POLLIN };
+		pfd[nfd++] =
+			(struct pollfd){ .fd = s->killed || sp->watch_fd <= 2 ? -1 : sp->watch_fd,
+					 .events = POLLIN };
 		mw_at = nfd;
-		pfd[nfd++] = (struct pollfd){ .fd = mw_p[0], .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = s->mw_p[0], .events = POLLIN };
 		feed_at = nfd;
-		pfd[nfd++] = (struct pollfd){ .fd = feed_src_fd(&feed), .events = POLLIN };
-		pfd[nfd++] = (struct pollfd){ .fd = feed_dst_fd(&feed), .events = POLLOUT };
-		if (killed)
-			timeout = 100; /* waiting for SIGCHLD */
-		else {
-			int64_t until = deadline;
-
-			if (sp->lp->cg_cpu_time && next_tick < until)
-				until = next_tick;
-			if (progress_next(&prog) < until)
-				until = progress_next(&prog);
-			if (sp->memwatch && sp->memwatch->attached && sp->memwatch->next_ms < until)
-				until = sp->memwatch->next_ms;
-			timeout = until - now > 60000 ? 60000 : (int) (until - now);
-			if (timeout < 0)
-				timeout = 0;
-		}
-		if (poll(pfd, (nfds_t) nfd, timeout) < 0 && errno != EINTR) {
-			r = ab_err_set(err, -errno, "poll");
-			break;
-		}
+		pfd[nfd++] = (struct pollfd){ .fd = feed_src_fd(&s->feed), .events = POLLIN };
+		pfd[nfd++] = (struct pollfd){ .fd = feed_dst_fd(&s->feed), .events = POLLOUT };
+		if (poll(pfd, (nfds_t) nfd, sup_timeout(s, now)) < 0 && errno != EINTR)
+			return ab_err_set(err, -errno, "poll");
 		/* the script's output goes to a clean line */
 		if (pfd[1].revents || pfd[2].revents)
-			progress_clear(&prog);
-		if (so.fd >= 0 && !so.capped && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&so, sp->lp->output_bytes, sp->output_truncate))
-			over_cap(&so, oc, pid, sp, &killed, &kill_at);
-		if (se.fd >= 0 && !se.capped && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    pump(&se, sp->lp->output_bytes, sp->output_truncate))
-			over_cap(&se, oc, pid, sp, &killed, &kill_at);
+			progress_clear(&s->prog);
+		if (s->so.fd >= 0 && !s->so.capped &&
+		    (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    pump(&s->so, cap, sp->output_truncate))
+			over_cap(&s->so, oc, s->pid, sp, &s->killed, &s->kill_at);
+		if (s->se.fd >= 0 && !s->se.capped &&
+		    (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    pump(&s->se, cap, sp->output_truncate))
+			over_cap(&s->se, oc, s->pid, sp, &s->killed, &s->kill_at);
 		/* The watchdog's fds are sent before agentbox-init's first status record: take them
 		 * first, and a run whose PID 1 started without handing them over is stopped. */
-		if (mw_p[0] >= 0 && (pfd[mw_at].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    memwatch_receive(&mw_p[0], sp->memwatch, oc->memwatch_error,
+		if (s->mw_p[0] >= 0 && (pfd[mw_at].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    memwatch_receive(&s->mw_p[0], sp->memwatch, oc->memwatch_error,
 				     sizeof(oc->memwatch_error)) < 0)
-			kill_run(pid, sp, oc, &killed, &kill_at);
-		if (st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
-			read_status(&st_p[0], oc);
-			/* the interpreter ended: the watchdog measures once more, while the
-			 * sandbox's tmpfs and any process left still hold what they hold (issue
-			 * 25: a figure measured at the start and at the end) */
-			if (oc->script_done && !end_polled && !killed) {
-				end_polled = true;
-				if (sp->memwatch && sp->memwatch->attached)
-					(void) memwatch_poll(sp->memwatch, now_ms());
-				if (sp->cg)
-					oc->tmpfs_end_bytes = cg_shmem_bytes(sp->cg);
-			}
-			if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
-			    !oc->memwatch_error[0]) {
-				if (mw_p[0] < 0 ||
-				    memwatch_receive(&mw_p[0], sp->memwatch, oc->memwatch_error,
-						     sizeof(oc->memwatch_error)) <= 0) {
-					if (!oc->memwatch_error[0])
-						snprintf(oc->memwatch_error,
-							 sizeof(oc->memwatch_error),
-							 "agentbox-init started without handing "
-							 "over the sandbox's /proc");
-					kill_run(pid, sp, oc, &killed, &kill_at);
-				}
-			}
-		}
-		for (size_t i = 0; i < ndst; i++)
+			sup_kill(s);
+		if (s->st_p[0] >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
+			sup_on_status(s);
+		for (size_t i = 0; i < s->ndst; i++)
 			if (pfd[4 + i].revents)
-				relay_write(dst[i]);
+				relay_write(s->dst[i]);
 		/* the caller's stdin into the sandbox's: moved as it comes, never waited for */
 		if (pfd[feed_at].revents)
-			feed_read(&feed);
-		if (pfd[feed_at + 1].revents || (pfd[feed_at].revents && feed_dst_fd(&feed) >= 0))
-			feed_write(&feed);
+			feed_read(&s->feed);
+		if (pfd[feed_at + 1].revents ||
+		    (pfd[feed_at].revents && feed_dst_fd(&s->feed) >= 0))
+			feed_write(&s->feed);
 		if (pfd[watch_at].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* the library's caller went away (nothing is ever written there) */
 			oc->interrupted_by = SIGHUP;
-			kill_run(pid, sp, oc, &killed, &kill_at);
+			sup_kill(s);
 		}
-		if (pfd[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			while (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
-				if (si.ssi_signo == SIGCHLD || killed)
-					continue;
-				/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
-				oc->interrupted_by = (int) si.ssi_signo;
-				kill_run(pid, sp, oc, &killed, &kill_at);
-			}
-		}
-		if (!killed)
-			progress_tick(&prog, now_ms(), sp->cg);
+		if (pfd[0].revents & POLLIN)
+			sup_on_signals(s);
+		if (!s->killed)
+			progress_tick(&s->prog, now_ms(), sp->cg);
 		else if (!sp->cg && oc->bwrap_reaped)
-			kill_orphans(pid);
-		/* Reap: bwrap, and PID 1 if it was re-parented to us. */
-		for (;;) {
-			struct rusage ru;
-			int ws;
-			pid_t w = wait4(-1, &ws, WNOHANG | __WALL, &ru);
-
-			if (w > 0) {
-				add_rusage(&oc->ru, &ru);
-				if (w == pid) {
-					timing_mark("sandbox: bwrap reaped");
-					oc->bwrap_reaped = true;
-					oc->bwrap_wstatus = ws;
-					oc->wall_ms = now_ms() - t0;
-				}
-				continue;
-			}
-			if (w < 0 && errno == ECHILD) {
-				timing_mark("sandbox: no children left");
-				children = false;
-			}
-			break;
-		}
+			kill_orphans(s->pid);
+		sup_reap(s);
 	}
-	if (warm_r < 0)
-		r = warm_r; /* the claimed run could not start: err says why */
+	return 0;
+}
+
+/* The outcome's last figures, and the streams wound up into the record. */
+static void
+sup_wind_up(struct sup *s)
+{
+	const struct ab_spawn *sp = s->sp;
+	struct ab_outcome *oc = s->oc;
+
 	if (sp->memwatch && sp->memwatch->attached) {
 		if (oc->tmpfs_end_bytes < 0)
 			oc->tmpfs_end_bytes = (int64_t) sp->memwatch->tmpfs_last;
 		oc->tmpfs_peak_bytes = (int64_t) sp->memwatch->tmpfs_peak;
 	}
-	if (st_p[0] >= 0)
-		read_status(&st_p[0], oc);
+	if (s->st_p[0] >= 0)
+		read_status(&s->st_p[0], oc);
 	if (!oc->bwrap_reaped)
-		oc->wall_ms = now_ms() - t0;
-	if (kill_at >= 0)
-		oc->kill_to_reaped_ms = now_ms() - kill_at;
+		oc->wall_ms = now_ms() - s->t0;
+	if (s->kill_at >= 0)
+		oc->kill_to_reaped_ms = now_ms() - s->kill_at;
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
-	progress_done(&prog);
-	relay_wind_up(&so, &se, dst, ndst, sfd, oc->interrupted_by != 0, res);
+	progress_done(&s->prog);
+	relay_wind_up(&s->so, &s->se, s->dst, s->ndst, s->sfd, oc->interrupted_by != 0, s->res);
+}
 
-out_mask:
-	/* The signals stay blocked: an interrupt from now on must not cut the report or the
-	 * cleanup short. main() leaves through exit() anyway. */
-out_close:
-	progress_done(&prog);
-	close_all(out_p, err_p, st_p, ep, &so.fd, &se.fd);
-	feed_close(&feed);
-	if (sp->warm) {
-		if (sp->warm->hook_fd >= 0)
-			(void) close(sp->warm->hook_fd);
-		if (sp->warm->hook_peer >= 0)
-			(void) close(sp->warm->hook_peer);
-		sp->warm->hook_fd = sp->warm->hook_peer = -1;
+static void
+sup_close(struct sup *s)
+{
+	struct ab_warm *w = s->sp->warm;
+	int *fds[] = { &s->args_fd, &s->in_fd,   &s->seccomp_hi, &s->init_fd,
+		       &s->sfd,     &s->mw_p[0], &s->mw_p[1] };
+
+	progress_done(&s->prog);
+	close_all(s->out_p, s->err_p, s->st_p, s->ep, &s->so.fd, &s->se.fd);
+	feed_close(&s->feed);
+	if (w) {
+		if (w->hook_fd >= 0)
+			(void) close(w->hook_fd);
+		if (w->hook_peer >= 0)
+			(void) close(w->hook_peer);
+		w->hook_fd = w->hook_peer = -1;
 	}
-	stream_close(&so);
-	stream_close(&se);
-	for (int i = 0; i < 2; i++)
-		if (mw_p[i] >= 0)
-			(void) close(mw_p[i]);
+	stream_close(&s->so);
+	stream_close(&s->se);
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0)
+			(void) close(*fds[i]);
+}
+
+int
+supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc, struct ab_err *err)
+{
+	struct sup s;
+	int r, warm_r = 0;
+
+	sup_init(&s, sp, res, oc);
+	r = sup_open_fds(&s, err);
+	if (r >= 0)
+		r = sup_open_pipes(&s, err);
+	if (r >= 0)
+		r = sup_block_signals(&s, err);
+	if (r >= 0)
+		r = sup_start(&s, err);
+	if (r >= 0) {
+		if (sp->warm)
+			warm_r = sup_warm(&s, err);
+		if (sp->relay)
+			sup_relay_open(&s);
+		r = sup_loop(&s, err);
+		if (warm_r < 0)
+			r = warm_r; /* the claimed run could not start: err says why */
+		sup_wind_up(&s);
+	}
+	sup_close(&s);
 	return r;
 }
