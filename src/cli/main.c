@@ -25,6 +25,7 @@
 #include "../spec/words.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
+#include "../util/proc.h"
 #include "../util/xalloc.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
@@ -199,10 +200,7 @@ wait_forwarding(ab_run_handle *run, ab_result **ret, ab_error **err)
 	int sfd;
 
 	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
+	proc_add_stop_signals(&set);
 	(void) sigprocmask(SIG_BLOCK, &set, &old);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {

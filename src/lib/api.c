@@ -27,6 +27,7 @@
 #include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
+#include "../util/path.h"
 #include "../util/xalloc.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
@@ -470,26 +471,7 @@ ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error *
 static char *
 find_supervisor(const ab_context *ctx)
 {
-	char self[PATH_MAX];
-	ssize_t n;
-
-	if (ctx->cfg.supervisor && ctx->cfg.supervisor[0] == '/')
-		return xstrdup(ctx->cfg.supervisor);
-	n = readlink("/proc/self/exe", self, sizeof(self) - 32);
-	if (n > 0) {
-		char *slash, *cand;
-
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			cand = xasprintf("%s/agentbox-supervisor", self);
-			if (access(cand, X_OK) == 0)
-				return cand;
-			free(cand);
-		}
-	}
-	return xasprintf("%s/agentbox-supervisor", AB_LIBEXECDIR);
+	return path_helper(ctx->cfg.supervisor, "agentbox-supervisor");
 }
 
 static int

@@ -135,21 +135,6 @@ write_small_file_at(int dirfd, const char *path, const char *s)
 	return 0;
 }
 
-int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-int64_t
-now_ms(void)
-{
-	return now_ns() / 1000000LL;
-}
-
 int
 fd_set_nonblock(int fd, int on)
 {

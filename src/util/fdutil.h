@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include "clock.h"   /* now_ms, now_ns */
 #include "fdclose.h" /* fds_close_from, fds_count_from */
 
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
@@ -23,10 +24,6 @@ ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
 /* Writes a short string into an existing file relative to dirfd (O_WRONLY, no create).
  * Returns 0 or -errno. */
 int write_small_file_at(int dirfd, const char *path, const char *s);
-
-/* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
-int64_t now_ms(void);
-int64_t now_ns(void);
 
 /* Sends msg (len >= 1 bytes) on the socket with nfds (at most FD_SEND_MAX) fds attached
  * (SCM_RIGHTS), MSG_NOSIGNAL. Returns 0 or -errno. */
