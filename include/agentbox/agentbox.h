@@ -98,6 +98,8 @@ int ab_spec_set_without(ab_spec *s, const char *protection, ab_error **err);
 int ab_spec_set_env_dir(ab_spec *s, const char *dir, ab_error **err);
 /* Any other spec key, its value as JSON text (e.g. key "ro_binds", value "[\"/opt/x\"]"). */
 int ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error **err);
+/* The value of a key as JSON text (malloc'd; free it), or NULL when the spec does not set it. */
+char *ab_spec_get_json(const ab_spec *s, const char *key);
 
 /* ---- running ---------------------------------------------------------------------------- */
 
