@@ -118,21 +118,25 @@ read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
 }
 
 int
+write_once(int fd, const void *buf, size_t len)
+{
+	ssize_t w = RETRY_EINTR(write(fd, buf, len));
+
+	if (w < 0)
+		return -errno;
+	return (size_t) w == len ? 0 : -EIO;
+}
+
+int
 write_small_file_at(int dirfd, const char *path, const char *s)
 {
 	cleanup_fd int fd = -1;
-	ssize_t w;
 	size_t len = strlen(s);
 
 	fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	w = RETRY_EINTR(write(fd, s, len));
-	if (w < 0)
-		return -errno;
-	if ((size_t) w != len)
-		return -EIO;
-	return 0;
+	return write_once(fd, s, len);
 }
 
 int

@@ -13,6 +13,10 @@
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
 int write_all(int fd, const void *buf, size_t len);
 
+/* One write(2) of all len bytes (a kernel interface file: cgroup.procs, a sysctl), retried on
+ * EINTR; a short write is -EIO. write(2) only: async-signal-safe. Returns 0 or -errno. */
+int write_once(int fd, const void *buf, size_t len);
+
 /* Reads until EOF or cap bytes into a NUL-terminated malloc'd buffer.
  * Returns bytes read (>= 0) and sets *ret, or -errno; -EFBIG when the input exceeds cap. */
 ssize_t read_all_capped(int fd, size_t cap, char **ret);
