@@ -254,12 +254,9 @@ check_key(const char *key, json_t *v, ab_error **err)
 AB_EXPORT ab_spec *
 ab_spec_from_json(const char *json, size_t len, ab_error **err)
 {
-	struct ab_run_opts o;
-	struct ab_err e = { 0 };
 	json_error_t je;
 	ab_spec *s;
 	json_t *j;
-	int r, in_fd;
 
 	if (!json)
 		return fail(err, -EINVAL, 2, "pass the spec's JSON text (docs/spec.md)",
@@ -271,17 +268,33 @@ ab_spec_from_json(const char *json, size_t len, ab_error **err)
 		     "spec: not valid JSON (line %d, column %d): %s", je.line, je.column, je.text);
 		return NULL;
 	}
+	s = ab_spec_from_jansson(j, err);
+	json_decref(j);
+	return s;
+}
+
+AB_EXPORT ab_spec *
+ab_spec_from_jansson(struct json_t *j, ab_error **err)
+{
+	struct ab_run_opts o;
+	struct ab_err e = { 0 };
+	ab_spec *s;
+	int r, in_fd;
+
+	if (!json_is_object(j))
+		return fail(err, -EINVAL, 2, "pass one JSON object (docs/spec.md)",
+			    "spec: not a JSON object"),
+		       NULL;
 	run_opts_init(&o);
 	r = spec_parse(j, &o, &e);
 	in_fd = o.stdin_fd;
 	run_opts_done(&o);
 	if (r < 0) {
-		json_decref(j);
 		api_fail_ab(err, &e);
 		return NULL;
 	}
 	s = xcalloc(1, sizeof(*s));
-	s->j = j;
+	s->j = json_incref(j);
 	s->whole_ok = true;
 	s->stdin_fd = in_fd;
 	return s;

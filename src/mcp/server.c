@@ -37,6 +37,7 @@
 #include "../util/xalloc.h"
 #include "../warm/warm.h"
 #include "agentbox/agentbox.h"
+#include "input.h"
 #include "mcp.h"
 
 #define TAIL_BYTES  512
@@ -61,6 +62,7 @@ struct mcp_job {
 	bool staged;
 	char *workspace;
 	bool cancelled; /* cancel_run, notifications/cancelled or shutdown */
+	size_t held;    /* bytes its request holds while it is queued (max_pending) */
 };
 
 struct mcp_pending {
@@ -122,6 +124,7 @@ mcp_policy_defaults(struct mcp_policy *p)
 	p->wait_ms = 45000;
 	p->max_wait_ms = 300000;
 	p->max_message = 32ULL << 20;
+	p->max_pending = 256ULL << 20;
 	/* every result passes through this process: its output is bounded whatever a call asks */
 	p->cap_set[AB_LIM_OUTPUT] = true;
 	p->cap[AB_LIM_OUTPUT] = 16ULL << 20;
@@ -159,6 +162,8 @@ static const char usage_text[] =
 	"  --wait DURATION        default soft wait before \"running\" (default 45s)\n"
 	"  --max-wait DURATION    longest soft wait a call may ask (default 300s)\n"
 	"  --max-message SIZE     longest JSON-RPC message (default 32M)\n"
+	"  --max-pending-bytes SIZE  requests held at once, being read, parsed or queued\n"
+	"                         (default 256M); past it a call is answered busy at once\n"
 	"  --warm N               warm slots kept ready per language (default 0: none)\n"
 	"  --preimport LIST       Python modules each warm slot imports first (numpy,pandas)\n"
 	"  --preimport-node LIST  Node packages each warm Node slot requires first\n"
@@ -287,6 +292,11 @@ policy_set(struct mcp_policy *p, const char *name, const char *v, char *msg, siz
 		if (r == 0 && u < 4096)
 			r = -ERANGE;
 		p->max_message = (size_t) u;
+	} else if (strcmp(name, "max-pending-bytes") == 0) {
+		r = set_size(v, &u);
+		if (r == 0 && u < (1u << 20))
+			r = -ERANGE;
+		p->max_pending = (size_t) u;
 	} else {
 		snprintf(msg, msg_size, "unknown setting '%s'", name);
 		return -EINVAL;
@@ -387,6 +397,61 @@ open_sub(int dirfd, const char *name, mode_t mode)
 	return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/* The paths under the state directory are handed to the library as strings (runs_dir, a
+ * call's staged inputs, a workspace's --collect), and the supervisor resolves them again
+ * (issue 24). That is sound only while no other user can rename anything on the way: every
+ * directory above the state directory must be root's or ours and writable by nobody else,
+ * or sticky (/tmp: then nobody else can rename what is ours or root's in it). Checked by fd,
+ * from the state directory up to the root. Returns 0, or -EPERM with msg set. */
+static int
+state_ancestors_safe(int state_fd, const char *name, char *msg, size_t msg_size)
+{
+	uid_t me = geteuid();
+	struct stat child, st;
+	int fd = fcntl(state_fd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0 || fstat(fd, &child) < 0)
+		goto fail;
+	for (int depth = 0; depth < 256; depth++) {
+		int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (up < 0 || fstat(up, &st) < 0) {
+			if (up >= 0)
+				(void) close(up);
+			goto fail;
+		}
+		(void) close(fd);
+		fd = up;
+		if (st.st_dev == child.st_dev && st.st_ino == child.st_ino)
+			break; /* the root: its own parent */
+		if ((st.st_uid != 0 && st.st_uid != me) ||
+		    ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+			cleanup_free char *where = hostfs_fd_path(fd);
+
+			snprintf(
+				msg, msg_size,
+				"the state directory '%s' is under '%s' (uid %u, mode %04o), which "
+				"another user can rename things in: the paths given to each run "
+				"would not be safe; use a state directory whose parents only root "
+				"or you can write (the default /var/tmp/agentbox-mcp-UID, or one "
+				"in your home)",
+				name, where ? where : "?", (unsigned) st.st_uid,
+				(unsigned) (st.st_mode & 07777));
+			(void) close(fd);
+			return -EPERM;
+		}
+		child = st;
+	}
+	(void) close(fd);
+	return 0;
+fail:
+	if (fd >= 0)
+		(void) close(fd);
+	snprintf(msg, msg_size, "state directory '%s': cannot check its parents: %s", name,
+		 strerror(errno));
+	return -EPERM;
+}
+
 int
 mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 {
@@ -413,6 +478,8 @@ mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 		free(m->pol.state_dir);
 		m->pol.state_dir = real;
 	}
+	if (state_ancestors_safe(m->state_fd, m->pol.state_dir, msg, msg_size) < 0)
+		return -EPERM;
 	(void) fchmod(m->state_fd, 0711);
 	m->runs_fd = open_sub(m->state_fd, "runs", 0711);
 	m->jobs_fd = open_sub(m->state_fd, "jobs", 0700);
@@ -778,6 +845,20 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 {
 	struct mcp_job *j, **tail;
 
+	if (req && m->held_jobs + req->bytes > m->pol.max_pending) {
+		/* what the queued runs' requests hold (their code, stdin, arguments) is bounded
+		 * whatever the clients send (issue 24) */
+		json_decref(spec);
+		if (staged)
+			mcp_staging_remove(m, job_id);
+		mcp_reply(
+			m, req,
+			mcp_result_error("this server is busy: its queued runs hold %zu bytes "
+					 "and this call has %zu (its --max-pending-bytes is %zu); "
+					 "try again later",
+					 m->held_jobs, req->bytes, m->pol.max_pending));
+		return;
+	}
 	if (m->n_queued >= m->pol.max_queued || too_many_waiting(m)) {
 		json_decref(spec);
 		if (staged)
@@ -807,6 +888,8 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 	j->out_r = j->err_r = -1;
 	j->queued_ms = now_ms();
 	j->state = JOB_QUEUED;
+	j->held = req ? req->bytes : 0;
+	m->held_jobs += j->held;
 	for (tail = &m->jobs; *tail; tail = &(*tail)->next)
 		;
 	*tail = j;
@@ -844,8 +927,9 @@ job_unlink(struct mcp *m, struct mcp_job *j)
 }
 
 static void
-job_free(struct mcp_job *j)
+job_free(struct mcp *m, struct mcp_job *j)
 {
+	m->held_jobs -= j->held;
 	if (j->out_r >= 0)
 		(void) close(j->out_r);
 	if (j->err_r >= 0)
@@ -937,7 +1021,7 @@ job_finished(struct mcp *m, struct mcp_job *j, ab_result *res, ab_error *e)
 	m->n_running--;
 	m->mem_running -= j->mem;
 	m->tasks_running -= j->tasks;
-	job_free(j);
+	job_free(m, j);
 	retention(m);
 }
 
@@ -1012,7 +1096,6 @@ job_start(struct mcp *m, struct mcp_job *j)
 {
 	int ow = -1, ew = -1;
 	bool live = wants_progress(m, j->id);
-	char *text;
 	ab_error *e = NULL;
 	ab_spec *s;
 
@@ -1025,15 +1108,19 @@ job_start(struct mcp *m, struct mcp_job *j)
 	if (live && (relay_pipe(&j->out_r, &ow) < 0 || relay_pipe(&j->err_r, &ew) < 0))
 		live = false;
 	json_object_set_new(j->spec, "quiet", json_boolean(!live));
-	text = json_dumps(j->spec, JSON_COMPACT);
-	s = text ? ab_spec_from_json(text, (size_t) -1, &e) : NULL;
-	free(text);
+	s = ab_spec_from_jansson(j->spec, &e); /* no second parse of its code */
 	/* in a warm slot of its class when one is ready (ab_pool_run_start), else cold */
 	j->h = !s        ? NULL
 	       : m->pool ? ab_pool_run_start(m->pool, s, &(ab_io){ live ? ow : -1, live ? ew : -1 },
 					     &e)
 			 : ab_run_start(ctx, s, &(ab_io){ live ? ow : -1, live ? ew : -1 }, &e);
 	ab_spec_free(s);
+	/* the run has its own copy from here: its code and stdin leave this process */
+	json_object_del(j->spec, "code");
+	json_object_del(j->spec, "stdin_data");
+	json_object_del(j->spec, "args");
+	m->held_jobs -= j->held;
+	j->held = 0;
 	if (ow >= 0)
 		(void) close(ow);
 	if (ew >= 0)
@@ -1141,7 +1228,7 @@ mcp_cancel_job(struct mcp *m, const char *id)
 			mcp_staging_remove(m, j->id);
 		job_unlink(m, j);
 		m->n_queued--;
-		job_free(j);
+		job_free(m, j);
 	}
 	return 1;
 }
@@ -1694,7 +1781,7 @@ shutdown_all(struct mcp *m)
 				mcp_staging_remove(m, j->id);
 			job_unlink(m, j);
 			m->n_queued--;
-			job_free(j);
+			job_free(m, j);
 		}
 	}
 }
@@ -1712,7 +1799,7 @@ mcp_done(struct mcp *m)
 		struct mcp_job *j = m->jobs;
 
 		m->jobs = j->next;
-		job_free(j);
+		job_free(m, j);
 	}
 	json_decref(m->info_cache);
 	json_decref(m->info_langs);
@@ -1727,6 +1814,78 @@ mcp_done(struct mcp *m)
 	for (int *fd = &m->state_fd; fd <= &m->staging_fd; fd++)
 		if (*fd >= 0)
 			(void) close(*fd);
+}
+
+/* ---- stdin (src/mcp/input.h) ------------------------------------------------------------ */
+
+struct line_ctx {
+	struct mcp *m;
+	struct mcp_parser *parser;
+	struct mcp_reader *in;
+};
+
+/* What the requests being parsed, the queued runs' and the line being read hold. */
+static size_t
+held_now(struct mcp *m, struct mcp_reader *in, struct mcp_parser *parser)
+{
+	return m->held_jobs + (parser->running ? mcp_parser_held(parser) : 0) +
+	       (in ? mcp_reader_held(in) : 0);
+}
+
+/* The most the next line may hold whole: --max-message, or what the byte budget leaves. */
+static size_t
+line_allow(struct mcp *m, struct mcp_reader *in, struct mcp_parser *parser)
+{
+	size_t others = held_now(m, NULL, parser), left, allow;
+
+	(void) in;
+	left = others < m->pol.max_pending ? m->pol.max_pending - others : 0;
+	/* a long line holds up to 4 times its length while the parse thread has it; a short
+	 * one (handled at once) gets in while anything is left */
+	allow = left / 4;
+	if (allow < MCP_INLINE_PARSE)
+		allow = left < MCP_INLINE_PARSE ? left : MCP_INLINE_PARSE;
+	return allow < m->pol.max_message ? allow : m->pol.max_message;
+}
+
+/* A line from the reader: handled now when short, parsed by the parse thread when long (its
+ * buffer goes with it), refused from its skeleton when it could not be taken whole. */
+static bool
+take_line(void *arg, char *text, size_t len, size_t total, bool whole)
+{
+	struct line_ctx *lc = arg;
+	struct mcp *m = lc->m;
+
+	if (!whole) {
+		size_t held = held_now(m, NULL, lc->parser);
+
+		fprintf(stderr, "agentbox mcp: a message of %zu bytes refused: %s\n", total,
+			total > m->pol.max_message ? "over --max-message"
+						   : "over --max-pending-bytes");
+		mcp_refuse(m, text, len, total, held);
+		return false;
+	}
+	if (len <= MCP_INLINE_PARSE || !lc->parser->running) {
+		mcp_handle_line(m, text, len);
+		return false;
+	}
+	mcp_parser_submit(lc->parser, text, len);
+	return true;
+}
+
+/* Messages the parse thread has parsed. */
+static void
+take_parsed(struct mcp *m, struct mcp_parser *parser)
+{
+	struct mcp_parsed *it;
+
+	while (!m->quit && (it = mcp_parser_take(parser))) {
+		json_t *msg = it->msg;
+
+		it->msg = NULL;
+		mcp_handle_json(m, msg, it->len, &it->err);
+		mcp_parsed_free(it);
+	}
 }
 
 int
@@ -1753,6 +1912,7 @@ mcp_main(int argc, char **argv)
 		{ "wait", required_argument, NULL, 0 },
 		{ "max-wait", required_argument, NULL, 0 },
 		{ "max-message", required_argument, NULL, 0 },
+		{ "max-pending-bytes", required_argument, NULL, 0 },
 		{ "warm", required_argument, NULL, 0 },
 		{ "preimport", required_argument, NULL, 0 },
 		{ "preimport-node", required_argument, NULL, 0 },
@@ -1765,9 +1925,10 @@ mcp_main(int argc, char **argv)
 	char msg[600] = "";
 	sigset_t set;
 	int sfd, idx, c;
-	char *buf = NULL;
-	size_t len = 0, bufcap = 0;
-	bool discarding = false, in_eof = false;
+	struct mcp_reader in;
+	struct mcp_parser parser = { .running = false };
+	struct line_ctx lc = { .m = &m, .parser = &parser, .in = &in };
+	bool in_eof = false;
 	int64_t next_tick;
 
 	/* a closed stdin/stdout/stderr stays taken (/dev/null): no file of ours may land there */
@@ -1810,6 +1971,12 @@ mcp_main(int argc, char **argv)
 		mcp_done(&m);
 		return 125;
 	}
+	mcp_reader_init(&in);
+	if (mcp_parser_start(&parser) < 0) {
+		fprintf(stderr, "agentbox mcp: cannot start the parse thread\n");
+		mcp_done(&m);
+		return 125;
+	}
 	ctx = ab_context_new(NULL);
 	{
 		cleanup_free char *runs = xasprintf("%s/runs", m.pol.state_dir);
@@ -1844,7 +2011,7 @@ mcp_main(int argc, char **argv)
 	while (!m.quit) {
 		struct pollfd *pfd;
 		struct mcp_job **who;
-		size_t n = 0, max = 2;
+		size_t n = 0, max = 2, parsed_at;
 		int64_t now = now_ms(), next;
 		int r;
 
@@ -1869,7 +2036,7 @@ mcp_main(int argc, char **argv)
 			break;
 		for (struct mcp_job *j = m.jobs; j; j = j->next)
 			max += 3;
-		max += 3; /* sandbox_info's probes, the warm slots */
+		max += 4; /* sandbox_info's probes, the warm slots, the parse thread */
 		pfd = xcalloc(max, sizeof(*pfd));
 		who = xcalloc(max, sizeof(*who));
 		pfd[n++] = (struct pollfd){ .fd = in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
@@ -1895,6 +2062,9 @@ mcp_main(int argc, char **argv)
 			if (m.info_runs[i])
 				pfd[n++] = (struct pollfd){ .fd = ab_run_fd(m.info_runs[i]),
 							    .events = POLLIN };
+		parsed_at = n;
+		pfd[n++] = (struct pollfd){ .fd = parser.running ? parser.wake[0] : -1,
+					    .events = POLLIN };
 		r = poll(pfd, n, (int) (next > now ? next - now : 0));
 		if (r < 0 && errno != EINTR) {
 			free(pfd);
@@ -1949,6 +2119,8 @@ mcp_main(int argc, char **argv)
 			break;
 		}
 		free(who);
+		if (r > 0 && (pfd[parsed_at].revents & POLLIN) && !m.quit)
+			take_parsed(&m, &parser);
 		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) &&
 		    !m.quit) {
 			char chunk[65536];
@@ -1960,6 +2132,7 @@ mcp_main(int argc, char **argv)
 				in_eof = true;
 				fprintf(stderr,
 					"agentbox mcp: end of input: cancelling every run\n");
+				mcp_parser_stop(&parser); /* nobody is left to answer */
 				for (struct mcp_job *j = m.jobs; j; j = j->next)
 					if (j->state == JOB_RUNNING)
 						(void) ab_run_cancel(j->h);
@@ -1978,51 +2151,21 @@ mcp_main(int argc, char **argv)
 						if (j->staged)
 							mcp_staging_remove(&m, j->id);
 						m.n_queued--;
-						job_free(j);
+						job_free(&m, j);
 					} else {
 						pp = &j->next;
 					}
 				}
 			}
-			for (ssize_t k = 0; k < got; k++) {
-				if (chunk[k] == '\n') {
-					if (discarding)
-						mcp_reply_error(
-							&m, NULL, MCP_INVALID_REQUEST,
-							"message too large",
-							json_pack("{s:I}", "max_bytes",
-								  (json_int_t) m.pol.max_message));
-					else if (len > 0 && !(len == 1 && buf[0] == '\r'))
-						mcp_handle_line(&m, buf,
-								len > 0 && buf[len - 1] == '\r'
-									? len - 1
-									: len);
-					len = 0;
-					discarding = false;
-					continue;
-				}
-				if (discarding)
-					continue;
-				if (len >= m.pol.max_message) {
-					discarding = true;
-					free(buf);
-					buf = NULL;
-					len = bufcap = 0;
-					continue;
-				}
-				if (len == bufcap) {
-					bufcap = bufcap ? bufcap * 2 : 65536;
-					if (bufcap > m.pol.max_message + 1)
-						bufcap = m.pol.max_message + 1;
-					buf = xrealloc(buf, bufcap);
-				}
-				buf[len++] = chunk[k];
-			}
+			if (got > 0)
+				mcp_reader_feed(&in, chunk, (size_t) got,
+						line_allow(&m, &in, &parser), take_line, &lc);
 		}
 		free(pfd);
 	}
 	shutdown_all(&m);
-	free(buf);
+	mcp_parser_stop(&parser);
+	mcp_reader_done(&in);
 	if (sfd >= 0)
 		(void) close(sfd);
 	mcp_done(&m);

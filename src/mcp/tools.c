@@ -888,23 +888,24 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 	limits = build_limits(m, json_object_get(args, "limits"), &err);
 	if (!limits)
 		goto fail;
-	spec = json_pack("{s:s, s:s, s:o}", "language", lang, "code", code, "limits", limits);
+	/* the call's own strings, shared, not copied: a call may hold megabytes (issue 24) */
+	spec = json_pack("{s:s, s:O, s:o}", "language", lang, "code", json_object_get(args, "code"),
+			 "limits", limits);
 	/* keep in step with mcp_spec_template: the keys a warm slot's class is made of */
 	if (json_object_get(args, "args"))
 		json_object_set(spec, "args", json_object_get(args, "args"));
 	if (json_object_get(args, "env"))
 		json_object_set(spec, "env", json_object_get(args, "env"));
 	if (stdin_data)
-		json_object_set_new(spec, "stdin_data", json_string(stdin_data));
+		json_object_set(spec, "stdin_data", json_object_get(args, "stdin"));
 	if (m->pol.env_dir)
 		json_object_set_new(spec, "env_dir", json_string(m->pol.env_dir));
-	/* checked as the library will check it: a wrong type in args or env is the caller's */
+	/* checked as the library will check it, now: a wrong type in args or env, code or stdin
+	 * larger than a run takes, are the caller's, answered on arrival */
 	{
-		char *text = json_dumps(spec, JSON_COMPACT);
 		ab_error *e = NULL;
-		ab_spec *s = text ? ab_spec_from_json(text, (size_t) -1, &e) : NULL;
+		ab_spec *s = ab_spec_from_jansson(spec, &e);
 
-		free(text);
 		if (!s) {
 			err = argerr("%s%s%s%s", e ? ab_error_message(e) : "out of memory",
 				     e && *ab_error_fix(e) ? " (fix: " : "",

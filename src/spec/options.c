@@ -375,6 +375,21 @@ cli_check(const struct ab_run_opts *o, struct ab_err *err)
 		return ab_err_usage(err, "stdin, stdin_data and stdin_fd cannot be combined"),
 		       ab_err_fix(err, "give the script's stdin once: stdin (a file), stdin_data "
 				       "(the text) or stdin_fd (a stream)");
+	/* what the run would refuse when it starts, refused now (a queued MCP call: issue 24) */
+	if (o->code && o->code_len > AB_CODE_MAX)
+		return ab_err_usage(err, "the code is %zu bytes; at most %u are taken", o->code_len,
+				    AB_CODE_MAX),
+		       ab_err_fix(err, "send less code: put data in a file given as an input "
+				       "instead of in the code");
+	if (o->stdin_data && o->stdin_data_len > o->limits[AB_LIM_DISK].value)
+		return ab_err_usage(
+			       err,
+			       "stdin_data is %zu bytes, more than the workspace holds (--disk "
+			       "%llu)",
+			       o->stdin_data_len,
+			       (unsigned long long) o->limits[AB_LIM_DISK].value),
+		       ab_err_fix(err, "raise the disk limit, or give the input as a file "
+				       "(stdin) or a stream (stdin_fd)");
 	return 0;
 }
 

@@ -63,6 +63,9 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	 * namespace level, which bwrap creates with it */
 	lp->sigpending = 1024;
 	lp->msgqueue = 256 << 10;
+	/* mlock() pins pages no memory cgroup is charged for when they are page cache of files
+	 * the host read first (/usr): per process, issue 24 */
+	lp->memlock = AB_MEMLOCK_BYTES;
 	lp->cpu_affinity = -1;
 	snprintf(fixbuf, sizeof(fixbuf), "%s",
 		 cg->why[0] ? cg->why
@@ -75,10 +78,20 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 	if (cgroup_ok && cg->memory) {
 		lp->use_cgroup = true;
 		lp->cg.memory_bytes = o->limits[AB_LIM_MEMORY].value;
+		/* v1 charges no TCP or UDP socket buffer (issue 24: 1 GiB of them under
+		 * --memory 64M, status exited): agentbox counts them and adds them */
+		lp->sockguard = cg->kind == AB_CG_V1;
+		lp->memwatch_bytes = lp->sockguard ? lp->cg.memory_bytes : 0;
 		set_limit(res, AB_LIM_MEMORY, lp->cg.memory_bytes,
 			  cg->kind == AB_CG_V2 ? "cgroup v2 memory.max, memory.swap.max=0"
 					       : "cgroup v1 memory.limit_in_bytes (+memsw)",
-			  true, "tmpfs and memfd pages (the workspace included) count");
+			  true,
+			  lp->sockguard
+				  ? "tmpfs and memfd pages (the workspace included) count; TCP and "
+				    "UDP socket buffers, which cgroup v1 does not charge, are "
+				    "counted "
+				    "by agentbox and added (the run is stopped over the limit)"
+				  : "tmpfs and memfd pages (the workspace included) count");
 	} else {
 		/* No memory cgroup (unprivileged without delegation, or a container): the
 		 * supervisor's watchdog measures the sandbox and kills the whole run over the
@@ -91,11 +104,18 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(
 			res, AB_LIM_MEMORY, lp->memwatch_bytes,
 			"agentbox watchdog: RSS and shared memory of every sandbox process plus "
-			"its tmpfs, polled every 1-50 ms, SIGKILL over the limit",
+			"its tmpfs, and the kernel memory they hold (page tables, threads, fds, "
+			"pipes, sockets, epoll, inotify, ptys, mappings, tmpfs inodes and "
+			"xattrs), polled every 1-50 ms, SIGKILL over the limit",
 			whole,
 			whole ? "no memory cgroup here: a polled limit; a fast allocator can pass "
-				"it by what it allocates between two polls (docs/design.md)"
-			      : "--without seccomp: memfd and SysV shared memory are not counted");
+				"it by what it allocates between two polls (docs/design.md). "
+				"Refused in this mode (memory the watchdog could not count): "
+				"memfd_create, memfd_secret, shmget, msgget and semget (ENOSYS), "
+				"F_SETPIPE_SZ above 64 KiB, SO_SNDBUF and SO_SNDBUFFORCE (EPERM)"
+			      : "--without seccomp: memfd, SysV shared memory, message queues and "
+				"semaphores are not counted, nor pipes and send buffers past their "
+				"defaults");
 		if (!whole)
 			result_warn(res,
 				    "--without seccomp: the memory watchdog cannot see memfd or "
@@ -200,8 +220,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(res, AB_LIM_INODES, 0, NULL, false, "not enforced");
 	}
 	lp->tmp_bytes = o->limits[AB_LIM_TMP_SIZE].value;
-	set_limit(res, AB_LIM_TMP_SIZE, lp->tmp_bytes, "bwrap --size tmpfs on /tmp and /dev/shm",
-		  true, "each; tmpfs pages also count against --memory");
+	/* tmpfs's own default inode count is one per 8 KiB of the host's RAM; the same ratio,
+	 * of --tmp-size, bounds what inodes and their xattrs hold (issue 24) */
+	lp->tmp_inodes = lp->tmp_bytes / AB_TMP_BYTES_PER_INODE;
+	if (lp->tmp_inodes < AB_TMP_MIN_INODES)
+		lp->tmp_inodes = AB_TMP_MIN_INODES;
+	set_limit(res, AB_LIM_TMP_SIZE, lp->tmp_bytes,
+		  "tmpfs size= and nr_inodes= on /tmp and /dev/shm", true,
+		  "each, one inode per 8 KiB; tmpfs pages and inodes also count against --memory");
 
 	/* file size, open files: rlimits are the right tool for these */
 	lp->fsize = o->limits[AB_LIM_FILE_SIZE].value;
@@ -278,7 +304,7 @@ limits_apply_rlimits(const struct ab_limits_plan *lp)
 		{ RLIMIT_CORE, lp->core },         { RLIMIT_FSIZE, lp->fsize },
 		{ RLIMIT_NOFILE, lp->nofile },     { RLIMIT_CPU, lp->cpu_s },
 		{ RLIMIT_NPROC, lp->nproc },       { RLIMIT_SIGPENDING, lp->sigpending },
-		{ RLIMIT_MSGQUEUE, lp->msgqueue },
+		{ RLIMIT_MSGQUEUE, lp->msgqueue }, { RLIMIT_MEMLOCK, lp->memlock },
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {

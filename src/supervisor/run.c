@@ -202,7 +202,7 @@ check_protections(struct run_ctx *c, struct ab_err *err)
 	c->plan.disable_userns = h->has_disable_userns && !c->o->without[AB_PROT_DISABLE_USERNS];
 	c->plan.landlock = h->landlock_abi > 0 && !c->o->without[AB_PROT_LANDLOCK];
 	/* The sandbox's own loopback is the script's by default: the network namespace keeps it
-	 * off the network (agentbox-init checks it, --net-check). --net-strict also denies TCP
+	 * off the network (agentbox-init checks it: netcheck.h). --net-strict also denies TCP
 	 * bind and connect there. */
 	if (c->o->net_strict && !c->o->share_net && (!c->plan.landlock || h->landlock_abi < 4)) {
 		ab_err_set(err, -ENOTSUP,
@@ -274,7 +274,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 	{
 		struct stat st;
 
-		/* the namespace the sandbox must not share (agentbox-init --net-check) */
+		/* the namespace the sandbox must not share (netcheck.h AB_NETCHECK_ENV) */
 		if (stat("/proc/self/ns/net", &st) == 0)
 			c.plan.netns_not = (unsigned long long) st.st_ino;
 	}
@@ -436,8 +436,8 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			res, err);
 	if (r < 0)
 		goto out;
-	c.plan.tmp_size = c.lp.tmp_bytes;
-	c.plan.memwatch = c.lp.memwatch;
+	/* agentbox-init hands over the sandbox's /proc for the watchdog, or the socket guard */
+	c.plan.memwatch = c.lp.memwatch || c.lp.sockguard;
 
 	if (c.plan.seccomp) {
 		c.seccomp_fd = filter_program_fd_flags(
@@ -492,6 +492,9 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			strv_push(&c.plan.script_args, *a);
 
 	r = ws_mount_etc(&c, err);
+	if (r < 0)
+		goto out;
+	r = ws_mount_scratch(&c, err);
 	if (r < 0)
 		goto out;
 	if (o->env_path) {
@@ -589,6 +592,16 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 				       strerror(-r));
 			goto out;
 		}
+	} else if (c.lp.sockguard && c.cg_made && c.cg.dirfd[0] >= 0) { /* v1: memory */
+		memwatch_init(&mw, c.lp.memwatch_bytes);
+		r = memwatch_set_cgroup(&mw, c.cg.dirfd[0]);
+		if (r < 0) {
+			r = ab_err_set(err, r, "memory: cannot watch the run's cgroup: %s",
+				       strerror(-r));
+			goto out;
+		}
+	} else if (c.lp.sockguard) {
+		c.lp.sockguard = false; /* no memory cgroup made after all (--without cgroup) */
 	}
 	{
 		struct ab_spawn sp = {
@@ -615,7 +628,7 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 			.output_truncate = o->output_truncate,
 			.progress = o->progress,
 			.watch_fd = o->watch_fd,
-			.memwatch = c.lp.memwatch ? &mw : NULL,
+			.memwatch = c.lp.memwatch || c.lp.sockguard ? &mw : NULL,
 		};
 
 		if (o->slot) {
@@ -700,6 +713,9 @@ run_main(struct ab_run_opts *o, struct ab_record *res, struct ab_err *err)
 		res->usage.memory_peak_bytes = mw.saw_script ? (int64_t) mw.peak : -1;
 		if (!c.cg_made)
 			res->usage.tasks_peak = (int64_t) mw.tasks_peak;
+	} else if (c.lp.sockguard && mw.attached &&
+		   (int64_t) mw.peak > res->usage.memory_peak_bytes) {
+		res->usage.memory_peak_bytes = (int64_t) mw.peak; /* the cgroup's plus sockets */
 	}
 	if (oc.timed_out || oc.output_limited || oc.cpu_time_limited || oc.interrupted_by ||
 	    oc.mem_limited)

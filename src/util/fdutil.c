@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,38 @@ fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds)
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	return RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 ? -errno : 0;
+}
+
+int
+write_all_deadline(int fd, const void *buf, size_t len, int64_t deadline_ms)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		int64_t left;
+		ssize_t w = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && errno == ENOTSOCK)
+			w = write(fd, p, len);
+		if (w > 0) {
+			p += w;
+			len -= (size_t) w;
+			continue;
+		}
+		if (w == 0)
+			return -ENOSPC;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		left = deadline_ms - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int) left) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
 }
 
 int

@@ -17,6 +17,11 @@ int write_all(int fd, const void *buf, size_t len);
  * EINTR; a short write is -EIO. write(2) only: async-signal-safe. Returns 0 or -errno. */
 int write_once(int fd, const void *buf, size_t len);
 
+/* Writes all of buf to fd, which may be non-blocking: waits for POLLOUT while the reader
+ * is behind, until deadline_ms (CLOCK_MONOTONIC, now_ms()). Returns 0, or -errno
+ * (-ETIMEDOUT past the deadline, -EPIPE when the reader is gone). */
+int write_all_deadline(int fd, const void *buf, size_t len, int64_t deadline_ms);
+
 /* Reads until EOF or cap bytes into a NUL-terminated malloc'd buffer.
  * Returns bytes read (>= 0) and sets *ret, or -errno; -EFBIG when the input exceeds cap. */
 ssize_t read_all_capped(int fd, size_t cap, char **ret);
