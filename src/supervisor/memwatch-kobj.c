@@ -41,10 +41,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "memwatch.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
+#include "memwatch.h"
 
 /* /proc/PID/maps of a process past this is counted by what was read (64k mappings is the
  * kernel's default cap, about 4.5 MB of text) */
