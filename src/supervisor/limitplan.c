@@ -45,36 +45,11 @@ unenforceable(const struct ab_run_opts *o, enum ab_limit_id id, const char *why,
 	return 0;
 }
 
-int
-limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
-	    bool per_run_userns, struct ab_limits_plan *lp, struct ab_record *res,
-	    struct ab_err *err)
+/* Memory: the cgroup's limit (with v1's socket guard), else the supervisor's watchdog. */
+static void
+plan_memory(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	    struct ab_limits_plan *lp, struct ab_record *res)
 {
-	const struct ab_cg_host *cg = &h->cg;
-	bool cgroup_ok = cg->kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP];
-	char fixbuf[600];
-	uint64_t mem_limit;
-	int r;
-
-	memset(lp, 0, sizeof(*lp));
-	lp->fsize = lp->nofile = lp->cpu_s = lp->nproc = RLIM_INFINITY;
-	lp->core = 0; /* no core dumps, ever */
-	/* per-uid objects (issue 18): the rlimit is also the cap of the sandbox's own user
-	 * namespace level, which bwrap creates with it */
-	lp->sigpending = 1024;
-	lp->msgqueue = 256 << 10;
-	/* mlock() pins pages no memory cgroup is charged for when they are page cache of files
-	 * the host read first (/usr): per process, issue 24 */
-	lp->memlock = AB_MEMLOCK_BYTES;
-	lp->cpu_affinity = -1;
-	snprintf(fixbuf, sizeof(fixbuf), "%s",
-		 cg->why[0] ? cg->why
-			    : "run as root, or on a cgroup v2 host with systemd (agentbox asks it "
-			      "for a delegated scope) or a delegated AGENTBOX_CGROUP");
-
-	limits_plan_run(o, lp, res);
-
-	/* memory */
 	if (cgroup_ok && cg->memory) {
 		lp->use_cgroup = true;
 		lp->cg.memory_bytes = o->limits[AB_LIM_MEMORY].value;
@@ -121,8 +96,16 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 				    "--without seccomp: the memory watchdog cannot see memfd or "
 				    "SysV shared memory pages");
 	}
+}
 
-	/* pids */
+/* pids: the cgroup, else RLIMIT_NPROC in a per-run user namespace, else not enforced. */
+static int
+plan_pids(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	  struct ab_limits_plan *lp, struct ab_record *res, bool per_run_userns, const char *fixbuf,
+	  struct ab_err *err)
+{
+	int r;
+
 	if (cgroup_ok && cg->pids) {
 		lp->use_cgroup = true;
 		/* --pids counts the tasks in the sandbox (agentbox-init included); bwrap's
@@ -146,8 +129,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			return r;
 		set_limit(res, AB_LIM_PIDS, 0, NULL, false, "not enforced");
 	}
+	return 0;
+}
 
-	/* cpus */
+/* cpus: the cgroup's quota, else (the default only) CPU affinity, said once. */
+static int
+plan_cpus(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	  struct ab_limits_plan *lp, struct ab_record *res, const char *fixbuf, struct ab_err *err)
+{
 	if (cgroup_ok && cg->cpu) {
 		lp->use_cgroup = true;
 		lp->cg.cpu_period_us = 100000;
@@ -173,8 +162,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			"cpu affinity (whole cores)", false,
 			"fallback: pinned to whole cores; the script can change its own affinity");
 	}
+	return 0;
+}
 
-	/* cpu-time: optional */
+/* cpu-time (optional): the cgroup's usage polled, with RLIMIT_CPU as a per-process backstop. */
+static void
+plan_cpu_time(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	      struct ab_limits_plan *lp, struct ab_record *res)
+{
 	if (o->limits[AB_LIM_CPU_TIME_MS].value > 0) {
 		uint64_t ms = o->limits[AB_LIM_CPU_TIME_MS].value;
 
@@ -195,8 +190,15 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 					 "the run as a whole: no cgroup");
 		}
 	}
+}
 
-	/* workspace disk and inodes */
+/* The workspace's bytes and inodes, /tmp and /dev/shm, file size, open files. */
+static int
+plan_space(const struct ab_run_opts *o, bool tmpfs_workspace, struct ab_limits_plan *lp,
+	   struct ab_record *res, struct ab_err *err)
+{
+	int r;
+
 	lp->tmpfs_workspace = tmpfs_workspace;
 	if (tmpfs_workspace) {
 		lp->work_bytes = o->limits[AB_LIM_DISK].value;
@@ -235,6 +237,15 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		  "bounds every file write, sparse files included");
 	lp->nofile = o->limits[AB_LIM_NOFILE].value;
 	set_limit(res, AB_LIM_NOFILE, lp->nofile, "rlimit RLIMIT_NOFILE", true, "per process");
+	return 0;
+}
+
+/* tmpfs is RAM: caps that add up to more than the memory limit in force are said once. */
+static void
+plan_tmpfs_total(const struct ab_run_opts *o, bool tmpfs_workspace, struct ab_limits_plan *lp,
+		 struct ab_record *res)
+{
+	uint64_t mem_limit;
 
 	/* tmpfs is RAM: its pages are charged to the memory cgroup like any other, so caps that
 	 * add up to more than --memory end in an OOM kill, not in ENOSPC (issue 15). */
@@ -257,6 +268,47 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			    units_format_size(mem_limit, mem, sizeof(mem)), total,
 			    tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
 	}
+}
+
+int
+limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
+	    bool per_run_userns, struct ab_limits_plan *lp, struct ab_record *res,
+	    struct ab_err *err)
+{
+	const struct ab_cg_host *cg = &h->cg;
+	bool cgroup_ok = cg->kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP];
+	char fixbuf[600];
+	int r;
+
+	memset(lp, 0, sizeof(*lp));
+	lp->fsize = lp->nofile = lp->cpu_s = lp->nproc = RLIM_INFINITY;
+	lp->core = 0; /* no core dumps, ever */
+	/* per-uid objects (issue 18): the rlimit is also the cap of the sandbox's own user
+	 * namespace level, which bwrap creates with it */
+	lp->sigpending = 1024;
+	lp->msgqueue = 256 << 10;
+	/* mlock() pins pages no memory cgroup is charged for when they are page cache of files
+	 * the host read first (/usr): per process, issue 24 */
+	lp->memlock = AB_MEMLOCK_BYTES;
+	lp->cpu_affinity = -1;
+	snprintf(fixbuf, sizeof(fixbuf), "%s",
+		 cg->why[0] ? cg->why
+			    : "run as root, or on a cgroup v2 host with systemd (agentbox asks it "
+			      "for a delegated scope) or a delegated AGENTBOX_CGROUP");
+
+	limits_plan_run(o, lp, res);
+
+	plan_memory(o, cg, cgroup_ok, lp, res);
+	r = plan_pids(o, cg, cgroup_ok, lp, res, per_run_userns, fixbuf, err);
+	if (r == 0)
+		r = plan_cpus(o, cg, cgroup_ok, lp, res, fixbuf, err);
+	if (r < 0)
+		return r;
+	plan_cpu_time(o, cg, cgroup_ok, lp, res);
+	r = plan_space(o, tmpfs_workspace, lp, res, err);
+	if (r < 0)
+		return r;
+	plan_tmpfs_total(o, tmpfs_workspace, lp, res);
 	return 0;
 }
 
