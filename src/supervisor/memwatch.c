@@ -310,23 +310,34 @@ struct scan_sum {
 	uint64_t fds;     /* open fds */
 };
 
+/* The sandbox's /proc as a directory stream of a fresh description each time (the directory
+ * offset is then ours alone), or NULL with errno. */
+static DIR *
+proc_opendir(const struct ab_memwatch *mw)
+{
+	int dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+
+	if (!d && dfd >= 0) {
+		int e = errno;
+
+		(void) close(dfd);
+		errno = e;
+	}
+	return d;
+}
+
 /* One pass over the sandbox's processes. precise: smaps_rollup instead of status. */
 static int
 scan(struct ab_memwatch *mw, bool precise, struct scan_sum *ret)
 {
-	cleanup_fd int dfd = -1;
 	uint64_t sum = 0, threads = 0, kernel = 0, fds = 0, inodes = 0;
 	DIR *d;
 	struct dirent *de;
 
-	/* a fresh description each time: the directory offset is then ours alone */
-	dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	d = fdopendir(dfd);
+	d = proc_opendir(mw);
 	if (!d)
 		return -errno;
-	dfd = -1;
 	while ((de = readdir(d))) {
 		char path[300], text[8192];
 		uint64_t b = 0, t = 0;
@@ -511,20 +522,15 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 int
 memwatch_reading(const struct ab_memwatch *mw, uint64_t *ret_cpu_ticks, uint64_t *ret_hwm_kib)
 {
-	cleanup_fd int dfd = -1;
 	uint64_t ticks = 0, hwm = 0;
 	DIR *d;
 	struct dirent *de;
 
 	if (mw->proc_fd < 0)
 		return -EBADF;
-	dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	d = fdopendir(dfd);
+	d = proc_opendir(mw);
 	if (!d)
 		return -errno;
-	dfd = -1;
 	while ((de = readdir(d))) {
 		char path[300], text[8192];
 		uint64_t t;
