@@ -33,7 +33,7 @@ SCRIPTS = {
     "timeout.py": ("import os, time, sys\nif os.fork() == 0:\n    os.setsid()\n"
                    "time.sleep(3600)\n", ["--timeout", "300ms"], {"timeout"}),
     "flood.py": ("import sys\nwhile True:\n    sys.stdout.write('z' * 65536)\n",
-                 ["--output-limit", "256K"], {"output_limit"}),
+                 ["--output-limit", "256K", "--on-output-limit", "kill"], {"output_limit"}),
     "diskfill.py": ("f = open('big', 'wb')\ntry:\n    while True:\n        f.write(b'0' * (1 << 20))\n"
                     "except OSError:\n    pass\n", ["--disk", "8M"], {"disk_limit"}),
     "forks.py": ("import os, sys, time\nkids = []\nfor _ in range(20):\n    try:\n"

@@ -381,24 +381,22 @@ function cleanup(inv, everything) {
 }
 
 // agentbox's own lines on its stderr ("agentbox: warning: ...", its error line) come after
-// the script's relayed output. With onStderr, the output goes out as it comes until a line
-// starts like one of agentbox's: from there on everything is held until the run ends (so
-// that the order stays), the lines the report accounts for are dropped from its end, and the
-// rest goes out.
+// the script's relayed output, once the run has ended: they are the stream's last lines. With
+// onStderr, the output goes out as it comes, but a line that starts like one of agentbox's is
+// held, with the ones like it right after, until a line that does not follows (then they were
+// the script's: they go out, in order) or the run ends (then the lines the report accounts
+// for are dropped from their end, the rest goes out). The script's stderr never waits for
+// more than its own next line.
 const HELD = ['agentbox: ', "Try 'agentbox "];
 class StderrFilter {
   constructor(emit) {
     this.emit = emit;
     this.line = ''; // the start of the current line, while it could still be agentbox's
-    this.mode = 'start'; // 'start' of a line, 'pass' (the rest of a line that is not), 'hold'
-    this.held = '';
+    this.mode = 'start'; // 'start' of a line, 'pass' (the rest of a line that is not)
+    this.held = ''; // whole lines like agentbox's, not yet known to be the script's
   }
 
   push(text) {
-    if (this.mode === 'hold') {
-      this.held += text;
-      return;
-    }
     let i = 0;
     while (i < text.length) {
       const nl = text.indexOf('\n', i);
@@ -412,14 +410,17 @@ class StderrFilter {
       }
       this.line += piece;
       const done = this.line.endsWith('\n');
-      if (!done && HELD.some((h) => h.startsWith(this.line))) continue; // too short to tell
       if (HELD.some((h) => this.line.startsWith(h))) {
-        this.mode = 'hold';
-        this.held = this.line + text.slice(i);
-        this.line = '';
-        return;
+        if (done) {
+          // held until what follows tells whose it is
+          this.held += this.line;
+          this.line = '';
+        }
+        continue;
       }
-      this.emit(this.line);
+      if (!done && HELD.some((h) => h.startsWith(this.line))) continue; // too short to tell
+      this.emit(this.held + this.line);
+      this.held = '';
       this.line = '';
       this.mode = done ? 'start' : 'pass';
     }

@@ -72,6 +72,11 @@ ab_spec *ab_spec_new(void);
 /* Parses and checks a spec (len (size_t) -1: NUL-terminated). Unknown keys, wrong types and
  * values that do not parse are errors (exit status 2). */
 ab_spec *ab_spec_from_json(const char *json, size_t len, ab_error **err);
+/* The same from a jansson tree the caller already holds (an MCP server's request: no second
+ * parse of megabytes of code). The spec shares the tree (it takes a reference): do not change
+ * it afterwards. */
+struct json_t;
+ab_spec *ab_spec_from_jansson(struct json_t *tree, ab_error **err);
 /* The spec as JSON (malloc'd; free with free()). */
 char *ab_spec_to_json(const ab_spec *s);
 ab_spec *ab_spec_copy(const ab_spec *s);
@@ -98,6 +103,8 @@ int ab_spec_set_without(ab_spec *s, const char *protection, ab_error **err);
 int ab_spec_set_env_dir(ab_spec *s, const char *dir, ab_error **err);
 /* Any other spec key, its value as JSON text (e.g. key "ro_binds", value "[\"/opt/x\"]"). */
 int ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error **err);
+/* The value of a key as JSON text (malloc'd; free it), or NULL when the spec does not set it. */
+char *ab_spec_get_json(const ab_spec *s, const char *key);
 
 /* ---- running ---------------------------------------------------------------------------- */
 

@@ -24,8 +24,10 @@ enum hostfs_flags {
  * O_PATH|O_NOFOLLOW. Unless HOSTFS_ANY_LINK, a symlink on the way is followed only when it
  * belongs to root or to the caller (euid): one another user planted, or could swap, is
  * refused, so a local user cannot point agentbox at a tree of their choosing to write in.
- * What agentbox only reads (inputs, read-only binds, interpreters) may follow any symlink:
- * the object reached is judged by its fd (hostfs_refusal). `what` names the option in messages.
+ * What agentbox only reads for itself or binds read-only (read-only binds, interpreters) may
+ * follow any symlink: the object reached is judged by its fd (hostfs_refusal). --input is not
+ * among them: it copies what it reaches to where the script reads it. `what` names the option
+ * in messages.
  * Returns an O_PATH|O_CLOEXEC fd, or -errno with err set (ENOENT, ELOOP, ENOTDIR, EPERM for
  * an untrusted symlink). */
 int hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *err);

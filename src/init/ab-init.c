@@ -1,14 +1,15 @@
 /* agentbox-init: PID 1 of every agentbox sandbox (bwrap --as-pid-1 execs it).
  *
- *   agentbox-init --status-fd N [--memwatch-fd N] [--net-check INO] [--landlock
+ *   [AGENTBOX_INIT_NET_CHECK=INO] agentbox-init --status-fd N [--memwatch-fd N] [--landlock
  *                 [--landlock-net] [--landlock-scope] [--landlock-connect PORT]
  *                 [--writable DIR]] [--warm-fd N] -- CMD ARGS...
  *
- * --net-check INO: before anything else, the network namespace must not be the one whose
- * nsfs inode is INO (agentbox's own at start), and must hold lo and no other interface or
- * route (netcheck.h); otherwise the run is refused. It is what keeps the script off the
- * network while it uses its own loopback freely: --landlock-net (TCP bind and connect
- * denied) is the opt-in strict mode, --net-strict.
+ * AGENTBOX_INIT_NET_CHECK=INO (in the environment, removed before CMD starts: the script can
+ * read /proc/1/cmdline): before anything else, the network namespace must not be the one
+ * whose nsfs inode is INO (agentbox's own at start; 0: not checked), and must hold lo and no
+ * other interface or route (netcheck.h); otherwise the run is refused. It is what keeps the
+ * script off the network while it uses its own loopback freely: --landlock-net (TCP bind and
+ * connect denied) is the opt-in strict mode, --net-strict.
  *
  * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
  * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
@@ -267,14 +268,6 @@ main(int argc, char **argv)
 				setup_failed(EINVAL, "agentbox-init: bad --writable");
 			writable[n_writable++] = argv[++i];
 			writable[n_writable] = NULL;
-		} else if (strcmp(argv[i], "--net-check") == 0 && i + 1 < argc) {
-			char *end;
-
-			errno = 0;
-			netns_not = strtoull(argv[++i], &end, 10);
-			if (*end != '\0' || errno)
-				setup_failed(EINVAL, "agentbox-init: bad --net-check");
-			net_check = true;
 		} else if (strcmp(argv[i], "--landlock") == 0) {
 			landlock = true;
 		} else if (strcmp(argv[i], "--landlock-net") == 0) {
@@ -295,6 +288,21 @@ main(int argc, char **argv)
 	}
 	if (i >= argc)
 		setup_failed(EINVAL, "agentbox-init: no command");
+	{
+		const char *v = getenv(AB_NETCHECK_ENV);
+
+		if (v) {
+			char *end;
+
+			errno = 0;
+			netns_not = strtoull(v, &end, 10);
+			if (*end != '\0' || end == v || errno)
+				setup_failed(EINVAL, "agentbox-init: bad " AB_NETCHECK_ENV);
+			net_check = true;
+			if (unsetenv(AB_NETCHECK_ENV) < 0)
+				setup_failed(errno, "agentbox-init: unsetenv");
+		}
+	}
 	if (status_fd >= 0 && fcntl(status_fd, F_SETFD, FD_CLOEXEC) < 0)
 		setup_failed(errno, "agentbox-init: status fd");
 	if (memwatch_fd >= 0 && memwatch_fd != status_fd)

@@ -6,6 +6,12 @@
 
 #include <stddef.h>
 
+/* The variable that hands agentbox-init the inode of the namespace the sandbox must not share
+ * (bwrap --setenv; "0": only the lo-only check). Not an argument: /proc/1/cmdline is readable
+ * by the script, and the host's namespace inode is no business of its (issue 24). agentbox-init
+ * removes it from the environment before it starts the command. */
+#define AB_NETCHECK_ENV "AGENTBOX_INIT_NET_CHECK"
+
 /* Prefix of the SETUP_FAILED text of a failed check (run.c gives it its own fix). */
 #define AB_NETCHECK_PREFIX "network namespace check: "
 

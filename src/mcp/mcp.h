@@ -65,6 +65,7 @@ struct mcp_policy {
 	uint64_t wait_ms;     /* default soft wait of run_code / wait_run */
 	uint64_t max_wait_ms; /* longest soft wait a call may ask for */
 	size_t max_message;   /* longest JSON-RPC line */
+	size_t max_pending;   /* bytes of requests held at once: read, parsed, queued (issue 24) */
 	/* warm slots (docs/mcp.md "Warm slots"): per allowed language, slots kept ready for a
 	 * run_code without its own limits (other than timeout and output-limit), env or stdin */
 	int warm_slots;           /* per language; 0: none */
@@ -80,6 +81,7 @@ struct mcp_req {
 	json_t *id;    /* NULL for a notification */
 	json_t *token; /* progressToken, or NULL */
 	bool modern;   /* 2026-07-28: resultType and serverInfo in every result */
+	size_t bytes;  /* the message it came in: what a run it queues holds (max_pending) */
 };
 
 struct mcp {
@@ -99,7 +101,8 @@ struct mcp {
 	struct mcp_pending *pending; /* requests that wait for a run */
 	int n_running, n_queued;
 	uint64_t mem_running, tasks_running; /* what the runs going hold (their limits) */
-	json_t *info_cache;                  /* sandbox_info, computed once */
+	size_t held_jobs;            /* bytes the queued runs' requests hold (max_pending) */
+	json_t *info_cache;          /* sandbox_info, computed once */
 	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
 	json_t *info_langs;          /* what they answered so far */
 	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */
@@ -112,6 +115,11 @@ void mcp_init(struct mcp *m);
 void mcp_done(struct mcp *m);
 /* One line from the client (without its newline). Every reply goes through m->send. */
 void mcp_handle_line(struct mcp *m, const char *line, size_t len);
+/* The same, parsed already (msg taken over; NULL: jerr says why), from a line of bytes. */
+void mcp_handle_json(struct mcp *m, json_t *msg, size_t bytes, const json_error_t *jerr);
+/* A line not taken (over --max-message, or over the byte budget with held bytes held):
+ * answered at once from its skeleton (src/mcp/input.h; NULL: none), total its size. */
+void mcp_refuse(struct mcp *m, const char *skel, size_t len, size_t total, size_t held);
 void mcp_reply(struct mcp *m, const struct mcp_req *req, json_t *result);
 void mcp_reply_error(struct mcp *m, json_t *id, int code, const char *msg, json_t *data);
 void mcp_notify(struct mcp *m, const char *method, json_t *params);

@@ -284,9 +284,7 @@ void
 mcp_handle_line(struct mcp *m, const char *line, size_t len)
 {
 	json_error_t jerr;
-	json_t *msg, *id, *method_j, *params, *meta;
-	struct mcp_req req = { 0 };
-	const char *method, *ver;
+	json_t *msg;
 
 	if (len > m->pol.max_message) {
 		mcp_reply_error(m, NULL, MCP_INVALID_REQUEST, "message too large",
@@ -294,10 +292,54 @@ mcp_handle_line(struct mcp *m, const char *line, size_t len)
 		return;
 	}
 	msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	mcp_handle_json(m, msg, len, &jerr);
+}
+
+/* A request the server cannot take (issue 24), known by its skeleton (src/mcp/input.h):
+ * answered at once, by its id when the skeleton shows one. */
+void
+mcp_refuse(struct mcp *m, const char *skel, size_t len, size_t total, size_t held)
+{
+	json_t *msg = skel ? json_loadb(skel, len, 0, NULL) : NULL;
+	json_t *id = json_object_get(msg, "id");
+	json_t *params = json_object_get(msg, "params");
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	struct mcp_req req = { .id = id_ok(id) ? id : NULL };
+
+	if (msg && json_is_object(msg) && !id && method) {
+		json_decref(msg); /* a notification: never answered */
+		return;
+	}
+	if (total > m->pol.max_message)
+		mcp_reply_error(m, req.id, MCP_INVALID_REQUEST, "message too large",
+				json_pack("{s:I, s:I}", "max_bytes",
+					  (json_int_t) m->pol.max_message, "bytes",
+					  (json_int_t) total));
+	else if (req.id && method && strcmp(method, "tools/call") == 0 && json_is_object(params))
+		mcp_reply(
+			m, &req,
+			mcp_result_error("this server is busy: it holds %zu bytes of requests and "
+					 "this one has %zu (its --max-pending-bytes is %zu); try "
+					 "again later",
+					 held, total, m->pol.max_pending));
+	else
+		mcp_reply_error(m, req.id, MCP_INTERNAL_ERROR, "server busy",
+				json_pack("{s:I, s:I}", "held_bytes", (json_int_t) held,
+					  "max_pending_bytes", (json_int_t) m->pol.max_pending));
+	json_decref(msg);
+}
+
+void
+mcp_handle_json(struct mcp *m, json_t *msg, size_t bytes, const json_error_t *jerr)
+{
+	json_t *id, *method_j, *params, *meta;
+	struct mcp_req req = { .bytes = bytes };
+	const char *method, *ver;
+
 	if (!msg) {
 		mcp_reply_error(
 			m, NULL, MCP_PARSE_ERROR, "Parse error",
-			json_pack("{s:s, s:i}", "detail", jerr.text, "position", jerr.position));
+			json_pack("{s:s, s:i}", "detail", jerr->text, "position", jerr->position));
 		return;
 	}
 	if (json_is_array(msg)) {

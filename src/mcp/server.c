@@ -37,6 +37,7 @@
 #include "../util/xalloc.h"
 #include "../warm/warm.h"
 #include "agentbox/agentbox.h"
+#include "input.h"
 #include "mcp.h"
 
 #define TAIL_BYTES  512
@@ -61,6 +62,7 @@ struct mcp_job {
 	bool staged;
 	char *workspace;
 	bool cancelled; /* cancel_run, notifications/cancelled or shutdown */
+	size_t held;    /* bytes its request holds while it is queued (max_pending) */
 };
 
 struct mcp_pending {
@@ -122,6 +124,7 @@ mcp_policy_defaults(struct mcp_policy *p)
 	p->wait_ms = 45000;
 	p->max_wait_ms = 300000;
 	p->max_message = 32ULL << 20;
+	p->max_pending = 256ULL << 20;
 	/* every result passes through this process: its output is bounded whatever a call asks */
 	p->cap_set[AB_LIM_OUTPUT] = true;
 	p->cap[AB_LIM_OUTPUT] = 16ULL << 20;
@@ -159,6 +162,8 @@ static const char usage_text[] =
 	"  --wait DURATION        default soft wait before \"running\" (default 45s)\n"
 	"  --max-wait DURATION    longest soft wait a call may ask (default 300s)\n"
 	"  --max-message SIZE     longest JSON-RPC message (default 32M)\n"
+	"  --max-pending-bytes SIZE  requests held at once, being read, parsed or queued\n"
+	"                         (default 256M); past it a call is answered busy at once\n"
 	"  --warm N               warm slots kept ready per language (default 0: none)\n"
 	"  --preimport LIST       Python modules each warm slot imports first (numpy,pandas)\n"
 	"  --preimport-node LIST  Node packages each warm Node slot requires first\n"
@@ -287,6 +292,11 @@ policy_set(struct mcp_policy *p, const char *name, const char *v, char *msg, siz
 		if (r == 0 && u < 4096)
 			r = -ERANGE;
 		p->max_message = (size_t) u;
+	} else if (strcmp(name, "max-pending-bytes") == 0) {
+		r = set_size(v, &u);
+		if (r == 0 && u < (1u << 20))
+			r = -ERANGE;
+		p->max_pending = (size_t) u;
 	} else {
 		snprintf(msg, msg_size, "unknown setting '%s'", name);
 		return -EINVAL;
@@ -387,6 +397,61 @@ open_sub(int dirfd, const char *name, mode_t mode)
 	return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/* The paths under the state directory are handed to the library as strings (runs_dir, a
+ * call's staged inputs, a workspace's --collect), and the supervisor resolves them again
+ * (issue 24). That is sound only while no other user can rename anything on the way: every
+ * directory above the state directory must be root's or ours and writable by nobody else,
+ * or sticky (/tmp: then nobody else can rename what is ours or root's in it). Checked by fd,
+ * from the state directory up to the root. Returns 0, or -EPERM with msg set. */
+static int
+state_ancestors_safe(int state_fd, const char *name, char *msg, size_t msg_size)
+{
+	uid_t me = geteuid();
+	struct stat child, st;
+	int fd = fcntl(state_fd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0 || fstat(fd, &child) < 0)
+		goto fail;
+	for (int depth = 0; depth < 256; depth++) {
+		int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (up < 0 || fstat(up, &st) < 0) {
+			if (up >= 0)
+				(void) close(up);
+			goto fail;
+		}
+		(void) close(fd);
+		fd = up;
+		if (st.st_dev == child.st_dev && st.st_ino == child.st_ino)
+			break; /* the root: its own parent */
+		if ((st.st_uid != 0 && st.st_uid != me) ||
+		    ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+			cleanup_free char *where = hostfs_fd_path(fd);
+
+			snprintf(
+				msg, msg_size,
+				"the state directory '%s' is under '%s' (uid %u, mode %04o), which "
+				"another user can rename things in: the paths given to each run "
+				"would not be safe; use a state directory whose parents only root "
+				"or you can write (the default /var/tmp/agentbox-mcp-UID, or one "
+				"in your home)",
+				name, where ? where : "?", (unsigned) st.st_uid,
+				(unsigned) (st.st_mode & 07777));
+			(void) close(fd);
+			return -EPERM;
+		}
+		child = st;
+	}
+	(void) close(fd);
+	return 0;
+fail:
+	if (fd >= 0)
+		(void) close(fd);
+	snprintf(msg, msg_size, "state directory '%s': cannot check its parents: %s", name,
+		 strerror(errno));
+	return -EPERM;
+}
+
 int
 mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 {
@@ -413,6 +478,8 @@ mcp_state_open(struct mcp *m, char *msg, size_t msg_size)
 		free(m->pol.state_dir);
 		m->pol.state_dir = real;
 	}
+	if (state_ancestors_safe(m->state_fd, m->pol.state_dir, msg, msg_size) < 0)
+		return -EPERM;
 	(void) fchmod(m->state_fd, 0711);
 	m->runs_fd = open_sub(m->state_fd, "runs", 0711);
 	m->jobs_fd = open_sub(m->state_fd, "jobs", 0700);
@@ -778,6 +845,20 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 {
 	struct mcp_job *j, **tail;
 
+	if (req && m->held_jobs + req->bytes > m->pol.max_pending) {
+		/* what the queued runs' requests hold (their code, stdin, arguments) is bounded
+		 * whatever the clients send (issue 24) */
+		json_decref(spec);
+		if (staged)
+			mcp_staging_remove(m, job_id);
+		mcp_reply(
+			m, req,
+			mcp_result_error("this server is busy: its queued runs hold %zu bytes "
+					 "and this call has %zu (its --max-pending-bytes is %zu); "
+					 "try again later",
+					 m->held_jobs, req->bytes, m->pol.max_pending));
+		return;
+	}
 	if (m->n_queued >= m->pol.max_queued || too_many_waiting(m)) {
 		json_decref(spec);
 		if (staged)
@@ -807,6 +888,8 @@ mcp_submit(struct mcp *m, const struct mcp_req *req, json_t *spec, const char *j
 	j->out_r = j->err_r = -1;
 	j->queued_ms = now_ms();
 	j->state = JOB_QUEUED;
+	j->held = req ? req->bytes : 0;
+	m->held_jobs += j->held;
 	for (tail = &m->jobs; *tail; tail = &(*tail)->next)
 		;
 	*tail = j;
@@ -844,8 +927,9 @@ job_unlink(struct mcp *m, struct mcp_job *j)
 }
 
 static void
-job_free(struct mcp_job *j)
+job_free(struct mcp *m, struct mcp_job *j)
 {
+	m->held_jobs -= j->held;
 	if (j->out_r >= 0)
 		(void) close(j->out_r);
 	if (j->err_r >= 0)
@@ -937,7 +1021,7 @@ job_finished(struct mcp *m, struct mcp_job *j, ab_result *res, ab_error *e)
 	m->n_running--;
 	m->mem_running -= j->mem;
 	m->tasks_running -= j->tasks;
-	job_free(j);
+	job_free(m, j);
 	retention(m);
 }
 
@@ -1012,7 +1096,6 @@ job_start(struct mcp *m, struct mcp_job *j)
 {
 	int ow = -1, ew = -1;
 	bool live = wants_progress(m, j->id);
-	char *text;
 	ab_error *e = NULL;
 	ab_spec *s;
 
@@ -1025,15 +1108,19 @@ job_start(struct mcp *m, struct mcp_job *j)
 	if (live && (relay_pipe(&j->out_r, &ow) < 0 || relay_pipe(&j->err_r, &ew) < 0))
 		live = false;
 	json_object_set_new(j->spec, "quiet", json_boolean(!live));
-	text = json_dumps(j->spec, JSON_COMPACT);
-	s = text ? ab_spec_from_json(text, (size_t) -1, &e) : NULL;
-	free(text);
+	s = ab_spec_from_jansson(j->spec, &e); /* no second parse of its code */
 	/* in a warm slot of its class when one is ready (ab_pool_run_start), else cold */
 	j->h = !s        ? NULL
 	       : m->pool ? ab_pool_run_start(m->pool, s, &(ab_io){ live ? ow : -1, live ? ew : -1 },
 					     &e)
 			 : ab_run_start(ctx, s, &(ab_io){ live ? ow : -1, live ? ew : -1 }, &e);
 	ab_spec_free(s);
+	/* the run has its own copy from here: its code and stdin leave this process */
+	json_object_del(j->spec, "code");
+	json_object_del(j->spec, "stdin_data");
+	json_object_del(j->spec, "args");
+	m->held_jobs -= j->held;
+	j->held = 0;
 	if (ow >= 0)
 		(void) close(ow);
 	if (ew >= 0)
@@ -1057,25 +1144,23 @@ fits(const struct mcp *m, const struct mcp_job *j)
 	       m->tasks_running + j->tasks <= m->pol.tasks_budget;
 }
 
-/* Starts queued runs in the order they came, while the first one waiting fits (never one
- * behind it: a big run is not starved by small ones passing it). */
-static void
+/* Starts the first queued run if it fits (never one behind it: a big run is not starved by
+ * small ones passing it). One a turn of the loop: starting a run hands its request (up to
+ * megabytes of code) to a supervisor, and the messages that came meanwhile (tools/list, a
+ * cancel) are answered between two starts (issue 24). Returns whether the loop should come
+ * back at once for the next one. */
+static bool
 start_queued(struct mcp *m)
 {
-	bool again = true;
-
-	while (again) {
-		again = false;
-		for (struct mcp_job *j = m->jobs; j; j = j->next) {
-			if (j->state != JOB_QUEUED)
-				continue;
-			if (fits(m, j)) {
-				job_start(m, j); /* may free j: start over */
-				again = true;
-			}
-			break;
-		}
+	for (struct mcp_job *j = m->jobs; j; j = j->next) {
+		if (j->state != JOB_QUEUED)
+			continue;
+		if (!fits(m, j))
+			return false;
+		job_start(m, j); /* may free j */
+		return true;
 	}
+	return false;
 }
 
 /* the run's live output, kept as a short tail for progress messages */
@@ -1141,7 +1226,7 @@ mcp_cancel_job(struct mcp *m, const char *id)
 			mcp_staging_remove(m, j->id);
 		job_unlink(m, j);
 		m->n_queued--;
-		job_free(j);
+		job_free(m, j);
 	}
 	return 1;
 }
@@ -1694,7 +1779,7 @@ shutdown_all(struct mcp *m)
 				mcp_staging_remove(m, j->id);
 			job_unlink(m, j);
 			m->n_queued--;
-			job_free(j);
+			job_free(m, j);
 		}
 	}
 }
@@ -1712,7 +1797,7 @@ mcp_done(struct mcp *m)
 		struct mcp_job *j = m->jobs;
 
 		m->jobs = j->next;
-		job_free(j);
+		job_free(m, j);
 	}
 	json_decref(m->info_cache);
 	json_decref(m->info_langs);
@@ -1729,8 +1814,93 @@ mcp_done(struct mcp *m)
 			(void) close(*fd);
 }
 
-int
-mcp_main(int argc, char **argv)
+/* ---- stdin (src/mcp/input.h) ------------------------------------------------------------ */
+
+struct line_ctx {
+	struct mcp *m;
+	struct mcp_parser *parser;
+	struct mcp_reader *in;
+};
+
+/* What the requests being parsed, the queued runs' and the line being read hold. */
+static size_t
+held_now(struct mcp *m, struct mcp_reader *in, struct mcp_parser *parser)
+{
+	return m->held_jobs + (parser->running ? mcp_parser_held(parser) : 0) +
+	       (in ? mcp_reader_held(in) : 0);
+}
+
+/* The most the next line may hold whole: --max-message, or what the byte budget leaves. */
+static size_t
+line_allow(struct mcp *m, struct mcp_reader *in, struct mcp_parser *parser)
+{
+	size_t others = held_now(m, NULL, parser), left, allow;
+
+	(void) in;
+	left = others < m->pol.max_pending ? m->pol.max_pending - others : 0;
+	/* a long line holds up to 4 times its length while the parse thread has it; a short
+	 * one (handled at once) gets in while anything is left */
+	allow = left / 4;
+	if (allow < MCP_INLINE_PARSE)
+		allow = left < MCP_INLINE_PARSE ? left : MCP_INLINE_PARSE;
+	return allow < m->pol.max_message ? allow : m->pol.max_message;
+}
+
+/* A line from the reader: handled now when short, parsed by the parse thread when long (its
+ * buffer goes with it), refused from its skeleton when it could not be taken whole. */
+static bool
+take_line(void *arg, char *text, size_t len, size_t total, bool whole)
+{
+	struct line_ctx *lc = arg;
+	struct mcp *m = lc->m;
+
+	if (!whole) {
+		size_t held = held_now(m, NULL, lc->parser);
+
+		fprintf(stderr, "agentbox mcp: a message of %zu bytes refused: %s\n", total,
+			total > m->pol.max_message ? "over --max-message"
+						   : "over --max-pending-bytes");
+		mcp_refuse(m, text, len, total, held);
+		return false;
+	}
+	if (len <= MCP_INLINE_PARSE || !lc->parser->running) {
+		mcp_handle_line(m, text, len);
+		return false;
+	}
+	mcp_parser_submit(lc->parser, text, len);
+	return true;
+}
+
+/* Messages the parse thread has parsed. */
+static void
+take_parsed(struct mcp *m, struct mcp_parser *parser)
+{
+	struct mcp_parsed *it;
+
+	while (!m->quit && (it = mcp_parser_take(parser))) {
+		json_t *msg = it->msg;
+
+		it->msg = NULL;
+		mcp_handle_json(m, msg, it->len, &it->err);
+		mcp_parsed_free(it);
+	}
+}
+
+/* The server's loop state: what poll(2) watches this turn, and who each fd belongs to. */
+struct loop {
+	int sfd;            /* SIGTERM, SIGINT, SIGHUP */
+	bool in_eof;        /* stdin ended: no new calls, the runs are cancelled */
+	int64_t next_tick;  /* retention and workspace expiry */
+	struct pollfd *pfd; /* [0] stdin, [1] signals, [2] warm slots, then runs, probes, parser */
+	struct mcp_job **who; /* the job of each pfd, or NULL */
+	size_t n, parsed_at;
+	struct mcp_reader in;
+	struct mcp_parser parser;
+};
+
+/* The command line into m->pol. Returns -1 to go on, else the exit status. */
+static int
+parse_options(struct mcp *m, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "state-dir", required_argument, NULL, 0 },
@@ -1753,6 +1923,7 @@ mcp_main(int argc, char **argv)
 		{ "wait", required_argument, NULL, 0 },
 		{ "max-wait", required_argument, NULL, 0 },
 		{ "max-message", required_argument, NULL, 0 },
+		{ "max-pending-bytes", required_argument, NULL, 0 },
 		{ "warm", required_argument, NULL, 0 },
 		{ "preimport", required_argument, NULL, 0 },
 		{ "preimport-node", required_argument, NULL, 0 },
@@ -1761,58 +1932,57 @@ mcp_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mcp m;
 	char msg[600] = "";
-	sigset_t set;
-	int sfd, idx, c;
-	char *buf = NULL;
-	size_t len = 0, bufcap = 0;
-	bool discarding = false, in_eof = false;
-	int64_t next_tick;
+	int idx, c;
 
-	/* a closed stdin/stdout/stderr stays taken (/dev/null): no file of ours may land there */
-	for (int fd = 0; fd < 3; fd++)
-		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
-			return 125;
-	mcp_init(&m);
-	m.send = send_stdout;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
 		int r;
 
 		if (c == 'h') {
 			fputs(usage_text, stdout);
-			mcp_done(&m);
 			return 0;
 		}
 		if (c != 0) {
 			fputs(usage_text, stderr);
-			mcp_done(&m);
 			return 2;
 		}
 		r = strcmp(longopts[idx].name, "config") == 0
-			    ? policy_config(&m.pol, optarg, msg, sizeof(msg))
-			    : policy_set(&m.pol, longopts[idx].name, optarg, msg, sizeof(msg));
+			    ? policy_config(&m->pol, optarg, msg, sizeof(msg))
+			    : policy_set(&m->pol, longopts[idx].name, optarg, msg, sizeof(msg));
 		if (r < 0) {
 			fprintf(stderr, "agentbox mcp: %s\n", msg);
-			mcp_done(&m);
 			return 2;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "agentbox mcp: unexpected argument '%s'\n%s", argv[optind],
 			usage_text);
-		mcp_done(&m);
 		return 2;
 	}
-	if (mcp_state_open(&m, msg, sizeof(msg)) < 0) {
+	return -1;
+}
+
+/* The state directory, the parse thread, the library's context, the warm slots, the signals.
+ * Returns -1 to go on, else the exit status. */
+static int
+server_start(struct mcp *m, struct loop *l)
+{
+	char msg[600] = "";
+	sigset_t set;
+
+	if (mcp_state_open(m, msg, sizeof(msg)) < 0) {
 		fprintf(stderr, "agentbox mcp: %s\n", msg);
-		mcp_done(&m);
+		return 125;
+	}
+	mcp_reader_init(&l->in);
+	if (mcp_parser_start(&l->parser) < 0) {
+		fprintf(stderr, "agentbox mcp: cannot start the parse thread\n");
 		return 125;
 	}
 	ctx = ab_context_new(NULL);
 	{
-		cleanup_free char *runs = xasprintf("%s/runs", m.pol.state_dir);
+		cleanup_free char *runs = xasprintf("%s/runs", m->pol.state_dir);
 
 		(void) ab_context_set(ctx, "runs_dir", runs);
 		/* one retention, the server's (--keep-runs, --keep-for): it removes a run and its
@@ -1820,213 +1990,243 @@ mcp_main(int argc, char **argv)
 		(void) ab_context_set(ctx, "keep_runs", "0");
 		(void) ab_context_set(ctx, "keep_age", "0");
 	}
-	if (m.pol.warm_slots > 0 && warm_start(&m) < 0) {
-		mcp_done(&m);
-		ab_context_free(ctx);
+	if (m->pol.warm_slots > 0 && warm_start(m) < 0)
 		return 125;
-	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	(void) sigprocmask(SIG_BLOCK, &set, NULL);
-	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	l->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr,
 		"agentbox mcp %s: state in %s, at most %d runs at once, while their memory "
 		"limits fit in %.1f GiB and their pids limits in %llu tasks\n",
-		mcp_server_version(), m.pol.state_dir, m.pol.max_running,
-		(double) m.pol.mem_budget / (1 << 30), (unsigned long long) m.pol.tasks_budget);
-	retention(&m);
-	expire_workspaces(&m);
-	next_tick = now_ms() + TICK_MS;
+		mcp_server_version(), m->pol.state_dir, m->pol.max_running,
+		(double) m->pol.mem_budget / (1 << 30), (unsigned long long) m->pol.tasks_budget);
+	retention(m);
+	expire_workspaces(m);
+	l->next_tick = now_ms() + TICK_MS;
+	return -1;
+}
 
-	while (!m.quit) {
-		struct pollfd *pfd;
-		struct mcp_job **who;
-		size_t n = 0, max = 2;
-		int64_t now = now_ms(), next;
-		int r;
+/* Starts what can start, runs the timers; returns when poll must wake at the latest. */
+static int64_t
+loop_deadline(struct mcp *m, struct loop *l, int64_t now)
+{
+	bool more = start_queued(m);
+	int64_t next = timers(m, now);
 
-		start_queued(&m);
-		next = timers(&m, now);
-		if (m.quit)
-			break;
-		if (now >= next_tick) {
-			retention(&m);
-			expire_workspaces(&m);
-			next_tick = now + TICK_MS;
-		}
-		if (next_tick < next)
-			next = next_tick;
-		if (m.pool) {
-			int w = ab_pool_tick(m.pool);
-
-			if (w >= 0 && now + w < next)
-				next = now + w;
-		}
-		if (in_eof && !m.jobs)
-			break;
-		for (struct mcp_job *j = m.jobs; j; j = j->next)
-			max += 3;
-		max += 3; /* sandbox_info's probes, the warm slots */
-		pfd = xcalloc(max, sizeof(*pfd));
-		who = xcalloc(max, sizeof(*who));
-		pfd[n++] = (struct pollfd){ .fd = in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		/* news from a warm slot: the next ab_pool_tick takes it (who[] stays NULL) */
-		pfd[n++] =
-			(struct pollfd){ .fd = m.pool ? ab_pool_fd(m.pool) : -1, .events = POLLIN };
-		for (struct mcp_job *j = m.jobs; j; j = j->next) {
-			if (j->state != JOB_RUNNING)
-				continue;
-			who[n] = j;
-			pfd[n++] = (struct pollfd){ .fd = ab_run_fd(j->h), .events = POLLIN };
-			if (j->out_r >= 0) {
-				who[n] = j;
-				pfd[n++] = (struct pollfd){ .fd = j->out_r, .events = POLLIN };
-			}
-			if (j->err_r >= 0) {
-				who[n] = j;
-				pfd[n++] = (struct pollfd){ .fd = j->err_r, .events = POLLIN };
-			}
-		}
-		for (int i = 0; i < 2; i++)
-			if (m.info_runs[i])
-				pfd[n++] = (struct pollfd){ .fd = ab_run_fd(m.info_runs[i]),
-							    .events = POLLIN };
-		r = poll(pfd, n, (int) (next > now ? next - now : 0));
-		if (r < 0 && errno != EINTR) {
-			free(pfd);
-			free(who);
-			break;
-		}
-		if (r > 0 && (pfd[1].revents & POLLIN)) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
-				fprintf(stderr, "agentbox mcp: signal %u: cancelling every run\n",
-					si.ssi_signo);
-				m.quit = true;
-			}
-		}
-		/* output first, then ends: a run's last words make its last progress */
-		for (size_t i = 2; r > 0 && i < n; i++) {
-			struct mcp_job *j = who[i];
-
-			if (!j && i == 2)
-				continue; /* the warm slots' fd */
-			if (!j) {         /* a sandbox_info probe */
-				for (int k = 0; k < 2 && pfd[i].revents; k++)
-					if (m.info_runs[k] &&
-					    pfd[i].fd == ab_run_fd(m.info_runs[k])) {
-						info_probe_done(&m, k);
-						pfd[i].revents = 0;
-					}
-				continue;
-			}
-			if (!pfd[i].revents || pfd[i].fd == ab_run_fd(j->h))
-				continue;
-			drain(j, pfd[i].fd == j->out_r ? &j->out_r : &j->err_r);
-		}
-		for (size_t i = 2; r > 0 && i < n && !m.quit; i++) {
-			struct mcp_job *j = who[i];
-			ab_result *res = NULL;
-			ab_error *e = NULL;
-
-			if (!j || !pfd[i].revents || pfd[i].fd != ab_run_fd(j->h))
-				continue;
-			if (j->out_r >= 0)
-				drain(j, &j->out_r);
-			if (j->err_r >= 0)
-				drain(j, &j->err_r);
-			if (ab_run_wait(j->h, &res, &e) < 0)
-				res = NULL;
-			j->h = NULL;
-			/* the pending and the job lists change here; who[] keeps pointers to
-			 * jobs that may be gone: stop after one and poll again */
-			job_finished(&m, j, res, res ? NULL : e);
-			break;
-		}
-		free(who);
-		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) &&
-		    !m.quit) {
-			char chunk[65536];
-			ssize_t got = pfd[0].revents & POLLNVAL
-					      ? 0
-					      : read(STDIN_FILENO, chunk, sizeof(chunk));
-
-			if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
-				in_eof = true;
-				fprintf(stderr,
-					"agentbox mcp: end of input: cancelling every run\n");
-				for (struct mcp_job *j = m.jobs; j; j = j->next)
-					if (j->state == JOB_RUNNING)
-						(void) ab_run_cancel(j->h);
-				/* queued runs are dropped; nobody is left to answer */
-				while (m.pending) {
-					struct mcp_pending *p = m.pending;
-
-					m.pending = p->next;
-					pending_free(p);
-				}
-				for (struct mcp_job **pp = &m.jobs; *pp;) {
-					struct mcp_job *j = *pp;
-
-					if (j->state == JOB_QUEUED) {
-						*pp = j->next;
-						if (j->staged)
-							mcp_staging_remove(&m, j->id);
-						m.n_queued--;
-						job_free(j);
-					} else {
-						pp = &j->next;
-					}
-				}
-			}
-			for (ssize_t k = 0; k < got; k++) {
-				if (chunk[k] == '\n') {
-					if (discarding)
-						mcp_reply_error(
-							&m, NULL, MCP_INVALID_REQUEST,
-							"message too large",
-							json_pack("{s:I}", "max_bytes",
-								  (json_int_t) m.pol.max_message));
-					else if (len > 0 && !(len == 1 && buf[0] == '\r'))
-						mcp_handle_line(&m, buf,
-								len > 0 && buf[len - 1] == '\r'
-									? len - 1
-									: len);
-					len = 0;
-					discarding = false;
-					continue;
-				}
-				if (discarding)
-					continue;
-				if (len >= m.pol.max_message) {
-					discarding = true;
-					free(buf);
-					buf = NULL;
-					len = bufcap = 0;
-					continue;
-				}
-				if (len == bufcap) {
-					bufcap = bufcap ? bufcap * 2 : 65536;
-					if (bufcap > m.pol.max_message + 1)
-						bufcap = m.pol.max_message + 1;
-					buf = xrealloc(buf, bufcap);
-				}
-				buf[len++] = chunk[k];
-			}
-		}
-		free(pfd);
+	if (more)
+		next = now; /* the next queued run, after what came meanwhile */
+	if (now >= l->next_tick) {
+		retention(m);
+		expire_workspaces(m);
+		l->next_tick = now + TICK_MS;
 	}
-	shutdown_all(&m);
-	free(buf);
-	if (sfd >= 0)
-		(void) close(sfd);
+	if (l->next_tick < next)
+		next = l->next_tick;
+	if (m->pool) {
+		int w = ab_pool_tick(m->pool);
+
+		if (w >= 0 && now + w < next)
+			next = now + w;
+	}
+	return next;
+}
+
+/* What poll watches this turn: stdin, signals, the warm slots, each running job's pidfd and
+ * output pipes, sandbox_info's probes, the parse thread. */
+static void
+loop_pollset(struct mcp *m, struct loop *l)
+{
+	size_t max = 2 + 4; /* + sandbox_info's probes, the warm slots, the parse thread */
+
+	for (struct mcp_job *j = m->jobs; j; j = j->next)
+		max += 3;
+	l->pfd = xcalloc(max, sizeof(*l->pfd));
+	l->who = xcalloc(max, sizeof(*l->who));
+	l->n = 0;
+	l->pfd[l->n++] = (struct pollfd){ .fd = l->in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
+	l->pfd[l->n++] = (struct pollfd){ .fd = l->sfd, .events = POLLIN };
+	/* news from a warm slot: the next ab_pool_tick takes it (who[] stays NULL) */
+	l->pfd[l->n++] =
+		(struct pollfd){ .fd = m->pool ? ab_pool_fd(m->pool) : -1, .events = POLLIN };
+	for (struct mcp_job *j = m->jobs; j; j = j->next) {
+		if (j->state != JOB_RUNNING)
+			continue;
+		l->who[l->n] = j;
+		l->pfd[l->n++] = (struct pollfd){ .fd = ab_run_fd(j->h), .events = POLLIN };
+		if (j->out_r >= 0) {
+			l->who[l->n] = j;
+			l->pfd[l->n++] = (struct pollfd){ .fd = j->out_r, .events = POLLIN };
+		}
+		if (j->err_r >= 0) {
+			l->who[l->n] = j;
+			l->pfd[l->n++] = (struct pollfd){ .fd = j->err_r, .events = POLLIN };
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (m->info_runs[i])
+			l->pfd[l->n++] = (struct pollfd){ .fd = ab_run_fd(m->info_runs[i]),
+							  .events = POLLIN };
+	l->parsed_at = l->n;
+	l->pfd[l->n++] = (struct pollfd){ .fd = l->parser.running ? l->parser.wake[0] : -1,
+					  .events = POLLIN };
+}
+
+/* Runs' output first, then their ends: a run's last words make its last progress. */
+static void
+loop_jobs(struct mcp *m, struct loop *l)
+{
+	for (size_t i = 2; i < l->parsed_at; i++) {
+		struct mcp_job *j = l->who[i];
+
+		if (!j && i == 2)
+			continue; /* the warm slots' fd */
+		if (!j) {         /* a sandbox_info probe */
+			for (int k = 0; k < 2 && l->pfd[i].revents; k++)
+				if (m->info_runs[k] && l->pfd[i].fd == ab_run_fd(m->info_runs[k])) {
+					info_probe_done(m, k);
+					l->pfd[i].revents = 0;
+				}
+			continue;
+		}
+		if (!l->pfd[i].revents || l->pfd[i].fd == ab_run_fd(j->h))
+			continue;
+		drain(j, l->pfd[i].fd == j->out_r ? &j->out_r : &j->err_r);
+	}
+	for (size_t i = 2; i < l->parsed_at && !m->quit; i++) {
+		struct mcp_job *j = l->who[i];
+		ab_result *res = NULL;
+		ab_error *e = NULL;
+
+		if (!j || !l->pfd[i].revents || l->pfd[i].fd != ab_run_fd(j->h))
+			continue;
+		if (j->out_r >= 0)
+			drain(j, &j->out_r);
+		if (j->err_r >= 0)
+			drain(j, &j->err_r);
+		if (ab_run_wait(j->h, &res, &e) < 0)
+			res = NULL;
+		j->h = NULL;
+		/* the pending and the job lists change here; who[] keeps pointers to jobs that
+		 * may be gone: stop after one and poll again */
+		job_finished(m, j, res, res ? NULL : e);
+		break;
+	}
+}
+
+/* The end of stdin: nobody is left to answer; running runs are cancelled, queued ones and
+ * pending waits dropped. */
+static void
+input_ended(struct mcp *m, struct loop *l)
+{
+	l->in_eof = true;
+	fprintf(stderr, "agentbox mcp: end of input: cancelling every run\n");
+	mcp_parser_stop(&l->parser);
+	for (struct mcp_job *j = m->jobs; j; j = j->next)
+		if (j->state == JOB_RUNNING)
+			(void) ab_run_cancel(j->h);
+	while (m->pending) {
+		struct mcp_pending *p = m->pending;
+
+		m->pending = p->next;
+		pending_free(p);
+	}
+	for (struct mcp_job **pp = &m->jobs; *pp;) {
+		struct mcp_job *j = *pp;
+
+		if (j->state == JOB_QUEUED) {
+			*pp = j->next;
+			if (j->staged)
+				mcp_staging_remove(m, j->id);
+			m->n_queued--;
+			job_free(m, j);
+		} else {
+			pp = &j->next;
+		}
+	}
+}
+
+/* What came on stdin: fed to the reader, which hands whole lines on (take_line). */
+static void
+loop_stdin(struct mcp *m, struct loop *l, short revents)
+{
+	struct line_ctx lc = { .m = m, .parser = &l->parser, .in = &l->in };
+	char chunk[65536];
+	ssize_t got = revents & POLLNVAL ? 0 : read(STDIN_FILENO, chunk, sizeof(chunk));
+
+	if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
+		input_ended(m, l);
+	if (got > 0)
+		mcp_reader_feed(&l->in, chunk, (size_t) got, line_allow(m, &l->in, &l->parser),
+				take_line, &lc);
+}
+
+/* One turn of the loop. Returns false when the server is to stop. */
+static bool
+loop_turn(struct mcp *m, struct loop *l)
+{
+	int64_t now = now_ms(), next = loop_deadline(m, l, now);
+	int r;
+
+	if (m->quit || (l->in_eof && !m->jobs))
+		return false;
+	loop_pollset(m, l);
+	r = poll(l->pfd, l->n, (int) (next > now ? next - now : 0));
+	if (r < 0 && errno != EINTR)
+		m->quit = true;
+	if (r > 0 && (l->pfd[1].revents & POLLIN)) {
+		struct signalfd_siginfo si;
+
+		if (read(l->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+			fprintf(stderr, "agentbox mcp: signal %u: cancelling every run\n",
+				si.ssi_signo);
+			m->quit = true;
+		}
+	}
+	if (r > 0)
+		loop_jobs(m, l);
+	if (r > 0 && (l->pfd[l->parsed_at].revents & POLLIN) && !m->quit)
+		take_parsed(m, &l->parser);
+	if (r > 0 && (l->pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && !m->quit)
+		loop_stdin(m, l, l->pfd[0].revents);
+	free(l->pfd);
+	free(l->who);
+	l->pfd = NULL;
+	l->who = NULL;
+	return !m->quit;
+}
+
+int
+mcp_main(int argc, char **argv)
+{
+	struct mcp m;
+	struct loop l = { .sfd = -1, .parser = { .running = false } };
+	int rc;
+
+	/* a closed stdin/stdout/stderr stays taken (/dev/null): no file of ours may land there */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return 125;
+	mcp_init(&m);
+	m.send = send_stdout;
+	rc = parse_options(&m, argc, argv);
+	if (rc < 0)
+		rc = server_start(&m, &l);
+	if (rc < 0) {
+		while (loop_turn(&m, &l))
+			;
+		shutdown_all(&m);
+		rc = 0;
+	}
+	mcp_parser_stop(&l.parser);
+	mcp_reader_done(&l.in);
+	if (l.sfd >= 0)
+		(void) close(l.sfd);
 	mcp_done(&m);
 	ab_context_free(ctx);
 	ctx = NULL;
-	return 0;
+	return rc;
 }

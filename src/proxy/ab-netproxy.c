@@ -51,6 +51,7 @@
 
 #include "init/landlock.h"
 #include "proxy/netpolicy.h"
+#include "util/clock.h"
 
 #define CTL_FD          3
 #define MAX_CONNS       64
@@ -121,15 +122,6 @@ quote_head(char *out, size_t size, const char *in, size_t len)
 	}
 	out[o++] = '\'';
 	out[o] = '\0';
-}
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 static void

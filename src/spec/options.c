@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/macro.h"
 #include "units.h"
 
 enum {
@@ -375,6 +376,21 @@ cli_check(const struct ab_run_opts *o, struct ab_err *err)
 		return ab_err_usage(err, "stdin, stdin_data and stdin_fd cannot be combined"),
 		       ab_err_fix(err, "give the script's stdin once: stdin (a file), stdin_data "
 				       "(the text) or stdin_fd (a stream)");
+	/* what the run would refuse when it starts, refused now (a queued MCP call: issue 24) */
+	if (o->code && o->code_len > AB_CODE_MAX)
+		return ab_err_usage(err, "the code is %zu bytes; at most %u are taken", o->code_len,
+				    AB_CODE_MAX),
+		       ab_err_fix(err, "send less code: put data in a file given as an input "
+				       "instead of in the code");
+	if (o->stdin_data && o->stdin_data_len > o->limits[AB_LIM_DISK].value)
+		return ab_err_usage(
+			       err,
+			       "stdin_data is %zu bytes, more than the workspace holds (--disk "
+			       "%llu)",
+			       o->stdin_data_len,
+			       (unsigned long long) o->limits[AB_LIM_DISK].value),
+		       ab_err_fix(err, "raise the disk limit, or give the input as a file "
+				       "(stdin) or a stream (stdin_fd)");
 	return 0;
 }
 
@@ -495,6 +511,36 @@ cli_set_on_output_limit(struct ab_run_opts *o, const char *arg, struct ab_err *e
 	return 0;
 }
 
+/* The flags that set a limit, and which. */
+static const struct {
+	int opt;
+	enum ab_limit_id lim;
+} limit_flags[] = {
+	{ OPT_CPU_TIME, AB_LIM_CPU_TIME_MS },
+	{ OPT_CPUS, AB_LIM_CPUS_MILLI },
+	{ OPT_DISK, AB_LIM_DISK },
+	{ OPT_FILE_SIZE, AB_LIM_FILE_SIZE },
+	{ OPT_INODES, AB_LIM_INODES },
+	{ OPT_MEMORY, AB_LIM_MEMORY },
+	{ OPT_NOFILE, AB_LIM_NOFILE },
+	{ OPT_OUTPUT_LIMIT, AB_LIM_OUTPUT },
+	{ OPT_PIDS, AB_LIM_PIDS },
+	{ OPT_TIMEOUT, AB_LIM_TIMEOUT_MS },
+	{ OPT_TMP_SIZE, AB_LIM_TMP_SIZE },
+};
+
+/* Sets the limit flag c names; false when c is not one. */
+static bool
+set_limit_flag(struct ab_run_opts *o, int c, const char *value, int *r, struct ab_err *err)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(limit_flags); i++)
+		if (limit_flags[i].opt == c) {
+			*r = cli_set_limit(o, limit_flags[i].lim, value, err);
+			return true;
+		}
+	return false;
+}
+
 int
 cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 {
@@ -505,6 +551,11 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 	o->flag_words = true;
 	/* '+': stop at the first non-option, which is SCRIPT; its arguments follow. */
 	while ((c = getopt_long(argc, argv, "+:", run_options, NULL)) != -1) {
+		if (set_limit_flag(o, c, optarg, &r, err)) {
+			if (r < 0)
+				return r;
+			continue;
+		}
 		switch (c) {
 		case OPT_ALLOW_BIND:
 			strv_push(&o->allow_binds, optarg);
@@ -519,15 +570,6 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_COLLECT:
 			o->collect_dir = optarg;
 			break;
-		case OPT_CPU_TIME:
-			r = cli_set_limit(o, AB_LIM_CPU_TIME_MS, optarg, err);
-			break;
-		case OPT_CPUS:
-			r = cli_set_limit(o, AB_LIM_CPUS_MILLI, optarg, err);
-			break;
-		case OPT_DISK:
-			r = cli_set_limit(o, AB_LIM_DISK, optarg, err);
-			break;
 		case OPT_DRY_RUN:
 			o->dry_run = true;
 			break;
@@ -537,25 +579,16 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_ENV_DIR:
 			o->env_dir = optarg;
 			break;
-		case OPT_FILE_SIZE:
-			r = cli_set_limit(o, AB_LIM_FILE_SIZE, optarg, err);
-			break;
 		case OPT_HELP:
 			return 1;
 		case OPT_INLINE_OUTPUT:
 			r = cli_set_inline_output(o, optarg, err);
-			break;
-		case OPT_INODES:
-			r = cli_set_limit(o, AB_LIM_INODES, optarg, err);
 			break;
 		case OPT_INPUT:
 			strv_push(&o->inputs, optarg);
 			break;
 		case OPT_LANG:
 			r = cli_set_lang(o, optarg, err);
-			break;
-		case OPT_MEMORY:
-			r = cli_set_limit(o, AB_LIM_MEMORY, optarg, err);
 			break;
 		case OPT_NET_STRICT:
 			o->net_strict = true;
@@ -566,17 +599,8 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 		case OPT_NODE_MODULES:
 			o->node_modules = optarg;
 			break;
-		case OPT_NOFILE:
-			r = cli_set_limit(o, AB_LIM_NOFILE, optarg, err);
-			break;
 		case OPT_ON_OUTPUT_LIMIT:
 			r = cli_set_on_output_limit(o, optarg, err);
-			break;
-		case OPT_OUTPUT_LIMIT:
-			r = cli_set_limit(o, AB_LIM_OUTPUT, optarg, err);
-			break;
-		case OPT_PIDS:
-			r = cli_set_limit(o, AB_LIM_PIDS, optarg, err);
 			break;
 		case OPT_PYTHON:
 			o->python_path = optarg;
@@ -640,12 +664,6 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 				o->stdin_fd = 0;
 			else
 				o->stdin_path = optarg;
-			break;
-		case OPT_TIMEOUT:
-			r = cli_set_limit(o, AB_LIM_TIMEOUT_MS, optarg, err);
-			break;
-		case OPT_TMP_SIZE:
-			r = cli_set_limit(o, AB_LIM_TMP_SIZE, optarg, err);
 			break;
 		case OPT_VENV:
 			o->venv = optarg;

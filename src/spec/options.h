@@ -65,6 +65,9 @@ enum ab_prot {
 struct ab_netproxy;
 struct ab_slot_opts;
 
+/* The longest code a run takes (--code, a script on stdin, a spec's "code"). */
+#define AB_CODE_MAX (16u << 20)
+
 struct ab_run_opts {
 	const char
 		*script;  /* as given ("-": the code is read from stdin); NULL for a usage error */

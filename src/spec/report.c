@@ -570,6 +570,47 @@ report_patch_int(char **text, size_t *len, const char *key, int64_t v)
 	return 0;
 }
 
+/* An existing --report PATH that is not a regular file (a review during issue 24: a rename
+ * over /dev/null made it a regular file). A character device or a FIFO is opened for writing,
+ * and so is what a link of root's or the caller's leads to (/dev/stdout, a regular file: then
+ * written over, as a shell's > does): returns the fd, and the name itself is never replaced.
+ * Anything else is a usage error. */
+static int
+dest_open_special(int dir, const char *base, const struct stat *lst, const char *path,
+		  struct ab_err *err)
+{
+	bool link = S_ISLNK(lst->st_mode);
+	struct stat st;
+	int fd;
+
+	if (link && lst->st_uid != 0 && lst->st_uid != geteuid()) {
+		ab_err_usage(err, "--report '%s' is a symbolic link of another user's (uid %u)",
+			     path, (unsigned) lst->st_uid);
+		return ab_err_fix(err, "pass a path of yours, or - for stdout");
+	}
+	if (!link && !S_ISCHR(lst->st_mode) && !S_ISFIFO(lst->st_mode)) {
+		ab_err_usage(err, "--report '%s' exists and is not a regular file", path);
+		return ab_err_fix(err, "pass a new file name, a regular file, a character device "
+				       "or a FIFO, or - for stdout");
+	}
+	/* O_NONBLOCK: a FIFO no one reads is an error now, not a hang */
+	fd = openat(dir, base,
+		    O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | (link ? 0 : O_NOFOLLOW));
+	if (fd < 0) {
+		ab_err_usage(err, "--report '%s': cannot open it for writing: %s", path,
+			     errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
+		return ab_err_fix(err, "pass a file name, or - for stdout");
+	}
+	if (fstat(fd, &st) < 0 ||
+	    !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode))) {
+		(void) close(fd);
+		ab_err_usage(err, "--report '%s' leads to something that is not a file", path);
+		return ab_err_fix(err, "pass a file name, or - for stdout");
+	}
+	(void) fd_set_nonblock(fd, 0);
+	return fd;
+}
+
 int
 report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err)
 {
@@ -579,6 +620,8 @@ report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err)
 
 	d->dirfd = -1;
 	d->base = NULL;
+	d->direct = false;
+	d->direct_fd = -1;
 	if (strcmp(path, "-") == 0) {
 		d->to_stdout = true;
 		return 0;
@@ -598,6 +641,15 @@ report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err)
 		ab_err_usage(err, "--report '%s' is a directory", path);
 		return ab_err_fix(err, "pass a file name, e.g. '%s/report.json'", path);
 	}
+	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+		int r = dest_open_special(dir, base, &st, path, err);
+
+		if (r < 0)
+			return r;
+		d->direct = true;
+		d->direct_fd = r;
+		return 0;
+	}
 	if (faccessat(dir, ".", W_OK, AT_EACCESS) < 0) {
 		ab_err_usage(err, "--report '%s': its directory is not writable: %s", path,
 			     strerror(errno));
@@ -611,6 +663,9 @@ report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err)
 void
 report_dest_done(struct ab_report_dest *d)
 {
+	if (d->direct && d->direct_fd >= 0)
+		(void) close(d->direct_fd);
+	d->direct = false;
 	if (d->dirfd >= 0)
 		(void) close(d->dirfd);
 	free(d->base);
@@ -625,8 +680,22 @@ report_write_at(const struct ab_report_dest *d, const char *text, size_t len)
 	cleanup_fd int fd = -1;
 	int r = -EEXIST;
 
+	struct stat st;
+
 	if (d->to_stdout)
 		return write_all(STDOUT_FILENO, text, len);
+	if (d->direct) {
+		/* a regular file a link leads to is written over from its start */
+		if (fstat(d->direct_fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (ftruncate(d->direct_fd, 0) < 0 || lseek(d->direct_fd, 0, SEEK_SET) < 0))
+			return -errno;
+		return write_all(d->direct_fd, text, len);
+	}
+	/* what is there now must still be ours to replace: never a device, FIFO or socket put
+	 * there since the destination was opened (nor a link: written through when it was there
+	 * at the start) */
+	if (fstatat(d->dirfd, d->base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		return -EPERM;
 	/* a fresh temp name beside it (O_EXCL, never through a link), then one renameat */
 	for (int i = 0; i < 100 && fd < 0; i++) {
 		uint64_t rnd = (uint64_t) now_ns() ^ ((uint64_t) getpid() << 32) ^ (uint64_t) i;

@@ -32,14 +32,20 @@ struct ab_report_dest {
 	bool to_stdout;
 	int dirfd;
 	char *base;
+	bool direct;   /* PATH is a device or a FIFO (/dev/null, /dev/stdout): written to, */
+	int direct_fd; /* through this fd, never replaced */
 };
 
 /* Opens the destination of --report PATH ("-" = stdout) before anything runs: its directory
- * must exist and be writable, PATH must not be a directory. Returns 0, or -errno with a usage
- * error (exit 2) and the fix in err. */
+ * must exist and be writable, PATH must not be a directory. A PATH that is a character device
+ * or a FIFO, or a link of root's or the caller's (/dev/stdout), is opened and written to (what
+ * the link leads to), never replaced: agentbox changes nothing it did not create. Any other
+ * kind of file that is not a regular file is refused. Returns 0, or -errno with a usage error (exit
+ * 2) and the fix in err. */
 int report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err);
 void report_dest_done(struct ab_report_dest *d);
 
 /* Writes text from report_dumps to d atomically: a fresh temp file beside it (O_EXCL, never
- * through a link), then renameat over the name. Returns 0 or -errno. */
+ * through a link), then renameat over the name, which must then be absent or a regular file
+ * (-EPERM otherwise); a direct destination is written to. Returns 0 or -errno. */
 int report_write_at(const struct ab_report_dest *d, const char *text, size_t len);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../init/netcheck.h"
 #include "../util/xalloc.h"
 #include "../warm/warm.h"
 
@@ -73,12 +74,13 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/keys");
 	strv_push_n(av, 3, "--ro-bind", "/dev/null", "/proc/key-users");
 	strv_push_n(av, 2, "--dev", "/dev");
-	strv_push(av, "--size");
-	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);
-	strv_push_n(av, 2, "--tmpfs", "/dev/shm");
-	strv_push(av, "--size");
-	strv_pushf(av, "%llu", (unsigned long long) p->tmp_size);
-	strv_push_n(av, 2, "--tmpfs", "/tmp");
+	/* agentbox's own tmpfs, capped in size and inodes (workspace.c ws_mount_scratch) */
+	strv_push_n(av, 3, "--bind", p->shm_src, "/dev/shm");
+	/* a devpts instance with max=: bwrap's has no cap on the ptys a run can take */
+	strv_push_n(av, 3, "--dev-bind", p->pts_src, "/dev/pts"); /* its ptys are devices */
+	/* /dev itself is bwrap's tmpfs with no size or inode cap: nothing is written there */
+	strv_push_n(av, 2, "--remount-ro", "/dev");
+	strv_push_n(av, 3, "--bind", p->tmp_src, "/tmp");
 
 	/* Extra read-only binds (interpreter outside /usr, venv, node_modules). */
 	for (size_t i = 0; i < p->n_ro_binds; i++)
@@ -95,6 +97,12 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		strv_push(av, "--seccomp");
 		strv_pushf(av, "%d", AB_FD_SECCOMP);
 	}
+	/* The namespace is what keeps the script off the network (its loopback is its own):
+	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h).
+	 * In its environment, not its argv: the script can read /proc/1/cmdline. */
+	strv_push(av, "--setenv");
+	strv_push(av, AB_NETCHECK_ENV);
+	strv_pushf(av, "%llu", p->netns_not);
 	/* The command always follows "--" (T37). */
 	strv_push(cmd, "--");
 	strv_push(cmd, AB_SANDBOX_INIT);
@@ -104,10 +112,6 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		strv_push(cmd, "--memwatch-fd");
 		strv_pushf(cmd, "%d", AB_FD_MEMWATCH);
 	}
-	/* The namespace is what keeps the script off the network (its loopback is its own):
-	 * agentbox-init checks it holds lo only and is not agentbox's (src/init/netcheck.h). */
-	strv_push(cmd, "--net-check");
-	strv_pushf(cmd, "%llu", p->netns_not);
 	if (p->landlock) {
 		strv_push(cmd, "--landlock");
 		if (p->rw_bind) {

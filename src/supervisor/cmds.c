@@ -179,8 +179,10 @@ collect_do(const char *run_dir, const char *dest, json_t **ret, struct ab_err *e
 		return dfd;
 	wo.dst_dirfd = dfd;
 	r = walk_tree(wfd, &wo, &m, err);
-	if (r < 0)
-		return r;
+	if (r < 0) {
+		manifest_done(&m);
+		return ab_err_wrap(err, "collect '%s' into '%s'", run_dir, dest);
+	}
 	if (m.truncated_caps) {
 		cleanup_free char *caps = walk_caps_text(m.truncated_caps);
 

@@ -52,6 +52,14 @@
  *  - ENOSYS for memfd_create, memfd_secret and shmget: their pages need not be mapped by any
  *    process nor live in a tmpfs the watchdog can see. ENOSYS makes callers fall back to a
  *    file in /dev/shm or /tmp (glibc's shm_open, CPython's multiprocessing), which is counted.
+ *  - ENOSYS for msgget and semget (issue 24): SysV message queues and semaphore arrays are
+ *    kernel memory no process maps (480 MiB of queued messages at the kernel's defaults).
+ *    Their limits live in the IPC namespace and only its root may lower them: unprivileged,
+ *    that would be the caller's uid, the script's own. Neither Python's nor Node's standard
+ *    library uses them (multiprocessing's semaphores are POSIX ones, futexes in /dev/shm).
+ *  - EPERM for F_SETPIPE_SZ above 64 KiB (a pipe's default), and for SO_SNDBUF and
+ *    SO_SNDBUFFORCE: the watchdog charges a pipe at 64 KiB and bounds what a closed AF_UNIX
+ *    sender leaves queued by net.core.wmem_default (memwatch.h).
  *
  * With AB_FILTER_NO_INOTIFY (unprivileged where the run's user namespace cannot cap inotify,
  * limitplan.h limits_cap_inotify: a read-only /proc/sys in a container):
@@ -366,11 +374,38 @@ add_personality_rules(scmp_filter_ctx ctx, struct ab_err *err)
 	return 0;
 }
 
+/* (argument argn, as the kernel's 32-bit int) == value */
+#define EQ32(argn, value) MASKED(argn, 0xffffffffu, value)
+
 /* AB_FILTER_NO_HIDDEN_MEM: memory the watchdog could not count (see the top comment). */
 static const struct ab_rule ab_hidden_mem_rules[] = {
 	R(memfd_create, ENOSYS, POL_ALL),
 	RN(memfd_secret, AB_NR_MEMFD_SECRET, ENOSYS, POL_ALL),
 	R(shmget, ENOSYS, POL_ALL),
+	R(msgget, ENOSYS, POL_ALL), /* message queues: kernel memory, msgmni x msgmnb */
+	R(semget, ENOSYS, POL_ALL), /* semaphore arrays: kernel memory, semmns of them */
+	/* a pipe holds at most its default 64 KiB (16 pages), which the watchdog charges */
+	{ .name = "fcntl",
+	  .nr = SCMP_SYS(fcntl),
+	  .errnum = EPERM,
+	  .policies = POL_ALL,
+	  .n_cmp = 2,
+	  .cmp = { EQ32(1, F_SETPIPE_SZ),
+		   { .arg = 2, .op = SCMP_CMP_GT, .datum_a = AB_FILTER_PIPE_MAX } } },
+	/* a socket's send queue stays within net.core.wmem_default: what a closed AF_UNIX
+	 * sender leaves in its peer's queue is then bounded (memwatch.h) */
+	{ .name = "setsockopt",
+	  .nr = SCMP_SYS(setsockopt),
+	  .errnum = EPERM,
+	  .policies = POL_ALL,
+	  .n_cmp = 2,
+	  .cmp = { EQ32(1, SOL_SOCKET), EQ32(2, SO_SNDBUF) } },
+	{ .name = "setsockopt",
+	  .nr = SCMP_SYS(setsockopt),
+	  .errnum = EPERM,
+	  .policies = POL_ALL,
+	  .n_cmp = 2,
+	  .cmp = { EQ32(1, SOL_SOCKET), EQ32(2, SO_SNDBUFFORCE) } },
 };
 
 /* AB_FILTER_NO_INOTIFY (see the top comment); the strict policy has these already. */
@@ -455,7 +490,7 @@ program_size_ok(off_t size)
 }
 
 /* Bump whenever the rule table changes: it is part of the cache key. */
-#define AB_SECCOMP_RULES_REV 4
+#define AB_SECCOMP_RULES_REV 5
 
 char *
 filter_cache_name_flags(enum ab_seccomp_policy p, unsigned flags)

@@ -20,8 +20,13 @@ int filter_program_fd(enum ab_seccomp_policy p, int cache_dirfd, struct ab_err *
 char *filter_cache_name(enum ab_seccomp_policy p);
 
 /* Variants of the program (flags of filter_program_fd_flags; each has its cache entry). */
-#define AB_FILTER_NO_HIDDEN_MEM (1u << 0) /* memfd_create, memfd_secret, shmget: ENOSYS */
+/* AB_FILTER_NO_HIDDEN_MEM: memfd_create, memfd_secret, shmget, msgget, semget: ENOSYS;
+ * F_SETPIPE_SZ over AB_FILTER_PIPE_MAX, SO_SNDBUF, SO_SNDBUFFORCE: EPERM */
+#define AB_FILTER_NO_HIDDEN_MEM (1u << 0)
 #define AB_FILTER_NO_INOTIFY    (1u << 1) /* inotify_init, inotify_init1: EMFILE */
+
+/* AB_FILTER_NO_HIDDEN_MEM: the largest F_SETPIPE_SZ, a pipe's default size */
+#define AB_FILTER_PIPE_MAX 65536
 
 int filter_program_fd_flags(enum ab_seccomp_policy p, unsigned flags, int cache_dirfd,
 			    struct ab_err *err);

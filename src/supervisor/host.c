@@ -29,28 +29,10 @@ static void
 find_init(struct ab_host *h)
 {
 	const char *env = cfg()->init;
-	char self[PATH_MAX - 32];
-	ssize_t n;
+	cleanup_free char *p =
+		path_helper(env && access(env, X_OK) == 0 ? env : NULL, "agentbox-init");
 
-	if (env && env[0] == '/' && access(env, X_OK) == 0) {
-		snprintf(h->init_path, sizeof(h->init_path), "%s", env);
-		return;
-	}
-	/* Next to the agentbox binary (the build tree), else the installed libexec dir. */
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		char *slash;
-
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(h->init_path, sizeof(h->init_path), "%s/agentbox-init", self);
-			if (access(h->init_path, X_OK) == 0)
-				return;
-		}
-	}
-	snprintf(h->init_path, sizeof(h->init_path), "%s/agentbox-init", AB_LIBEXECDIR);
+	snprintf(h->init_path, sizeof(h->init_path), "%s", p);
 	if (access(h->init_path, X_OK) != 0)
 		h->init_path[0] = '\0';
 }

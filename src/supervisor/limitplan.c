@@ -45,40 +45,28 @@ unenforceable(const struct ab_run_opts *o, enum ab_limit_id id, const char *why,
 	return 0;
 }
 
-int
-limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
-	    bool per_run_userns, struct ab_limits_plan *lp, struct ab_record *res,
-	    struct ab_err *err)
+/* Memory: the cgroup's limit (with v1's socket guard), else the supervisor's watchdog. */
+static void
+plan_memory(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	    struct ab_limits_plan *lp, struct ab_record *res)
 {
-	const struct ab_cg_host *cg = &h->cg;
-	bool cgroup_ok = cg->kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP];
-	char fixbuf[600];
-	uint64_t mem_limit;
-	int r;
-
-	memset(lp, 0, sizeof(*lp));
-	lp->fsize = lp->nofile = lp->cpu_s = lp->nproc = RLIM_INFINITY;
-	lp->core = 0; /* no core dumps, ever */
-	/* per-uid objects (issue 18): the rlimit is also the cap of the sandbox's own user
-	 * namespace level, which bwrap creates with it */
-	lp->sigpending = 1024;
-	lp->msgqueue = 256 << 10;
-	lp->cpu_affinity = -1;
-	snprintf(fixbuf, sizeof(fixbuf), "%s",
-		 cg->why[0] ? cg->why
-			    : "run as root, or on a cgroup v2 host with systemd (agentbox asks it "
-			      "for a delegated scope) or a delegated AGENTBOX_CGROUP");
-
-	limits_plan_run(o, lp, res);
-
-	/* memory */
 	if (cgroup_ok && cg->memory) {
 		lp->use_cgroup = true;
 		lp->cg.memory_bytes = o->limits[AB_LIM_MEMORY].value;
+		/* v1 charges no TCP or UDP socket buffer (issue 24: 1 GiB of them under
+		 * --memory 64M, status exited): agentbox counts them and adds them */
+		lp->sockguard = cg->kind == AB_CG_V1;
+		lp->memwatch_bytes = lp->sockguard ? lp->cg.memory_bytes : 0;
 		set_limit(res, AB_LIM_MEMORY, lp->cg.memory_bytes,
 			  cg->kind == AB_CG_V2 ? "cgroup v2 memory.max, memory.swap.max=0"
 					       : "cgroup v1 memory.limit_in_bytes (+memsw)",
-			  true, "tmpfs and memfd pages (the workspace included) count");
+			  true,
+			  lp->sockguard
+				  ? "tmpfs and memfd pages (the workspace included) count; TCP and "
+				    "UDP socket buffers, which cgroup v1 does not charge, are "
+				    "counted "
+				    "by agentbox and added (the run is stopped over the limit)"
+				  : "tmpfs and memfd pages (the workspace included) count");
 	} else {
 		/* No memory cgroup (unprivileged without delegation, or a container): the
 		 * supervisor's watchdog measures the sandbox and kills the whole run over the
@@ -91,18 +79,33 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(
 			res, AB_LIM_MEMORY, lp->memwatch_bytes,
 			"agentbox watchdog: RSS and shared memory of every sandbox process plus "
-			"its tmpfs, polled every 1-50 ms, SIGKILL over the limit",
+			"its tmpfs, and the kernel memory they hold (page tables, threads, fds, "
+			"pipes, sockets, epoll, inotify, ptys, mappings, tmpfs inodes and "
+			"xattrs), polled every 1-50 ms, SIGKILL over the limit",
 			whole,
 			whole ? "no memory cgroup here: a polled limit; a fast allocator can pass "
-				"it by what it allocates between two polls (docs/design.md)"
-			      : "--without seccomp: memfd and SysV shared memory are not counted");
+				"it by what it allocates between two polls (docs/design.md). "
+				"Refused in this mode (memory the watchdog could not count): "
+				"memfd_create, memfd_secret, shmget, msgget and semget (ENOSYS), "
+				"F_SETPIPE_SZ above 64 KiB, SO_SNDBUF and SO_SNDBUFFORCE (EPERM)"
+			      : "--without seccomp: memfd, SysV shared memory, message queues and "
+				"semaphores are not counted, nor pipes and send buffers past their "
+				"defaults");
 		if (!whole)
 			result_warn(res,
 				    "--without seccomp: the memory watchdog cannot see memfd or "
 				    "SysV shared memory pages");
 	}
+}
 
-	/* pids */
+/* pids: the cgroup, else RLIMIT_NPROC in a per-run user namespace, else not enforced. */
+static int
+plan_pids(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	  struct ab_limits_plan *lp, struct ab_record *res, bool per_run_userns, const char *fixbuf,
+	  struct ab_err *err)
+{
+	int r;
+
 	if (cgroup_ok && cg->pids) {
 		lp->use_cgroup = true;
 		/* --pids counts the tasks in the sandbox (agentbox-init included); bwrap's
@@ -126,8 +129,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			return r;
 		set_limit(res, AB_LIM_PIDS, 0, NULL, false, "not enforced");
 	}
+	return 0;
+}
 
-	/* cpus */
+/* cpus: the cgroup's quota, else (the default only) CPU affinity, said once. */
+static int
+plan_cpus(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	  struct ab_limits_plan *lp, struct ab_record *res, const char *fixbuf, struct ab_err *err)
+{
 	if (cgroup_ok && cg->cpu) {
 		lp->use_cgroup = true;
 		lp->cg.cpu_period_us = 100000;
@@ -153,8 +162,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			"cpu affinity (whole cores)", false,
 			"fallback: pinned to whole cores; the script can change its own affinity");
 	}
+	return 0;
+}
 
-	/* cpu-time: optional */
+/* cpu-time (optional): the cgroup's usage polled, with RLIMIT_CPU as a per-process backstop. */
+static void
+plan_cpu_time(const struct ab_run_opts *o, const struct ab_cg_host *cg, bool cgroup_ok,
+	      struct ab_limits_plan *lp, struct ab_record *res)
+{
 	if (o->limits[AB_LIM_CPU_TIME_MS].value > 0) {
 		uint64_t ms = o->limits[AB_LIM_CPU_TIME_MS].value;
 
@@ -175,8 +190,15 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 					 "the run as a whole: no cgroup");
 		}
 	}
+}
 
-	/* workspace disk and inodes */
+/* The workspace's bytes and inodes, /tmp and /dev/shm, file size, open files. */
+static int
+plan_space(const struct ab_run_opts *o, bool tmpfs_workspace, struct ab_limits_plan *lp,
+	   struct ab_record *res, struct ab_err *err)
+{
+	int r;
+
 	lp->tmpfs_workspace = tmpfs_workspace;
 	if (tmpfs_workspace) {
 		lp->work_bytes = o->limits[AB_LIM_DISK].value;
@@ -200,8 +222,14 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		set_limit(res, AB_LIM_INODES, 0, NULL, false, "not enforced");
 	}
 	lp->tmp_bytes = o->limits[AB_LIM_TMP_SIZE].value;
-	set_limit(res, AB_LIM_TMP_SIZE, lp->tmp_bytes, "bwrap --size tmpfs on /tmp and /dev/shm",
-		  true, "each; tmpfs pages also count against --memory");
+	/* tmpfs's own default inode count is one per 8 KiB of the host's RAM; the same ratio,
+	 * of --tmp-size, bounds what inodes and their xattrs hold (issue 24) */
+	lp->tmp_inodes = lp->tmp_bytes / AB_TMP_BYTES_PER_INODE;
+	if (lp->tmp_inodes < AB_TMP_MIN_INODES)
+		lp->tmp_inodes = AB_TMP_MIN_INODES;
+	set_limit(res, AB_LIM_TMP_SIZE, lp->tmp_bytes,
+		  "tmpfs size= and nr_inodes= on /tmp and /dev/shm", true,
+		  "each, one inode per 8 KiB; tmpfs pages and inodes also count against --memory");
 
 	/* file size, open files: rlimits are the right tool for these */
 	lp->fsize = o->limits[AB_LIM_FILE_SIZE].value;
@@ -209,6 +237,15 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 		  "bounds every file write, sparse files included");
 	lp->nofile = o->limits[AB_LIM_NOFILE].value;
 	set_limit(res, AB_LIM_NOFILE, lp->nofile, "rlimit RLIMIT_NOFILE", true, "per process");
+	return 0;
+}
+
+/* tmpfs is RAM: caps that add up to more than the memory limit in force are said once. */
+static void
+plan_tmpfs_total(const struct ab_run_opts *o, bool tmpfs_workspace, struct ab_limits_plan *lp,
+		 struct ab_record *res)
+{
+	uint64_t mem_limit;
 
 	/* tmpfs is RAM: its pages are charged to the memory cgroup like any other, so caps that
 	 * add up to more than --memory end in an OOM kill, not in ENOSPC (issue 15). */
@@ -231,6 +268,47 @@ limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_wor
 			    units_format_size(mem_limit, mem, sizeof(mem)), total,
 			    tmpfs_workspace ? "--disk or --tmp-size" : "--tmp-size");
 	}
+}
+
+int
+limits_plan(const struct ab_run_opts *o, const struct ab_host *h, bool tmpfs_workspace,
+	    bool per_run_userns, struct ab_limits_plan *lp, struct ab_record *res,
+	    struct ab_err *err)
+{
+	const struct ab_cg_host *cg = &h->cg;
+	bool cgroup_ok = cg->kind != AB_CG_NONE && !o->without[AB_PROT_CGROUP];
+	char fixbuf[600];
+	int r;
+
+	memset(lp, 0, sizeof(*lp));
+	lp->fsize = lp->nofile = lp->cpu_s = lp->nproc = RLIM_INFINITY;
+	lp->core = 0; /* no core dumps, ever */
+	/* per-uid objects (issue 18): the rlimit is also the cap of the sandbox's own user
+	 * namespace level, which bwrap creates with it */
+	lp->sigpending = 1024;
+	lp->msgqueue = 256 << 10;
+	/* mlock() pins pages no memory cgroup is charged for when they are page cache of files
+	 * the host read first (/usr): per process, issue 24 */
+	lp->memlock = AB_MEMLOCK_BYTES;
+	lp->cpu_affinity = -1;
+	snprintf(fixbuf, sizeof(fixbuf), "%s",
+		 cg->why[0] ? cg->why
+			    : "run as root, or on a cgroup v2 host with systemd (agentbox asks it "
+			      "for a delegated scope) or a delegated AGENTBOX_CGROUP");
+
+	limits_plan_run(o, lp, res);
+
+	plan_memory(o, cg, cgroup_ok, lp, res);
+	r = plan_pids(o, cg, cgroup_ok, lp, res, per_run_userns, fixbuf, err);
+	if (r == 0)
+		r = plan_cpus(o, cg, cgroup_ok, lp, res, fixbuf, err);
+	if (r < 0)
+		return r;
+	plan_cpu_time(o, cg, cgroup_ok, lp, res);
+	r = plan_space(o, tmpfs_workspace, lp, res, err);
+	if (r < 0)
+		return r;
+	plan_tmpfs_total(o, tmpfs_workspace, lp, res);
 	return 0;
 }
 
@@ -278,7 +356,7 @@ limits_apply_rlimits(const struct ab_limits_plan *lp)
 		{ RLIMIT_CORE, lp->core },         { RLIMIT_FSIZE, lp->fsize },
 		{ RLIMIT_NOFILE, lp->nofile },     { RLIMIT_CPU, lp->cpu_s },
 		{ RLIMIT_NPROC, lp->nproc },       { RLIMIT_SIGPENDING, lp->sigpending },
-		{ RLIMIT_MSGQUEUE, lp->msgqueue },
+		{ RLIMIT_MSGQUEUE, lp->msgqueue }, { RLIMIT_MEMLOCK, lp->memlock },
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {

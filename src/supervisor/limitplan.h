@@ -14,6 +14,15 @@
 #include "cgroup/cgroup.h"
 #include "host.h"
 
+/* /tmp and /dev/shm: nr_inodes = --tmp-size / this (tmpfs's own default ratio, of RAM), at
+ * least AB_TMP_MIN_INODES */
+/* RLIMIT_MEMLOCK in the sandbox: the kernel's old default; enough for a crypto library's
+ * secure heap, bounds pinned page cache to pids x this */
+#define AB_MEMLOCK_BYTES (64u << 10)
+
+#define AB_TMP_BYTES_PER_INODE 8192
+#define AB_TMP_MIN_INODES      1024
+
 struct ab_limits_plan {
 	bool use_cgroup;
 	struct ab_cg_limits cg;
@@ -21,6 +30,9 @@ struct ab_limits_plan {
 	/* no memory cgroup: the supervisor's watchdog (memwatch.h) holds the run to this */
 	bool memwatch;
 	uint64_t memwatch_bytes;
+	/* cgroup v1 memory: its limit does not charge TCP and UDP socket buffers, so the
+	 * supervisor adds them to the cgroup's usage (memwatch.h, the socket guard) */
+	bool sockguard;
 	uint64_t cpu_time_ms;
 	/* rlimits set in the child before bwrap (inherited by everything in the sandbox);
 	 * RLIM_INFINITY = leave alone */
@@ -28,10 +40,12 @@ struct ab_limits_plan {
 	/* per-uid kernel objects the sandbox would otherwise take from its uid's quota (the
 	 * caller's own, unprivileged): pending signals, POSIX message queue bytes */
 	rlim_t sigpending, msgqueue;
+	/* RLIMIT_MEMLOCK: locked pages per process (AB_MEMLOCK_BYTES) */
+	rlim_t memlock;
 	/* the workspace tmpfs */
 	bool tmpfs_workspace;
 	uint64_t work_bytes, work_inodes;
-	uint64_t tmp_bytes;
+	uint64_t tmp_bytes, tmp_inodes; /* /tmp and /dev/shm, each */
 	int cpu_affinity; /* >= 0: pin the run to this many cores (fallback for --cpus) */
 	uint64_t timeout_ms;
 	uint64_t output_bytes;

@@ -329,10 +329,7 @@ main(int argc, char **argv)
 		sigset_t set;
 
 		sigemptyset(&set);
-		sigaddset(&set, SIGINT);
-		sigaddset(&set, SIGTERM);
-		sigaddset(&set, SIGHUP);
-		sigaddset(&set, SIGQUIT);
+		proc_add_stop_signals(&set);
 		(void) sigprocmask(SIG_BLOCK, &set, NULL);
 	}
 	req = read_request();

@@ -72,6 +72,16 @@ memwatch_parse_status(const char *text, uint64_t *ret_bytes, uint64_t *ret_threa
 	return a || s ? 0 : -ENOENT;
 }
 
+uint64_t
+memwatch_parse_status_kernel(const char *text)
+{
+	uint64_t pte = 0, lck = 0;
+
+	(void) field_kib(text, "VmPTE:", &pte);
+	(void) field_kib(text, "VmLck:", &lck);
+	return pte + lck;
+}
+
 int
 memwatch_parse_rollup(const char *text, uint64_t *ret_bytes, uint64_t *ret_shmem)
 {
@@ -150,10 +160,23 @@ memwatch_init(struct ab_memwatch *mw, uint64_t limit)
 	memset(mw, 0, sizeof(*mw));
 	mw->limit = limit;
 	mw->proc_fd = -1;
+	mw->diag_fd = -1;
+	mw->cg_fd = -1;
 	for (size_t i = 0; i < AB_MEMWATCH_MAX_TMPFS; i++)
 		mw->tmpfs_fd[i] = -1;
 	mw->read_uid = (uid_t) -1;
 	mw->check_fs = true;
+}
+
+int
+memwatch_set_cgroup(struct ab_memwatch *mw, int dirfd)
+{
+	int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+
+	if (d < 0)
+		return -errno;
+	mw->cg_fd = d;
+	return 0;
 }
 
 int
@@ -193,6 +216,9 @@ memwatch_attach(struct ab_memwatch *mw, int proc_fd, int64_t now_ms)
 		return r;
 	}
 	mw->proc_fd = proc_fd;
+	r = memwatch_kobj_attach(mw);
+	if (r < 0)
+		return r;
 	mw->attached = true;
 	return memwatch_poll(mw, now_ms) < 0 ? -EIO : 0;
 }
@@ -221,17 +247,24 @@ read_at(int dirfd, const char *path, char *buf, size_t size)
 	return (ssize_t) len;
 }
 
+/* The used bytes of the counted tmpfs mounts; *ret_inodes: what their inodes in use cost
+ * (tmpfs counts 1 KiB of user.* xattrs as an inode too: statfs shows both as used). */
 static uint64_t
-tmpfs_used(const struct ab_memwatch *mw)
+tmpfs_used(const struct ab_memwatch *mw, uint64_t *ret_inodes)
 {
-	uint64_t sum = 0;
+	uint64_t sum = 0, inodes = 0;
 
 	for (size_t i = 0; i < mw->n_tmpfs; i++) {
 		struct statfs sf;
 
-		if (fstatfs(mw->tmpfs_fd[i], &sf) == 0 && sf.f_blocks >= sf.f_bfree)
+		if (fstatfs(mw->tmpfs_fd[i], &sf) < 0)
+			continue;
+		if (sf.f_blocks >= sf.f_bfree)
 			sum += (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
+		if (sf.f_files >= sf.f_ffree)
+			inodes += (uint64_t) (sf.f_files - sf.f_ffree) * AB_MEMWATCH_INODE_COST;
 	}
+	*ret_inodes = inodes;
 	return sum;
 }
 
@@ -269,62 +302,173 @@ precise_one(const struct ab_memwatch *mw, const char *pid, uint64_t fallback)
 	return bytes;
 }
 
+/* What one pass over the sandbox's processes found. */
+struct scan_sum {
+	uint64_t bytes;   /* user memory (anonymous and shared) and the tmpfs */
+	uint64_t kernel;  /* page tables, locked pages, threads, tmpfs inodes */
+	uint64_t threads; /* tasks */
+	uint64_t fds;     /* open fds */
+};
+
+/* The sandbox's /proc as a directory stream of a fresh description each time (the directory
+ * offset is then ours alone), or NULL with errno. */
+static DIR *
+proc_opendir(const struct ab_memwatch *mw)
+{
+	int dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+
+	if (!d && dfd >= 0) {
+		int e = errno;
+
+		(void) close(dfd);
+		errno = e;
+	}
+	return d;
+}
+
 /* One pass over the sandbox's processes. precise: smaps_rollup instead of status. */
 static int
-scan(struct ab_memwatch *mw, bool precise, uint64_t *ret_bytes, uint64_t *ret_threads)
+scan(struct ab_memwatch *mw, bool precise, struct scan_sum *ret)
 {
-	cleanup_fd int dfd = -1;
-	uint64_t sum = 0, threads = 0;
+	uint64_t sum = 0, threads = 0, kernel = 0, fds = 0, inodes = 0;
 	DIR *d;
 	struct dirent *de;
 
-	/* a fresh description each time: the directory offset is then ours alone */
-	dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	d = fdopendir(dfd);
+	d = proc_opendir(mw);
 	if (!d)
 		return -errno;
-	dfd = -1;
 	while ((de = readdir(d))) {
 		char path[300], text[8192];
 		uint64_t b = 0, t = 0;
+		struct stat st;
 
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof(path), "%s/status", de->d_name);
 		if (read_at(mw->proc_fd, path, text, sizeof(text)) < 0)
 			continue; /* gone since readdir */
+		/* a zombie (no Rss lines) still holds its task until it is reaped */
 		if (memwatch_parse_status(text, &b, &t) < 0)
-			continue; /* a zombie holds no memory */
-		if (strcmp(de->d_name, "1") != 0)
+			t = 1;
+		else if (strcmp(de->d_name, "1") != 0)
 			mw->saw_script = true;
 		threads += t;
-		sum += precise ? precise_one(mw, de->d_name, b) : b;
+		kernel += memwatch_parse_status_kernel(text) + t * AB_MEMWATCH_TASK_COST;
+		/* the size of /proc/PID/fd is its count of open fds (Linux 6.2) */
+		snprintf(path, sizeof(path), "%s/fd", de->d_name);
+		if (fstatat(mw->proc_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			fds += (uint64_t) st.st_size;
+		if (b > 0)
+			sum += precise ? precise_one(mw, de->d_name, b) : b;
 	}
 	closedir(d);
-	mw->tmpfs_last = tmpfs_used(mw);
+	mw->tmpfs_last = tmpfs_used(mw, &inodes);
 	if (mw->tmpfs_last > mw->tmpfs_peak)
 		mw->tmpfs_peak = mw->tmpfs_last;
-	*ret_bytes = sum + mw->tmpfs_last;
-	*ret_threads = threads;
+	ret->bytes = sum + mw->tmpfs_last;
+	ret->kernel = kernel + inodes;
+	ret->threads = threads;
+	ret->fds = fds;
 	return 0;
+}
+
+/* The kernel-object scan (memwatch-kobj.c) when it is due or forced; otherwise its last
+ * result plus what the fds opened since could hold. It runs at most every 4x what it took
+ * (within AB_MEMWATCH_KOBJ_MIN_MS..AB_MEMWATCH_KOBJ_MAX_MS): a scan of many fds is not cheap. */
+static int
+kobj_estimate(struct ab_memwatch *mw, int64_t now_ms, bool force, uint64_t fds, uint64_t *ret)
+{
+	if (force || now_ms >= mw->next_kobj_ms) {
+		int64_t t0 = now_ns(), wait_ms;
+		uint64_t b = 0, f = 0;
+		int r = memwatch_kobj_scan(mw, &b, &f);
+
+		if (r < 0)
+			return r;
+		wait_ms = 4 * ((now_ns() - t0) / 1000000);
+		if (wait_ms < AB_MEMWATCH_KOBJ_MIN_MS)
+			wait_ms = AB_MEMWATCH_KOBJ_MIN_MS;
+		if (wait_ms > AB_MEMWATCH_KOBJ_MAX_MS)
+			wait_ms = AB_MEMWATCH_KOBJ_MAX_MS;
+		mw->kobj = b;
+		/* the fds counted before the scan: what opened while it ran counts as growth */
+		mw->kobj_fds = fds < f ? fds : f;
+		mw->kobj_checks++;
+		if (b > mw->kobj_peak)
+			mw->kobj_peak = b;
+		mw->next_kobj_ms = now_ms + wait_ms;
+		*ret = b;
+		return 0;
+	}
+	*ret = mw->kobj + (fds > mw->kobj_fds ? fds - mw->kobj_fds : 0) * AB_MEMWATCH_FD_GROWTH;
+	return 0;
+}
+
+/* The socket guard's poll (memwatch_set_cgroup). */
+static int
+poll_cgroup(struct ab_memwatch *mw, int64_t now_ms)
+{
+	char buf[64];
+	uint64_t usage = 0, est;
+
+	if (read_small_file_at(mw->cg_fd, "memory.usage_in_bytes", buf, sizeof(buf)) > 0)
+		usage = strtoull(buf, NULL, 10);
+	/* the buffers when due (every 10-100 ms, by what a count costs), or at once when the
+	 * last count of them would take the run over */
+	if (now_ms >= mw->next_kobj_ms || usage + mw->inet > mw->limit) {
+		struct ab_sockdiag_sum sum = { 0 };
+		int64_t t0 = now_ns(), wait_ms;
+		int r = memwatch_sockets(mw, true, &sum);
+
+		free(sum.queued);
+		if (r < 0)
+			return r;
+		mw->inet = sum.bytes;
+		mw->kobj_checks++;
+		wait_ms = 4 * ((now_ns() - t0) / 1000000);
+		if (wait_ms < AB_MEMWATCH_KOBJ_MIN_MS)
+			wait_ms = AB_MEMWATCH_KOBJ_MIN_MS;
+		if (wait_ms > AB_MEMWATCH_KOBJ_MAX_MS)
+			wait_ms = AB_MEMWATCH_KOBJ_MAX_MS;
+		mw->next_kobj_ms = now_ms + wait_ms;
+	}
+	est = usage + mw->inet;
+	if (mw->inet > mw->kernel_peak)
+		mw->kernel_peak = mw->inet;
+	mw->last = est;
+	if (est > mw->peak)
+		mw->peak = est;
+	if (est > mw->limit) {
+		mw->over = true;
+		mw->over_bytes = est;
+	}
+	mw->next_ms = now_ms + memwatch_interval_ms(mw->limit, est);
+	return mw->over ? 1 : 0;
 }
 
 int
 memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 {
-	uint64_t fast, est, threads;
+	struct scan_sum f, p;
+	uint64_t fast, est, kobj, kern;
 	int r;
 
 	if (!mw->attached)
 		return -EBADF;
 	mw->polls++;
-	r = scan(mw, false, &fast, &threads);
+	if (mw->cg_fd >= 0)
+		return poll_cgroup(mw, now_ms);
+	r = scan(mw, false, &f);
 	if (r < 0)
 		return r;
-	if (threads > mw->tasks_peak)
-		mw->tasks_peak = threads;
+	if (f.threads > mw->tasks_peak)
+		mw->tasks_peak = f.threads;
+	r = kobj_estimate(mw, now_ms, false, f.fds, &kobj);
+	if (r < 0)
+		return r;
+	fast = f.bytes + f.kernel + kobj;
+	kern = f.kernel + kobj;
 	est = fast;
 	if (fast > mw->limit) {
 		/* Over by the fast count, which over-counts sharing: the precise count decides.
@@ -340,9 +484,13 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 			int64_t t0 = now_ns();
 			int64_t took_ms;
 
-			r = scan(mw, true, &est, &threads);
+			r = scan(mw, true, &p);
+			if (r == 0) /* and the kernel objects as they are now */
+				r = kobj_estimate(mw, now_ms, true, p.fds, &kobj);
 			if (r < 0)
 				return r;
+			est = p.bytes + p.kernel + kobj;
+			kern = p.kernel + kobj;
 			mw->precise_checks++;
 			mw->last_precise = est;
 			mw->fast_at_precise = fast;
@@ -358,6 +506,8 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 			est = bound; /* the last precise count, plus what is new since */
 		}
 	}
+	if (kern > mw->kernel_peak)
+		mw->kernel_peak = kern;
 	mw->last = est;
 	if (est > mw->peak)
 		mw->peak = est;
@@ -372,20 +522,15 @@ memwatch_poll(struct ab_memwatch *mw, int64_t now_ms)
 int
 memwatch_reading(const struct ab_memwatch *mw, uint64_t *ret_cpu_ticks, uint64_t *ret_hwm_kib)
 {
-	cleanup_fd int dfd = -1;
 	uint64_t ticks = 0, hwm = 0;
 	DIR *d;
 	struct dirent *de;
 
 	if (mw->proc_fd < 0)
 		return -EBADF;
-	dfd = openat(mw->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	d = fdopendir(dfd);
+	d = proc_opendir(mw);
 	if (!d)
 		return -errno;
-	dfd = -1;
 	while ((de = readdir(d))) {
 		char path[300], text[8192];
 		uint64_t t;
@@ -429,6 +574,12 @@ memwatch_done(struct ab_memwatch *mw)
 	if (mw->proc_fd >= 0)
 		(void) close(mw->proc_fd);
 	mw->proc_fd = -1;
+	if (mw->diag_fd >= 0)
+		(void) close(mw->diag_fd);
+	mw->diag_fd = -1;
+	if (mw->cg_fd >= 0)
+		(void) close(mw->cg_fd);
+	mw->cg_fd = -1;
 	for (size_t i = 0; i < mw->n_tmpfs; i++)
 		if (mw->tmpfs_fd[i] >= 0)
 			(void) close(mw->tmpfs_fd[i]);

@@ -23,6 +23,7 @@
 #include "../spec/cfg.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
+#include "../util/path.h"
 #include "../util/xalloc.h"
 #include "config.h"
 
@@ -43,28 +44,9 @@ netproxy_init(struct ab_netproxy *np)
 static int
 find_helper(char *buf, size_t size)
 {
-	const char *env = cfg()->netproxy;
-	char self[PATH_MAX - 32];
-	ssize_t n;
+	cleanup_free char *p = path_helper(cfg()->netproxy, "agentbox-netproxy");
 
-	if (env && env[0] == '/') {
-		snprintf(buf, size, "%s", env);
-		return access(buf, X_OK) == 0 ? 0 : -ENOENT;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		char *slash;
-
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(buf, size, "%s/agentbox-netproxy", self);
-			if (access(buf, X_OK) == 0)
-				return 0;
-		}
-	}
-	snprintf(buf, size, "%s/agentbox-netproxy", AB_LIBEXECDIR);
+	snprintf(buf, size, "%s", p);
 	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
 }
 

@@ -347,15 +347,24 @@ outcome_interpret(struct run_ctx *c, const struct ab_outcome *oc, const struct a
 		res->message = xasprintf("CPU-time limit of %llu ms reached",
 					 (unsigned long long) c->lp.cpu_time_ms);
 	} else if (oc->mem_limited) {
-		char event[160];
+		char event[240];
 
 		res->status = AB_STATUS_OOM;
 		strv_push(&res->limits_hit, "memory");
-		snprintf(
-			event, sizeof(event),
-			"the watchdog measured %llu bytes against --memory %llu and killed the run",
-			(unsigned long long) oc->mem_over_bytes,
-			(unsigned long long) c->lp.memwatch_bytes);
+		if (c->lp.sockguard)
+			snprintf(event, sizeof(event),
+				 "the cgroup's memory and the TCP and UDP socket buffers (which "
+				 "cgroup v1 does not charge) came to %llu bytes against --memory "
+				 "%llu, and agentbox killed the run",
+				 (unsigned long long) oc->mem_over_bytes,
+				 (unsigned long long) c->lp.memwatch_bytes);
+		else
+			snprintf(
+				event, sizeof(event),
+				"the watchdog measured %llu bytes against --memory %llu and killed "
+				"the run",
+				(unsigned long long) oc->mem_over_bytes,
+				(unsigned long long) c->lp.memwatch_bytes);
 		res->message = oom_message(c, oc, event);
 	} else if (u && u->valid && u->oom_kills > 0) {
 		char event[64];

@@ -97,7 +97,7 @@ plan_protections(struct ab_plan *p, const struct ab_run_opts *o, const struct ab
 	p->disable_userns = h->has_disable_userns && !o->without[AB_PROT_DISABLE_USERNS];
 	p->landlock = h->landlock_abi > 0 && !o->without[AB_PROT_LANDLOCK];
 	/* The sandbox's own loopback is the script's by default: the network namespace keeps it
-	 * off the network (agentbox-init checks it, --net-check). --net-strict also denies TCP
+	 * off the network (agentbox-init checks it: netcheck.h). --net-strict also denies TCP
 	 * bind and connect there. */
 	if (o->net_strict && !o->share_net && (!p->landlock || h->landlock_abi < 4)) {
 		ab_err_set(err, -ENOTSUP,
@@ -165,13 +165,12 @@ plan_env(struct ab_plan *p, const struct ab_run_opts *o)
 
 void
 plan_sandbox(struct ab_plan *p, const struct ab_run_opts *o, const struct ab_plan_facts *f,
-	     uint64_t tmp_bytes, bool memwatch)
+	     bool memwatch)
 {
 	p->netns_not = f->netns;
 	memcpy(p->usr_links, f->usr_links, sizeof(p->usr_links));
 	p->lib32 = f->lib32;
 	p->libx32 = f->libx32;
-	p->tmp_size = tmp_bytes;
 	p->memwatch = memwatch;
 	p->warm = o->slot != NULL;
 	/* a slot's interpreter starts without them: the run hands its own over (slot.c) */
@@ -221,6 +220,9 @@ plan_done(struct ab_plan *p)
 	strv_done(&p->script_args);
 	free(p->work_src);
 	free(p->etc_src);
+	free(p->tmp_src);
+	free(p->shm_src);
+	free(p->pts_src);
 	free(p->rw_bind);
 	free(p->rw_bind_src);
 	binds_done(p->ro_binds, p->n_ro_binds);

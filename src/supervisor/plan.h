@@ -30,6 +30,7 @@
 #define AB_SANDBOX_USER       "agent"
 #define AB_SANDBOX_HOSTNAME   "sandbox"
 #define AB_SANDBOX_CACHE      "/tmp/.cache" /* XDG_CACHE_HOME: caches stay out of /work */
+#define AB_SANDBOX_PTYS       64            /* ptys a run may have open at once (devpts max=) */
 
 struct ab_bind {
 	char *src;   /* host path (the kernel's name for fd; after staging, the staged path) */
@@ -62,7 +63,9 @@ struct ab_plan {
 	bool landlock;       /* agentbox-init applies Landlock */
 	bool landlock_net;   /* ... with TCP bind/connect denied (ABI >= 4): --net-strict */
 	bool landlock_scope; /* ... with abstract-socket and signal scoping (ABI >= 6) */
-	uint64_t tmp_size;   /* /tmp and /dev/shm tmpfs size, bytes */
+	char *tmp_src;       /* host paths of agentbox's tmpfs for /tmp and /dev/shm, each */
+	char *shm_src;       /* capped in size and inodes (ws_mount_scratch) */
+	char *pts_src;       /* ... and of a devpts instance with max=AB_SANDBOX_PTYS */
 	bool memwatch;       /* the memory limit is the supervisor's watchdog (memwatch.h) */
 	bool share_net;      /* `agentbox prepare` only: agentbox's (private) network */
 	char *rw_bind;       /* `agentbox prepare` only: the environment being built (its path
@@ -74,7 +77,7 @@ struct ab_plan {
 	uint16_t landlock_connect_port;
 
 	/* The nsfs inode of the network namespace agentbox started in: agentbox-init refuses
-	 * to run the script in it (--net-check; 0: only the lo-only check). */
+	 * to run the script in it (AB_NETCHECK_ENV; 0: only the lo-only check). */
 	unsigned long long netns_not;
 
 	/* A warm slot (warm.h): the interpreter starts with its hook (Node: --require; Python:
@@ -111,11 +114,12 @@ int plan_environment(struct ab_plan *p, const struct ab_run_opts *o, const char 
 int plan_protections(struct ab_plan *p, const struct ab_run_opts *o, const struct ab_host *h,
 		     struct ab_err *err);
 
-/* The rest of the sandbox, once the interpreter and the limits are decided (tmp_bytes,
- * memwatch: limitplan.h): the host's /usr links, the network namespace to refuse, a warm
- * slot, the script's arguments and the sandbox's whole environment. */
+/* The rest of the sandbox, once the interpreter and the limits are decided (memwatch:
+ * agentbox-init hands over the sandbox's /proc, limitplan.h): the host's /usr links, the
+ * network namespace to refuse, a warm slot, the script's arguments and the sandbox's whole
+ * environment. */
 void plan_sandbox(struct ab_plan *p, const struct ab_run_opts *o, const struct ab_plan_facts *f,
-		  uint64_t tmp_bytes, bool memwatch);
+		  bool memwatch);
 
 void plan_done(struct ab_plan *p);
 void plan_add_ro_bind(struct ab_plan *p, const char *src, const char *dest);

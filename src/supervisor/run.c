@@ -136,7 +136,7 @@ struct run {
 #define RUN_COMPLETE 1
 
 /* What the planner is told about this host: the namespace the sandbox must not share
- * (agentbox-init --net-check), and which of /bin /sbin /lib /lib64 /lib32 /libx32 are
+ * (netcheck.h AB_NETCHECK_ENV), and which of /bin /sbin /lib /lib64 /lib32 /libx32 are
  * symlinks (into /usr). */
 static void
 probe_plan_facts(struct ab_plan_facts *f)
@@ -418,7 +418,8 @@ run_plan(struct run *run, struct ab_err *err)
 		}
 	}
 	timing_mark("seccomp ready");
-	plan_sandbox(&c->plan, o, &run->facts, c->lp.tmp_bytes, c->lp.memwatch);
+	/* agentbox-init hands over the sandbox's /proc for the watchdog, or the socket guard */
+	plan_sandbox(&c->plan, o, &run->facts, c->lp.memwatch || c->lp.sockguard);
 	return 0;
 }
 
@@ -474,6 +475,8 @@ run_stage(struct run *run, struct ab_err *err)
 	c->plan.work_src = xstrdup(c->rd.mnt_work);
 	timing_mark("workspace ready");
 	r = ws_mount_etc(c, err);
+	if (r >= 0)
+		r = ws_mount_scratch(c, err);
 	if (r >= 0 && run->o->env_path)
 		r = ws_mount_env(c, err);
 	if (r >= 0)
@@ -518,8 +521,33 @@ run_dry(struct run *run)
 	return RUN_COMPLETE;
 }
 
-/* The run's own cgroup, its cores (--cpus) and the memory watchdog, when the limits plan asks
- * for them. */
+/* The memory watchdog (memwatch.h). */
+static int
+spawn_memwatch(struct run *run, struct ab_err *err)
+{
+	struct run_ctx *c = &run->c;
+	int r;
+
+	/* the workspace and prepare's environment are tmpfs of ours: they count too (/tmp and
+	 * /dev/shm come from agentbox-init) */
+	memwatch_init(&run->mw, c->lp.memwatch_bytes);
+	if (c->drop)
+		run->mw.read_uid = c->sb_uid;
+	r = c->tmpfs_mounted ? memwatch_add_tmpfs(&run->mw, c->work_fd) : 0;
+	if (r == 0 && run->o->env_path && c->rd.mnt_env) {
+		cleanup_fd int efd =
+			open(c->rd.mnt_env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		r = efd < 0 ? -errno : memwatch_add_tmpfs(&run->mw, efd);
+	}
+	if (r < 0)
+		return ab_err_set(err, r, "memory watchdog: cannot count the workspace: %s",
+				  strerror(-r));
+	return 0;
+}
+
+/* The run's own cgroup, its cores (--cpus) and the memory watchdog (or, with the socket
+ * guard, the watch on the run's memory cgroup), when the limits plan asks for them. */
 static int
 spawn_confine(struct run *run, struct ab_err *err)
 {
@@ -546,23 +574,17 @@ spawn_confine(struct run *run, struct ab_err *err)
 			return ab_err_set(err, r, "choose cores for --cpus: %s", strerror(-r));
 		run->pin = r > 0;
 	}
-	if (!c->lp.memwatch)
-		return 0;
-	/* the workspace and prepare's environment are tmpfs of ours: they count too (/tmp and
-	 * /dev/shm come from agentbox-init) */
-	memwatch_init(&run->mw, c->lp.memwatch_bytes);
-	if (c->drop)
-		run->mw.read_uid = c->sb_uid;
-	r = c->tmpfs_mounted ? memwatch_add_tmpfs(&run->mw, c->work_fd) : 0;
-	if (r == 0 && run->o->env_path && c->rd.mnt_env) {
-		cleanup_fd int efd =
-			open(c->rd.mnt_env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-		r = efd < 0 ? -errno : memwatch_add_tmpfs(&run->mw, efd);
+	if (c->lp.memwatch)
+		return spawn_memwatch(run, err);
+	if (c->lp.sockguard && c->cg_made && c->cg.dirfd[0] >= 0) { /* v1: memory */
+		memwatch_init(&run->mw, c->lp.memwatch_bytes);
+		r = memwatch_set_cgroup(&run->mw, c->cg.dirfd[0]);
+		if (r < 0)
+			return ab_err_set(err, r, "memory: cannot watch the run's cgroup: %s",
+					  strerror(-r));
+	} else if (c->lp.sockguard) {
+		c->lp.sockguard = false; /* no memory cgroup made after all (--without cgroup) */
 	}
-	if (r < 0)
-		return ab_err_set(err, r, "memory watchdog: cannot count the workspace: %s",
-				  strerror(-r));
 	return 0;
 }
 
@@ -605,7 +627,7 @@ run_spawn(struct run *run, struct ab_err *err)
 		.output_truncate = o->output_truncate,
 		.progress = o->progress,
 		.watch_fd = o->watch_fd,
-		.memwatch = c->lp.memwatch ? &run->mw : NULL,
+		.memwatch = c->lp.memwatch || c->lp.sockguard ? &run->mw : NULL,
 	};
 	if (o->slot) {
 		r = slot_start(c, &sp, err);
@@ -712,6 +734,10 @@ run_interpret(struct run *run, struct ab_err *err)
 		res->usage.memory_peak_bytes = run->mw.saw_script ? (int64_t) run->mw.peak : -1;
 		if (!c->cg_made)
 			res->usage.tasks_peak = (int64_t) run->mw.tasks_peak;
+	} else if (c->lp.sockguard && run->mw.attached &&
+		   (int64_t) run->mw.peak > res->usage.memory_peak_bytes) {
+		res->usage.memory_peak_bytes =
+			(int64_t) run->mw.peak; /* the cgroup's plus sockets */
 	}
 	if (oc->timed_out || oc->output_limited || oc->cpu_time_limited || oc->interrupted_by ||
 	    oc->mem_limited)

@@ -81,6 +81,7 @@ int ws_snapshot_workspace(struct run_ctx *c, struct ab_err *err);
 int ws_mount_env(struct run_ctx *c, struct ab_err *err);
 int ws_env_copy_out(struct run_ctx *c, struct ab_err *err);
 int ws_mount_etc(struct run_ctx *c, struct ab_err *err);
+int ws_mount_scratch(struct run_ctx *c, struct ab_err *err);
 int ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err);
 int ws_open_script(struct run_ctx *c, struct ab_err *err);
 bool ws_script_is_code(const struct run_ctx *c);

@@ -41,6 +41,9 @@ rundir_done(struct ab_rundir *rd)
 	free(rd->mnt_ro);
 	free(rd->mnt_script);
 	free(rd->mnt_env);
+	free(rd->mnt_tmp);
+	free(rd->mnt_shm);
+	free(rd->mnt_pts);
 	if (rd->root_fd >= 0)
 		(void) close(rd->root_fd);
 	if (rd->fd >= 0)
@@ -184,7 +187,7 @@ rundir_open_private(int root_fd, const char *name, const char *display, struct a
 	return steal_fd(&fd);
 }
 
-/* RUNS/.mnt/{work,etc}: where agentbox mounts a run's tmpfs in its own mount namespace.
+/* RUNS/.mnt/{work,etc,...}: where agentbox mounts a run's tmpfs in its own mount namespace.
  * Shared by every run of this root (each sees only its own mounts there), so a run creates
  * and removes no mountpoint directories on the host filesystem. */
 static int
@@ -193,11 +196,8 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	static const struct {
 		const char *name;
 		mode_t mode;
-	} mp[] = { { "work", 0700 },
-		   { "etc", 0755 },
-		   { "ro", 0711 },
-		   { "script", 0755 },
-		   { "env", 0700 } };
+	} mp[] = { { "work", 0700 }, { "etc", 0755 }, { "ro", 0711 },  { "script", 0755 },
+		   { "env", 0700 },  { "tmp", 0700 }, { "shm", 0700 }, { "pts", 0700 } };
 	cleanup_free char *where = xasprintf("%s/.mnt", rd->root);
 	cleanup_fd int fd = -1;
 	int r;
@@ -227,6 +227,9 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	rd->mnt_ro = xasprintf("%s/ro", where);
 	rd->mnt_script = xasprintf("%s/script", where);
 	rd->mnt_env = xasprintf("%s/env", where);
+	rd->mnt_tmp = xasprintf("%s/tmp", where);
+	rd->mnt_shm = xasprintf("%s/shm", where);
+	rd->mnt_pts = xasprintf("%s/pts", where);
 	return 0;
 }
 

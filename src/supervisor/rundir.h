@@ -10,6 +10,8 @@
  *   RUNS/.mnt/ro/N                  during a run: read-only binds, mounted from checked fds
  *   RUNS/.mnt/script/               during a run: a copy of a script outside --workspace
  *   RUNS/.mnt/env/                  during `prepare`: the environment being built (tmpfs)
+ *   RUNS/.mnt/{tmp,shm,pts}/        during a run: the sandbox's /tmp, /dev/shm (tmpfs) and
+ *                                   /dev/pts (devpts with max=)
  * A --rm run has no run directory at all: nothing of it is ever written to disk. */
 #pragma once
 
@@ -34,6 +36,9 @@ struct ab_rundir {
 	char *mnt_ro;     /* RUNS/.mnt/ro: parent of the staged read-only binds */
 	char *mnt_script; /* RUNS/.mnt/script: a script outside --workspace DIR (tmpfs) */
 	char *mnt_env;    /* RUNS/.mnt/env: prepare's environment while it is built (tmpfs) */
+	char *mnt_tmp;    /* RUNS/.mnt/tmp, RUNS/.mnt/shm: the sandbox's /tmp and /dev/shm */
+	char *mnt_shm;
+	char *mnt_pts; /* RUNS/.mnt/pts: the sandbox's devpts instance */
 };
 
 void rundir_init(struct ab_rundir *rd);

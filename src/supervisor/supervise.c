@@ -855,7 +855,9 @@ warm_claim(struct ab_spawn *sp, struct stream_state *so, struct stream_state *se
 		while (st->fd >= 0 && read(st->fd, buf, sizeof(buf)) > 0)
 			;
 	}
-	r = write_all(w->hook_fd, go, go_len);
+	/* the hook reads it at once, but a message larger than the socket's buffer (a run's
+	 * arguments: up to AB_WARM_MSG_MAX) takes more than one write on this non-blocking fd */
+	r = write_all_deadline(w->hook_fd, go, go_len, now_ms() + AB_WARM_HANDOVER_MS);
 	(void) close(w->hook_fd);
 	w->hook_fd = -1;
 	if (r < 0)

@@ -514,6 +514,40 @@ ws_env_copy_out(struct run_ctx *c, struct ab_err *err)
 	return 0;
 }
 
+/* The sandbox's /tmp and /dev/shm, each a tmpfs of ours, and its /dev/pts (issue 24) rather than
+ * bwrap's
+ * --tmpfs, which takes a size but no nr_inodes: left to the kernel's default (one inode per
+ * 8 KiB of the host's RAM), a script could hold about RAM/8 in each as inodes and user.*
+ * xattrs (tmpfs charges both to the same inode space), none of it in "used" blocks. The
+ * inode cap is the kernel's ratio applied to --tmp-size instead (limits_plan). */
+int
+ws_mount_scratch(struct run_ctx *c, struct ab_err *err)
+{
+	const char *mnt[2] = { c->rd.mnt_tmp, c->rd.mnt_shm };
+	const char *name[2] = { "agentbox-tmp", "agentbox-shm" };
+	uid_t uid = c->drop ? c->sb_uid : geteuid();
+	gid_t gid = c->drop ? c->sb_gid : getegid();
+	char opts[256];
+
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755,uid=%u,gid=%u",
+		 (unsigned long long) c->lp.tmp_bytes, (unsigned long long) c->lp.tmp_inodes,
+		 (unsigned) uid, (unsigned) gid);
+	for (int i = 0; i < 2; i++)
+		if (mount(name[i], mnt[i], "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+			return ab_err_set(err, -errno, "mount the sandbox's %s: %s",
+					  i == 0 ? "/tmp" : "/dev/shm", strerror(errno));
+	c->plan.tmp_src = xstrdup(c->rd.mnt_tmp);
+	c->plan.shm_src = xstrdup(c->rd.mnt_shm);
+	/* /dev/pts: bwrap's own devpts instance has no max=, so a run could take every pty the
+	 * host allows (kernel.pty.max), each two ttys and their buffers, which no memory
+	 * cgroup is charged for. An instance of ours caps them. */
+	snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,max=%u", AB_SANDBOX_PTYS);
+	if (mount("devpts", c->rd.mnt_pts, "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+		return ab_err_set(err, -errno, "mount the sandbox's /dev/pts: %s", strerror(errno));
+	c->plan.pts_src = xstrdup(c->rd.mnt_pts);
+	return 0;
+}
+
 /* The generated /etc on its own small tmpfs: the sandbox's mountinfo then shows no host
  * path for it (T35), and it disappears with our mount namespace. */
 int
@@ -596,8 +630,6 @@ ws_stage_ro_binds(struct run_ctx *c, struct ab_err *err)
 	}
 	return 0;
 }
-
-#define AB_CODE_MAX (16u << 20) /* code from stdin or --code */
 
 /* Code that is not a file (--code TEXT, SCRIPT '-', or given by prepare/doctor): a sealed
  * memfd, so the rest of the run treats it exactly like a script file. */
@@ -781,9 +813,11 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 		cleanup_free char *name = base_name(*in);
 		struct stat st;
 
-		/* Opened once, only trusted symlinks on the way; a symlink input itself is
-		 * reported, never followed (T25). Copied from this fd, never by name again. */
-		fd = hostfs_open(*in, HOSTFS_LINK_OK | HOSTFS_ANY_LINK, "--input", err);
+		/* Opened once, only trusted symlinks on the way (root's or the caller's: an input
+		 * is copied where the script reads it, so another user's symlink could show it
+		 * the caller's own files, issue 24); a symlink input itself is reported, never
+		 * followed (T25). Copied from this fd, never by name again. */
+		fd = hostfs_open(*in, HOSTFS_LINK_OK, "--input", err);
 		if (fd < 0) {
 			if (fd == -EPERM)
 				err->exit = AB_EXIT_USAGE; /* an untrusted symlink on the way */

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,38 @@ fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds)
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	return RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 ? -errno : 0;
+}
+
+int
+write_all_deadline(int fd, const void *buf, size_t len, int64_t deadline_ms)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		int64_t left;
+		ssize_t w = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && errno == ENOTSOCK)
+			w = write(fd, p, len);
+		if (w > 0) {
+			p += w;
+			len -= (size_t) w;
+			continue;
+		}
+		if (w == 0)
+			return -ENOSPC;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		left = deadline_ms - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int) left) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
 }
 
 int
@@ -118,36 +152,25 @@ read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
 }
 
 int
+write_once(int fd, const void *buf, size_t len)
+{
+	ssize_t w = RETRY_EINTR(write(fd, buf, len));
+
+	if (w < 0)
+		return -errno;
+	return (size_t) w == len ? 0 : -EIO;
+}
+
+int
 write_small_file_at(int dirfd, const char *path, const char *s)
 {
 	cleanup_fd int fd = -1;
-	ssize_t w;
 	size_t len = strlen(s);
 
 	fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	w = RETRY_EINTR(write(fd, s, len));
-	if (w < 0)
-		return -errno;
-	if ((size_t) w != len)
-		return -EIO;
-	return 0;
-}
-
-int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-int64_t
-now_ms(void)
-{
-	return now_ns() / 1000000LL;
+	return write_once(fd, s, len);
 }
 
 int

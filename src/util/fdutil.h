@@ -7,10 +7,20 @@
 
 #include <sys/types.h>
 
+#include "clock.h"   /* now_ms, now_ns */
 #include "fdclose.h" /* fds_close_from, fds_count_from */
 
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
 int write_all(int fd, const void *buf, size_t len);
+
+/* One write(2) of all len bytes (a kernel interface file: cgroup.procs, a sysctl), retried on
+ * EINTR; a short write is -EIO. write(2) only: async-signal-safe. Returns 0 or -errno. */
+int write_once(int fd, const void *buf, size_t len);
+
+/* Writes all of buf to fd, which may be non-blocking: waits for POLLOUT while the reader
+ * is behind, until deadline_ms (CLOCK_MONOTONIC, now_ms()). Returns 0, or -errno
+ * (-ETIMEDOUT past the deadline, -EPIPE when the reader is gone). */
+int write_all_deadline(int fd, const void *buf, size_t len, int64_t deadline_ms);
 
 /* Reads until EOF or cap bytes into a NUL-terminated malloc'd buffer.
  * Returns bytes read (>= 0) and sets *ret, or -errno; -EFBIG when the input exceeds cap. */
@@ -23,10 +33,6 @@ ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
 /* Writes a short string into an existing file relative to dirfd (O_WRONLY, no create).
  * Returns 0 or -errno. */
 int write_small_file_at(int dirfd, const char *path, const char *s);
-
-/* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
-int64_t now_ms(void);
-int64_t now_ns(void);
 
 /* Sends msg (len >= 1 bytes) on the socket with nfds (at most FD_SEND_MAX) fds attached
  * (SCM_RIGHTS), MSG_NOSIGNAL. Returns 0 or -errno. */

@@ -28,6 +28,8 @@
 #define AB_WARM_JS_HOOK  AB_WARM_DIR "/hook.js"
 #define AB_WARM_MSG_MAX  (1u << 20) /* the longest hook message (the script's arguments) */
 #define AB_WARM_MAX_MODS 64         /* pre-imports per slot */
+/* how long the hand-over of a claimed run's arguments may wait for the interpreter's hook */
+#define AB_WARM_HANDOVER_MS 10000
 
 /* The hooks' sources, embedded at build time (src/warm/embed.py). */
 extern const char ab_warm_sitecustomize_py[];

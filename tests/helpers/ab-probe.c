@@ -184,6 +184,54 @@ do_socketpair(int family)
 	return 0;
 }
 
+/* The memory watchdog's calls (issue 24): each really made, and undone when it worked. */
+static int
+do_sysv(long nr)
+{
+	long id = syscall(nr, 0 /* IPC_PRIVATE */, 1, 01600 /* IPC_CREAT | 0600 */);
+
+	if (id < 0)
+		return errno;
+	(void) syscall(nr == SYS_msgget ? SYS_msgctl : SYS_semctl, id, 0, 0 /* IPC_RMID */, 0);
+	return 0;
+}
+
+static int
+do_shmget(void)
+{
+	long id = syscall(SYS_shmget, 0, 4096, 01600);
+
+	if (id < 0)
+		return errno;
+	(void) syscall(SYS_shmctl, id, 0 /* IPC_RMID */, NULL);
+	return 0;
+}
+
+static int
+do_setpipe(unsigned long size)
+{
+	int p[2], r;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return errno;
+	r = res(syscall(SYS_fcntl, p[1], F_SETPIPE_SZ, size));
+	(void) close(p[0]);
+	(void) close(p[1]);
+	return r;
+}
+
+static int
+do_sndbuf(int opt)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), v = 1 << 20, r;
+
+	if (fd < 0)
+		return errno;
+	r = res(setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v)));
+	(void) close(fd);
+	return r;
+}
+
 /* A family the filter must refuse; the invalid type makes the kernel say EINVAL instead. */
 static int
 bad_socket(unsigned long family)
@@ -404,6 +452,15 @@ P(personality_query, do_personality(0xffffffffUL))
 P(personality_linux, do_personality(0))
 P(inotify_init, res_fd(syscall(SYS_inotify_init)))
 P(inotify_init1, res_fd(syscall(SYS_inotify_init1, IN_CLOEXEC)))
+P(msgget, do_sysv(SYS_msgget))
+P(semget, do_sysv(SYS_semget))
+P(shmget, do_shmget())
+P(setpipe_64k, do_setpipe(65536))
+P(setpipe_1m, do_setpipe(1 << 20))
+P(setpipe_hi, do_setpipe((1UL << 32) | 4096))
+P(sndbuf, do_sndbuf(SO_SNDBUF))
+P(sndbufforce, do_sndbuf(SO_SNDBUFFORCE))
+P(rcvbuf, do_sndbuf(SO_RCVBUF))
 /* Refused families: the filter must answer EAFNOSUPPORT. */
 P(socket_unspec, bad_socket(AF_UNSPEC))
 P(socket_ax25, bad_socket(AF_AX25))
@@ -587,6 +644,15 @@ static const struct probe probes[] = {
 	E(personality_linux),
 	E(inotify_init),
 	E(inotify_init1),
+	E(msgget),
+	E(semget),
+	E(shmget),
+	E(setpipe_64k),
+	E(setpipe_1m),
+	E(setpipe_hi),
+	E(sndbuf),
+	E(sndbufforce),
+	E(rcvbuf),
 	E(socket_unspec),
 	E(socket_ax25),
 	E(socket_ipx),

@@ -200,6 +200,24 @@ no_procs() {
     done
     return 0
 }
+# no_procs_mine PATTERN: the same, among this user's processes run from this test's binaries
+# only (a test's own slots and supervisors: the same test as the other user, or another tree's
+# tests, may run beside it).
+no_procs_mine() {
+    _me=$(id -u)
+    _sup=$(readlink -f "${AGENTBOX_SUPERVISOR:-/nonexistent}" 2>/dev/null || true)
+    for _p in /proc/[0-9]*; do
+        _uid=$(awk '/^Uid:/ { print $2 }' "$_p/status" 2>/dev/null) || continue
+        [ "$_uid" = "$_me" ] || continue
+        if [ -n "$_sup" ] && [ -e "$_sup" ]; then
+            [ "$(readlink "$_p/exe" 2>/dev/null)" = "$_sup" ] || continue
+        fi
+        if tr '\0' ' ' 2>/dev/null <"$_p/cmdline" | grep -q -- "$1"; then
+            return 1
+        fi
+    done
+    return 0
+}
 # A TCP+UDP listener on 127.0.0.1 that logs every connection/datagram to $1.log.
 # Prints "TCPPORT UDPPORT" into $1.ports. Stop it with: kill "$(cat $1.pid)".
 listener_start() {

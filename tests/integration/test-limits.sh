@@ -212,9 +212,10 @@ is "$(jr .limits.pids.whole_run)" true "py fork bomb: limits.pids covers the who
 ge "$(val refused)" 1 "py fork bomb: forks were refused inside ($(val forked) made)"
 is "$(val errnos)" 11 "py fork bomb: refused with EAGAIN"
 # A /proc scan is not atomic: under fork/exit churn it can count a task that exited and one
-# forked after it. One generation of forks (8) of slack; the exact figure is the cgroup's
-# usage.tasks_peak, asserted below where there is a cgroup.
-le "$(val peak)" 72 "py fork bomb: at most 64 tasks (+8 for the racy /proc scan) visible in the sandbox"
+# forked after it, and the slower the scan the more (a full suite run at a load of 5 on 2
+# cores saw more than 72 once). Two generations of forks (16) of slack; the exact figure is
+# the cgroup's usage.tasks_peak, asserted below where there is a cgroup.
+le "$(val peak)" 80 "py fork bomb: at most 64 tasks (+16 for the racy /proc scan) visible in the sandbox"
 if [ "$CG" = true ]; then
     is "$(jr .status)" pids_limit "py fork bomb: status pids_limit"
     check "py fork bomb: limits_hit has pids" hit pids
@@ -456,7 +457,7 @@ for s in fill.py fill.js; do
         le "$(val written)" $((16 * MiB)) "$s $d: at most --tmp-size 16M written ($(val written))"
         ge "$(val written)" $((8 * MiB)) "$s $d: the fill got going"
         is "$(jr .limits.\"tmp-size\".enforced)" $((16 * MiB)) "$s $d: limits.tmp-size.enforced 16M"
-        is "$(jr .limits.\"tmp-size\".mechanism)" "bwrap --size tmpfs on /tmp and /dev/shm" \
+        is "$(jr .limits.\"tmp-size\".mechanism)" "tmpfs size= and nr_inodes= on /tmp and /dev/shm" \
             "$s $d: limits.tmp-size mechanism"
     done
 done

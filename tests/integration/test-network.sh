@@ -265,39 +265,54 @@ check "a bwrap that shares the network: the message says why" \
     jqe '.message | test("not isolated from the network.*shares agentbox.s own network namespace")'
 refute "a bwrap that shares the network: the script never ran" has DONE
 
-# agentbox-init's own check, run directly: it refuses agentbox's namespace (by inode) and a
+# issue 24: the host's namespace inode reaches agentbox-init through its environment, which it
+# clears before the script starts: the script's /proc/1/cmdline and environment do not have it.
+cat >"$WORK/cmdline.py" <<'EOF'
+import os
+print("cmdline=" + open("/proc/1/cmdline", "rb").read().replace(b"\0", b" ").decode())
+print("env=" + ",".join(k for k in os.environ if "NET_CHECK" in k))
+print("DONE")
+EOF
+HOSTNS=$(stat -L -c %i /proc/self/ns/net)
+abb 60 "$WORK/cmdline.py"
+is "$(jr .status)" exited "/proc/1/cmdline: the run ends exited"
+check "/proc/1/cmdline: the script read it (agentbox-init's)" hasre '^cmdline=.*--status-fd'
+refute "/proc/1/cmdline: no host network namespace inode ($HOSTNS) in it" hasre "^cmdline=.*$HOSTNS"
+refute "/proc/1/cmdline: no --net-check in it" hasre '^cmdline=.*--net-check'
+is "$(val env)" "" "the script's environment has no AGENTBOX_INIT_NET_CHECK"
+
+# agentbox-init's own check, run directly (the inode in its environment): it refuses agentbox's namespace (by inode) and a
 # namespace with another interface; a fresh one with only lo passes.
 INIT_OK=$WORK/init-ok
 printf '#!/bin/sh\necho started\n' >"$INIT_OK"
 chmod 755 "$INIT_OK"
-HOSTNS=$(stat -L -c %i /proc/self/ns/net)
 init_rc=0
-"$AGENTBOX_INIT" --status-fd 3 --net-check "$HOSTNS" -- "$INIT_OK" 3>"$WORK/st" >"$WORK/init.out" 2>&1 ||
+AGENTBOX_INIT_NET_CHECK=$HOSTNS "$AGENTBOX_INIT" --status-fd 3 -- "$INIT_OK" 3>"$WORK/st" >"$WORK/init.out" 2>&1 ||
     init_rc=$?
-is "$init_rc" 125 "agentbox-init --net-check: its own namespace (by inode) is refused (exit 125)"
-check "agentbox-init --net-check: the status record says why" \
+is "$init_rc" 125 "agentbox-init AGENTBOX_INIT_NET_CHECK: its own namespace (by inode) is refused (exit 125)"
+check "agentbox-init AGENTBOX_INIT_NET_CHECK: the status record says why" \
     grep -aq "shares agentbox's own network namespace" "$WORK/st"
-refute "agentbox-init --net-check: the command did not start" grep -q started "$WORK/init.out"
+refute "agentbox-init AGENTBOX_INIT_NET_CHECK: the command did not start" grep -q started "$WORK/init.out"
 if unshare -rn true 2>/dev/null; then
     init_rc=0
-    unshare -rn "$AGENTBOX_INIT" --status-fd 3 --net-check "$HOSTNS" -- "$INIT_OK" \
+    AGENTBOX_INIT_NET_CHECK=$HOSTNS unshare -rn "$AGENTBOX_INIT" --status-fd 3 -- "$INIT_OK" \
         3>"$WORK/st" >"$WORK/init.out" 2>&1 || init_rc=$?
-    is "$init_rc" 0 "agentbox-init --net-check: a fresh namespace with lo only passes"
-    check "agentbox-init --net-check: ... and the command ran" grep -q started "$WORK/init.out"
+    is "$init_rc" 0 "agentbox-init AGENTBOX_INIT_NET_CHECK: a fresh namespace with lo only passes"
+    check "agentbox-init AGENTBOX_INIT_NET_CHECK: ... and the command ran" grep -q started "$WORK/init.out"
     if command -v ip >/dev/null && unshare -rn ip link add v0 type veth peer name v1 2>/dev/null; then
         init_rc=0
         # shellcheck disable=SC2016 # expanded by the inner shell
-        unshare -rn sh -c 'ip link add v0 type veth peer name v1 && exec "$0" --status-fd 3 --net-check 0 -- "$1"' \
+        unshare -rn sh -c 'ip link add v0 type veth peer name v1 && AGENTBOX_INIT_NET_CHECK=0 exec "$0" --status-fd 3 -- "$1"' \
             "$AGENTBOX_INIT" "$INIT_OK" 3>"$WORK/st" >"$WORK/init.out" 2>&1 || init_rc=$?
-        is "$init_rc" 125 "agentbox-init --net-check: a namespace with a veth besides lo is refused"
-        check "agentbox-init --net-check: the record names the interface" \
+        is "$init_rc" 125 "agentbox-init AGENTBOX_INIT_NET_CHECK: a namespace with a veth besides lo is refused"
+        check "agentbox-init AGENTBOX_INIT_NET_CHECK: the record names the interface" \
             grep -aq "interface 'v[01]' besides lo" "$WORK/st"
-        refute "agentbox-init --net-check: the command did not start there" grep -q started "$WORK/init.out"
+        refute "agentbox-init AGENTBOX_INIT_NET_CHECK: the command did not start there" grep -q started "$WORK/init.out"
     else
-        skip "agentbox-init --net-check: an extra interface is refused" "cannot create a veth in a user namespace here (no ip or no veth)"
+        skip "agentbox-init AGENTBOX_INIT_NET_CHECK: an extra interface is refused" "cannot create a veth in a user namespace here (no ip or no veth)"
     fi
 else
-    skip "agentbox-init --net-check: a fresh namespace passes" "unshare -rn is not allowed here"
+    skip "agentbox-init AGENTBOX_INIT_NET_CHECK: a fresh namespace passes" "unshare -rn is not allowed here"
 fi
 
 # The listener is still up (so an empty log means something): the host can still reach it.

@@ -420,4 +420,89 @@ is "$rc/$(jr .lang)/$(outtext)" 0/node/CODE-JS "--code with a node shebang runs 
 abb 60 --lang node --code 'console.log("CODE-LANG-JS")'
 is "$rc/$(jr .lang)/$(outtext)" 0/node/CODE-LANG-JS "--code with --lang node runs as Node"
 
+# ---- --report to what is not a regular file: written to, never replaced -------------------
+# (a review during issue 24: the temp file was renamed over /dev/null, which became a
+# regular file). agentbox changes nothing it did not create.
+printf 'print("R")\n' >"$WORK/rep.py"
+mkfifo "$WORK/rep.fifo"
+ln -s rep.fifo "$WORK/rep.link"
+# a reader that has the FIFO open (and says so) before agentbox opens it
+fifo_reader() {
+    rm -f "$WORK/fifo.out" "$WORK/fifo.ready"
+    bounded 40 python3 - "$WORK/rep.fifo" "$WORK/fifo.out" "$WORK/fifo.ready" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[3], "w").close()
+buf, t0 = b"", time.time()
+while time.time() - t0 < 30:
+    try:
+        d = os.read(fd, 65536)
+    except BlockingIOError:
+        time.sleep(0.01)
+        continue
+    if d:
+        buf += d
+    elif buf:
+        break
+    else:
+        time.sleep(0.01)
+open(sys.argv[2], "wb").write(buf)
+PY
+    reader=$!
+    _t=0
+    while [ ! -e "$WORK/fifo.ready" ] && [ "$_t" -lt 200 ]; do
+        sleep 0.05
+        _t=$((_t + 1))
+    done
+}
+for dest in rep.fifo rep.link; do
+    fifo_reader
+    rc=0
+    bounded 60 "$AGENTBOX" run --rm --report "$WORK/$dest" "$WORK/rep.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    wait "$reader" || true
+    is "$rc" 0 "--report $dest (a FIFO with a reader): the run ends 0"
+    check "--report $dest: the FIFO is still a FIFO" test -p "$WORK/rep.fifo"
+    check "--report $dest: the reader got the report" jqe '.status == "exited"' "$WORK/fifo.out"
+done
+check "--report rep.link: the link is still a link to the FIFO" \
+    test "$(readlink "$WORK/rep.link")" = rep.fifo
+rc=0
+bounded 60 "$AGENTBOX" run --rm --report "$WORK/rep.fifo" "$WORK/rep.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$rc" 2 "--report a FIFO no one reads: a usage error, not a hang"
+check "... naming the problem" grep -q "a FIFO with no reader" "$WORK/err"
+check "... and the FIFO is still a FIFO" test -p "$WORK/rep.fifo"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$WORK/rep.sock"
+rc=0
+bounded 60 "$AGENTBOX" run --rm --report "$WORK/rep.sock" "$WORK/rep.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+is "$rc" 2 "--report a socket: refused"
+check "... and it is still a socket" test -S "$WORK/rep.sock"
+if is_root; then
+    mknod "$WORK/rep.null" c 1 3
+    chmod 666 "$WORK/rep.null"
+    rc=0
+    bounded 60 "$AGENTBOX" run --rm --report "$WORK/rep.null" "$WORK/rep.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 0 "--report a copy of /dev/null (root): the run ends 0"
+    check "... and it is still the character device 1,3" \
+        test "$(stat -c '%F %t,%T' "$WORK/rep.null")" = "character special file 1,3"
+    # the real /dev/null and /dev/stdout, in a read-only host (../shared/tools/safe-ns):
+    # a regression fails there instead of replacing them
+    SAFE_NS=$AB_SRCDIR/../shared/tools/safe-ns
+    if [ -x "$SAFE_NS" ]; then
+        SCR=$(mktemp -d /var/lib/agentbox-devnull.XXXXXX)
+        cp "$WORK/rep.py" "$SCR/rep.py"
+        rc=0
+        # shellcheck disable=SC2016 # expanded by the inner sh
+        "$SAFE_NS" "$SCR" sh -c '
+            "$1" run --rm --report /dev/null "$2/rep.py" >"$2/o1" 2>"$2/e1"; echo "null $?"
+            "$1" run --rm --report /dev/stdout "$2/rep.py" >"$2/o2" 2>"$2/e2"; echo "stdout $?"
+            stat -c "%F" /dev/null; readlink /dev/stdout' sh "$AGENTBOX" "$SCR" >"$WORK/sn.out" 2>&1 || rc=$?
+        is "$(head -n 4 "$WORK/sn.out" | tr '\n' ' ')" "null 0 stdout 0 character special file /proc/self/fd/1 " \
+            "--report /dev/null and /dev/stdout (read-only host; stdout a file): both end 0, /dev/null stays a device, /dev/stdout a link"
+        check "--report /dev/stdout: the report is on stdout" jqe '.status == "exited"' "$SCR/o2"
+        rm -rf "$SCR"
+    else
+        skip "--report /dev/null in a read-only host" "needs ../shared/tools/safe-ns"
+    fi
+fi
+
 done_testing

@@ -282,6 +282,30 @@ mkdir -m 0700 "$WORK/npmproj/.ssh"
 refuse_ws "a project holding a .ssh directory" "credentials" "$WORK/npmproj"
 rmdir "$WORK/npmproj/.ssh"
 
+# --input through another user's symlink (issue 24): a root caller names a file under a
+# directory someone else owns; that user points a symlink on the way at root's own files. Only
+# symlinks owned by root or by the caller are followed on the way, as for --workspace.
+if is_root; then
+    mkdir -m 0700 "$WORK/rootonly"
+    printf 'root secret %s\n' "$$" >"$WORK/rootonly/data.txt"
+    mkdir -m 0755 "$WORK/theirs"
+    ln -s "$WORK/rootonly" "$WORK/theirs/data"
+    chown -h nobody "$WORK/theirs/data" "$WORK/theirs"
+    printf '%s\n' 'import os' 'print("IN", sorted(os.listdir(".")))' \
+        'if os.path.exists("data.txt"):' '    print("DATA", open("data.txt").read().strip())' \
+        >"$WORK/showin.py"
+    abb 30 --rm --input "$WORK/theirs/data/data.txt" "$WORK/showin.py"
+    is "$rc" 2 "--input through a symlink another user owns: exit 2, nothing runs"
+    check "... the message names the symlink and its owner" \
+        grep -q "passes through the symlink 'data', owned by uid 65534" "$WORK/err"
+    refute "... and root's file never reached the sandbox" grep -q "root secret" "$WORK/out"
+    chown -h root "$WORK/theirs/data"
+    abb 30 --rm --input "$WORK/theirs/data/data.txt" "$WORK/showin.py"
+    is "$rc|$(grep '^DATA' "$WORK/out")" "0|DATA root secret $$" "... one root owns is followed"
+else
+    skip "--input through a symlink another user owns" "needs root to make another user's symlink"
+fi
+
 if is_root && [ -x "$SAFE_NS" ] && [ -x "$AGENTBOX" ]; then
     # The scratch tree lives outside /tmp and /var/tmp (safe-ns replaces those with tmpfs).
     SCR=$(mktemp -d /var/lib/agentbox-wstest.XXXXXX)

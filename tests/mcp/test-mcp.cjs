@@ -313,7 +313,7 @@ async function rawTests() {
     // a line over --max-message (1M here; the test below is 100 MB)
     s.send('{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"' + 'x'.repeat(100 * 1024 * 1024) + '"}}');
     m = await s.wait((x) => x.error && /too large/.test(x.error.message), 60000);
-    ok(m.id === null && m.error.code === -32600, 'a 100 MB line is refused as too large', m);
+    ok(m.id === 14 && m.error.code === -32600 && m.error.data.max_bytes === 1024 * 1024, 'a 100 MB line is refused as too large, by its id', m);
     m = await s.request(15, 'ping');
     ok(m.result !== undefined, 'and the server keeps serving', m);
     // duplicate ids while the first is in flight
@@ -344,6 +344,99 @@ async function rawTests() {
     ok(dup.length === 0, 'no request was answered twice', dup);
     const ex = await s.close();
     ok(ex.code === 0, 'the server exits 0 at the end of its input', ex);
+}
+
+// issue 24: what the server holds for its clients is bounded in bytes. One run slot, busy; 64
+// calls of 15 MiB of code each then: the byte budget (128M here) takes a few, the rest are
+// answered busy at once; the server's memory stays under the budget plus 64 MiB; tools/list is
+// answered within a second all along; a call with more code than a run takes, and one over
+// --max-message, are refused on arrival.
+async function budgetTests() {
+    const MiB = 1024 * 1024;
+    const s = raw(['--max-runs', '1', '--max-pending-bytes', '128M']);
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const call = (id, args) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { _meta: meta, name: 'run_code', arguments: args } });
+    const write = (line) => new Promise((resolve) => { if (s.proc.stdin.write(line + '\n')) resolve(); else s.proc.stdin.once('drain', resolve); });
+    let peak = 0;
+    const rss = () => {
+        try {
+            const st = require('fs').readFileSync(`/proc/${s.proc.pid}/status`, 'utf8');
+            const kb = Number((/VmRSS:\s+(\d+)/.exec(st) || [0, 0])[1]);
+            if (kb > peak) peak = kb;
+        } catch (e) { /* gone */ }
+    };
+    const sampler = setInterval(rss, 20);
+    const lat = [];
+    let k = 0;
+    const listTime = async () => {
+        const id = 'list' + k++;
+        const t0 = Date.now();
+        const m = await s.request(id, 'tools/list', { _meta: meta }, 30000);
+        lat.push(m.result ? Date.now() - t0 : 99999);
+    };
+
+    // a call with more code than a run takes: refused on arrival, not when its turn comes
+    let t0 = Date.now();
+    await write(JSON.stringify(call('c20', { language: 'python', code: '#' + 'x'.repeat(20 * MiB) })));
+    let m = await s.reply('c20', 30000);
+    ok(m.result && m.result.isError && /at most 16777216/.test(JSON.stringify(m.result.content)) && Date.now() - t0 < 10000,
+        'a call with 20 MiB of code is refused on arrival (a run takes 16 MiB)', [m.result && m.result.content, Date.now() - t0]);
+    await listTime();
+
+    m = await s.request('blk', 'tools/call', { _meta: meta, name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(300)', wait_s: 0.1 } });
+    const blk = m.result && m.result.structuredContent && m.result.structuredContent.run_id;
+    ok(!!blk && m.result.structuredContent.status === 'running', 'a run holds the one slot', m);
+    const code = '#' + 'x'.repeat(15 * MiB);
+    for (let i = 0; i < 64; i++) {
+        // a long wait_s: on a loaded host the 64 writes can outlast the default 45 s, and a
+        // taken call would answer "still queued" before its run (not what is tested here)
+        await write(JSON.stringify(call('b' + i, { language: 'python', code, wait_s: 280 })));
+        if (i % 4 === 3) await listTime();
+    }
+    t0 = Date.now();
+    await write(JSON.stringify(call('c32', { language: 'python', code: '#' + 'y'.repeat(32 * MiB) })));
+    m = await s.reply('c32', 30000);
+    ok(m.error && m.error.code === -32600 && /too large/.test(m.error.message) && Date.now() - t0 < 5000,
+        'a 32 MiB call (over --max-message) is refused on arrival, by its id', [m, Date.now() - t0]);
+    await listTime();
+    await sleep(500);
+    const busy = [...Array(64).keys()].filter((i) => s.msgs.some((x) => x.id === 'b' + i && x.result && x.result.isError && /busy.*max-pending-bytes/.test(JSON.stringify(x.result.content))));
+    const answered = [...Array(64).keys()].filter((i) => s.msgs.some((x) => x.id === 'b' + i));
+    ok(busy.length >= 48 && busy.length === answered.length && busy.length < 64,
+        `of 64 calls of 15 MiB, the budget took ${64 - busy.length} and answered ${busy.length} busy at once`, [busy.length, answered.length]);
+    rss();
+    ok(peak > 0 && peak * 1024 < 192 * MiB, `the server held at most ${Math.round(peak / 1024)} MiB (its budget 128M + 64 MiB)`, peak);
+
+    // the slot frees: the calls the budget took run, and tools/list still answers meanwhile
+    await s.request('cx', 'tools/call', { _meta: meta, name: 'cancel_run', arguments: { run_id: blk } });
+    const taken = [...Array(64).keys()].filter((i) => !busy.includes(i));
+    const t1 = Date.now();
+    while (Date.now() - t1 < 180000 && !taken.every((i) => s.msgs.some((x) => x.id === 'b' + i))) {
+        await listTime();
+        await sleep(200);
+    }
+    ok(taken.every((i) => s.msgs.some((x) => x.id === 'b' + i && x.result && x.result.structuredContent && x.result.structuredContent.exit_code === 0)),
+        'each call the budget took ran, once the slot was free', taken.map((i) => (s.msgs.find((x) => x.id === 'b' + i) || {}).result));
+    clearInterval(sampler);
+    ok(lat.length > 20 && Math.max(...lat) < 1000, `tools/list answered within a second all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, lat);
+    ok(s.nonJson === 0, 'stdout carried nothing but JSON-RPC messages', s.nonJson);
+    await s.close();
+}
+
+// issue 24: the server hands the library paths under its state directory as strings, which
+// each run resolves again: under a parent another user may rename things in, it refuses to
+// start; under a sticky one (/tmp) it starts.
+function stateDirTests() {
+    const fs = require('fs');
+    const shared = STATE + '-shared';
+    fs.mkdirSync(shared);
+    fs.chmodSync(shared, 0o777);
+    let r = spawnSync(AGENTBOX, ['mcp', '--state-dir', shared + '/state'], { input: '', env: serverEnv(), encoding: 'utf8', timeout: 30000 });
+    ok(r.status === 125 && r.stderr.includes(`is under '${shared}'`) && /another user can rename/.test(r.stderr),
+        'a state directory under a directory others can write: refused, naming it', [r.status, r.stderr]);
+    fs.chmodSync(shared, 0o1777);
+    r = spawnSync(AGENTBOX, ['mcp', '--state-dir', shared + '/state2'], { input: '', env: serverEnv(), encoding: 'utf8', timeout: 30000 });
+    ok(r.status === 0, 'under a sticky one (like /tmp): the server starts', [r.status, r.stderr]);
 }
 
 async function restartAndRetention() {
@@ -564,6 +657,8 @@ async function signalTest() {
     try {
         await sdkTests();
         await rawTests();
+        await budgetTests();
+        stateDirTests();
         await restartAndRetention();
         await v2Client();
         await warmTests();

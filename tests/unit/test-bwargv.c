@@ -47,7 +47,9 @@ base_plan(struct ab_plan *p)
 	p->disable_userns = true;
 	p->seccomp = true;
 	p->landlock = p->landlock_scope = true;
-	p->tmp_size = 128ULL << 20;
+	p->tmp_src = xstrdup("/var/tmp/agentbox-1000/.mnt/tmp");
+	p->shm_src = xstrdup("/var/tmp/agentbox-1000/.mnt/shm");
+	p->pts_src = xstrdup("/var/tmp/agentbox-1000/.mnt/pts");
 	p->netns_not = 4026531840ULL;
 }
 
@@ -102,10 +104,15 @@ test_injection(void)
 	strv_push(&p.env, "EVIL=--bind / /host");
 	bwargv_build(&opts, &cmd, &p);
 	TAP_STREQ(cmd.v[0], "--", "the command starts with --");
-	for (size_t i = 0; i < opts.n; i++)
-		if (strcmp(opts.v[i], "--bind") == 0 && strcmp(opts.v[i + 2], "/work") != 0)
+	for (size_t i = 0; i < opts.n; i++) {
+		if (strcmp(opts.v[i], "--bind") == 0 && strcmp(opts.v[i + 2], "/work") != 0 &&
+		    strcmp(opts.v[i + 2], "/tmp") != 0 && strcmp(opts.v[i + 2], "/dev/shm") != 0)
 			opt_ok = false;
-	TAP_OK(opt_ok, "the only --bind in the options is the workspace");
+		if (strcmp(opts.v[i], "--dev-bind") == 0 && strcmp(opts.v[i + 2], "/dev/pts") != 0)
+			opt_ok = false;
+	}
+	TAP_OK(opt_ok, "the only --binds in the options are the workspace, /tmp and /dev/shm, "
+		       "the only --dev-bind /dev/pts");
 	TAP_OK(strcmp(cmd.v[cmd.n - 3], "--bind") == 0,
 	       "script args stay at the end of the command");
 	strv_done(&opts);

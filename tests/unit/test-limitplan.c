@@ -16,9 +16,11 @@
 #define NO_CG_WHY "no delegated cgroup v2: use systemd-run --user --scope -p Delegate=yes"
 #define WS_WHY    "--workspace DIR is bound as it is, with no quota"
 /* no memory cgroup: the supervisor's watchdog (memwatch.h, issue 18) */
-#define MW_MECH                                                                              \
-	"agentbox watchdog: RSS and shared memory of every sandbox process plus its tmpfs, " \
-	"polled every 1-50 ms, SIGKILL over the limit"
+#define MW_MECH                                                                               \
+	"agentbox watchdog: RSS and shared memory of every sandbox process plus its tmpfs, "  \
+	"and the kernel memory they hold (page tables, threads, fds, pipes, sockets, epoll, " \
+	"inotify, ptys, mappings, tmpfs inodes and xattrs), polled every 1-50 ms, SIGKILL "   \
+	"over the limit"
 #define WS_FIX "drop --workspace and use --input (the workspace is then a capped tmpfs)"
 
 enum host_kind {
@@ -153,8 +155,8 @@ common(const struct fx *f, const char *c)
 		       f->lp.tmp_bytes == 128ULL << 20,
 	       "%s: timeout, output, RLIMIT_FSIZE, RLIMIT_NOFILE, no core dumps, /tmp size", c);
 	lim_is(f, c, AB_LIM_TIMEOUT_MS, "agentbox monotonic deadline + SIGKILL", 60000, true);
-	lim_is(f, c, AB_LIM_TMP_SIZE, "bwrap --size tmpfs on /tmp and /dev/shm", 128ULL << 20,
-	       true);
+	lim_is(f, c, AB_LIM_TMP_SIZE, "tmpfs size= and nr_inodes= on /tmp and /dev/shm",
+	       128ULL << 20, true);
 	lim_is(f, c, AB_LIM_FILE_SIZE, "rlimit RLIMIT_FSIZE", 256ULL << 20, true);
 	lim_is(f, c, AB_LIM_NOFILE, "rlimit RLIMIT_NOFILE", 1024, true);
 	lim_is(f, c, AB_LIM_OUTPUT, "agentbox pipe capture", 1 << 20, true);
@@ -327,6 +329,12 @@ test_none(void)
 	TAP_OK(f.r == 0 && !f.lp.use_cgroup, "user, none: planned, no cgroup");
 	common(&f, "user, none");
 	lim_is(&f, "user, none", AB_LIM_MEMORY, MW_MECH, 1 << 30, true);
+	TAP_OK(f.res.limits[AB_LIM_MEMORY].note &&
+		       strstr(f.res.limits[AB_LIM_MEMORY].note,
+			      "Refused in this mode (memory the watchdog could not count): "
+			      "memfd_create, memfd_secret, shmget, msgget and semget (ENOSYS), "
+			      "F_SETPIPE_SZ above 64 KiB, SO_SNDBUF and SO_SNDBUFFORCE (EPERM)"),
+	       "user, none: the memory note lists what seccomp refuses in this mode (issue 24)");
 	lim_is(&f, "user, none", AB_LIM_PIDS, "rlimit RLIMIT_NPROC in a per-run user namespace",
 	       256, true);
 	TAP_STREQ(f.res.limits[AB_LIM_PIDS].note,
@@ -431,8 +439,8 @@ test_workspace(void)
 	       "--workspace: planned, no workspace tmpfs");
 	lim_is(&f, "--workspace", AB_LIM_DISK, NULL, 0, false);
 	lim_is(&f, "--workspace", AB_LIM_INODES, NULL, 0, false);
-	lim_is(&f, "--workspace", AB_LIM_TMP_SIZE, "bwrap --size tmpfs on /tmp and /dev/shm",
-	       128ULL << 20, true);
+	lim_is(&f, "--workspace", AB_LIM_TMP_SIZE,
+	       "tmpfs size= and nr_inodes= on /tmp and /dev/shm", 128ULL << 20, true);
 	warnings_are(&f, "--workspace", w);
 	fx_done(&f);
 

@@ -1,10 +1,12 @@
 /* Unit tests for the MCP server's pure parts: run ids, paths a client may give, agentbox://
  * URIs, base64, UTF-8, and the message handler itself (JSON-RPC errors, the two protocol
- * eras, notifications never answered), with replies captured instead of written. */
+ * eras, notifications never answered), with replies captured instead of written; the stdin
+ * reader (a line whole or its skeleton, issue 24) and the refusals it leads to. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/mcp/input.h"
 #include "src/mcp/mcp.h"
 #include "tests/tap.h"
 
@@ -177,12 +179,181 @@ test_handler(void)
 	mcp_done(&m);
 }
 
+/* What the reader handed over: the last line, whole or its skeleton. */
+static struct {
+	char *text;
+	size_t len, total;
+	bool whole, null;
+	int lines;
+} got;
+
+static bool
+take(void *ctx, char *text, size_t len, size_t total, bool whole)
+{
+	(void) ctx;
+	free(got.text);
+	got.text = text ? strndup(text, len) : NULL;
+	got.null = text == NULL;
+	got.len = len;
+	got.total = total;
+	got.whole = whole;
+	got.lines++;
+	return false;
+}
+
+/* Feeds s in pieces of step bytes. */
+static void
+feed(struct mcp_reader *r, const char *s, size_t step, size_t allow)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i += step)
+		mcp_reader_feed(r, s + i, n - i < step ? n - i : step, allow, take, NULL);
+}
+
+/* A JSON-RPC call whose code is pre + n x filler + post, as a line. */
+static char *
+call_line(const char *id, const char *pre, size_t n, char filler, const char *post)
+{
+	size_t cap = strlen(pre) + n + strlen(post) + 256;
+	char *s = malloc(cap);
+	int k;
+
+	if (!s)
+		abort();
+	k = snprintf(s, cap,
+		     "{\"params\":{\"name\":\"run_code\",\"arguments\":{\"language\":\"python\","
+		     "\"code\":\"%s",
+		     pre);
+	memset(s + k, filler, n);
+	snprintf(s + k + n, cap - (size_t) k - n,
+		 "%s\"}},\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\"}\n", post, id);
+	return s;
+}
+
+/* The skeleton parses, keeps id, method and tool name, and its code string starts as given. */
+static bool
+skeleton_ok(const char *id_json, const char *code_start)
+{
+	json_t *j = got.text ? json_loads(got.text, 0, NULL) : NULL;
+	json_t *want = json_loads(id_json, JSON_DECODE_ANY, NULL);
+	const char *code = json_string_value(json_object_get(
+		json_object_get(json_object_get(j, "params"), "arguments"), "code"));
+	bool ok =
+		j && !got.whole && json_equal(json_object_get(j, "id"), want) &&
+		strcmp(json_string_value(json_object_get(j, "method")) ?: "", "tools/call") == 0 &&
+		strcmp(json_string_value(json_object_get(json_object_get(j, "params"), "name"))
+			       ?: "",
+		       "run_code") == 0 &&
+		code && strncmp(code, code_start, strlen(code_start)) == 0 &&
+		strlen(code) <= MCP_SKEL_KEEP + 8;
+
+	json_decref(j);
+	json_decref(want);
+	return ok;
+}
+
+static void
+test_reader(void)
+{
+	struct mcp_reader r;
+	char *s;
+
+	mcp_reader_init(&r);
+	feed(&r, "{\"a\":1}\r\n{\"b\":\"x\\ny\"}\n", 3, 1000);
+	TAP_OK(got.lines == 2 && got.whole && strcmp(got.text, "{\"b\":\"x\\ny\"}") == 0 &&
+		       got.total == 12,
+	       "reader: lines across reads, whole, without their newline or \\r");
+	s = call_line("7", "", 100000, 'x', "");
+	feed(&r, s, 4096, 1u << 20);
+	TAP_OK(got.whole && got.len == strlen(s) - 1,
+	       "reader: a line within what it may hold is whole");
+	feed(&r, s, 4096, 50000);
+	TAP_OK(skeleton_ok("7", "xxxx") && got.total == strlen(s) - 1 && mcp_reader_held(&r) == 0,
+	       "reader: a line over it is its skeleton (id, method, tool; the code cut), and "
+	       "nothing "
+	       "is held after it");
+	free(s);
+	/* cuts never split an escape, a surrogate pair or a UTF-8 sequence */
+	s = call_line("\"s\"", "", MCP_SKEL_KEEP - 3, 'a', "\\u00e9\\ud83d\\ude00\\\"\\\\ü€𝄞 tail");
+	feed(&r, s, 7, 100);
+	TAP_OK(skeleton_ok("\"s\"", "aaa"),
+	       "reader: a cut at escapes and a surrogate pair is valid JSON");
+	free(s);
+	for (size_t k = 0; k < 12; k++) {
+		char pre[16];
+
+		snprintf(pre, sizeof(pre), "%.*s", (int) (k % 4), "bbb");
+		s = call_line("9", pre, MCP_SKEL_KEEP - 6 + k, 'c', "€€𝄞𝄞\\ud834\\udd1e\\\"x");
+		feed(&r, s, 1, 100);
+		if (!skeleton_ok("9", pre)) {
+			TAP_OK(0, "reader: cut %zu bytes into multi-byte characters: '%s'", k,
+			       got.text);
+			free(s);
+			break;
+		}
+		free(s);
+		if (k == 11)
+			TAP_OK(1, "reader: cuts at every offset around multi-byte characters and "
+				  "escapes "
+				  "stay valid JSON");
+	}
+	s = malloc(MCP_SKEL_MAX + 64);
+	memset(s, '[', MCP_SKEL_MAX + 16);
+	strcpy(s + MCP_SKEL_MAX + 16, "\n");
+	feed(&r, s, 65536, 1000);
+	TAP_OK(got.null && !got.whole && got.total == MCP_SKEL_MAX + 16,
+	       "reader: a skeleton that would pass %u bytes is none (nothing to answer by)",
+	       MCP_SKEL_MAX);
+	free(s);
+	mcp_reader_done(&r);
+	free(got.text);
+	got.text = NULL;
+}
+
+static void
+test_refuse(void)
+{
+	struct mcp m;
+	json_t *r;
+	static const char call[] = "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\","
+				   "\"params\":{\"name\":\"run_code\",\"arguments\":{}}}";
+
+	mcp_init(&m);
+	m.fuzzing = true;
+	m.send = capture;
+	json_array_clear(sent);
+	mcp_refuse(&m, call, strlen(call), m.pol.max_message + 1, 0);
+	r = json_array_get(sent, 0);
+	TAP_OK(json_array_size(sent) == 1 && code_of(r) == MCP_INVALID_REQUEST &&
+		       json_integer_value(json_object_get(r, "id")) == 42,
+	       "refuse: over --max-message, by its id");
+	json_array_clear(sent);
+	mcp_refuse(&m, call, strlen(call), 1000, 123);
+	r = json_object_get(json_array_get(sent, 0), "result");
+	TAP_OK(json_array_size(sent) == 1 && json_is_true(json_object_get(r, "isError")) &&
+		       strstr(json_dumps(json_object_get(r, "content"), 0), "busy"),
+	       "refuse: over the byte budget, a tool call is a busy tool error, by its id");
+	json_array_clear(sent);
+	mcp_refuse(&m, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}",
+		   strlen("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}"), 1000, 0);
+	TAP_OK(json_array_size(sent) == 0, "refuse: a notification is never answered");
+	json_array_clear(sent);
+	mcp_refuse(&m, NULL, 0, 1000, 0);
+	r = json_array_get(sent, 0);
+	TAP_OK(json_array_size(sent) == 1 && json_is_null(json_object_get(r, "id")),
+	       "refuse: no skeleton, an error with id null");
+	mcp_done(&m);
+}
+
 int
 main(void)
 {
 	sent = json_array();
 	test_helpers();
 	test_handler();
+	test_reader();
+	test_refuse();
 	json_decref(sent);
 	return tap_done();
 }

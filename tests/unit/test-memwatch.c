@@ -6,22 +6,30 @@
  *     copy-on-write sharing that the fast count over-counts and the precise count clears,
  *     a run over the limit by both, a process whose smaps cannot be read (counted with its
  *     fast numbers), zombies, a /proc that disappears.
- *  3. The seccomp variant the watchdog runs with (AB_FILTER_NO_HIDDEN_MEM): memfd_create,
+ *  3. The kernel-object scan (memwatch-kobj.c): its parsers (fd links, fdinfo, /proc/locks,
+ *     sock_diag replies built here) and a scan of a fake /proc with real symlinks.
+ *  4. The seccomp variant the watchdog runs with (AB_FILTER_NO_HIDDEN_MEM): memfd_create,
  *     memfd_secret and shmget are ENOSYS, and only with it.
  * The real thing (a sandbox's own /proc, tmpfs, the kill) is tests/integration/test-limits.sh.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <linux/filter.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <sys/ipc.h>
 #include <sys/prctl.h>
 #include <sys/shm.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -34,7 +42,8 @@
 #include "src/util/proc.h"
 #include "tests/tap.h"
 
-#define MiB (1ull << 20)
+#define MiB  (1ull << 20)
+#define TASK ((uint64_t) AB_MEMWATCH_TASK_COST)
 
 static char tmp[256];
 
@@ -189,7 +198,7 @@ test_fake_proc(void)
 	r = memwatch_attach(&mw, open_tmp(), 1000);
 	TAP_OK(r == 0 && mw.attached && mw.polls == 7, "attach: the first poll runs");
 	TAP_OK(mw.saw_script, "processes besides PID 1: the script was seen");
-	TAP_OK(mw.last == (100 + 800 * 1024) * 1024ull && mw.tasks_peak == 6 && !mw.over,
+	TAP_OK(mw.last == (100 + 800 * 1024) * 1024ull + 6 * TASK && mw.tasks_peak == 6 && !mw.over,
 	       "under the limit: RSS of every pid summed (non-pid entries skipped), 6 threads");
 	TAP_OK(mw.precise_checks == 0 && mw.next_ms == 1000 + 27,
 	       "under the limit: no precise check; next poll by the headroom (224 MiB: 27 ms)");
@@ -202,13 +211,14 @@ test_fake_proc(void)
 	r = memwatch_attach(&mw, open_tmp(), 2000);
 	TAP_OK(r == 0 && !mw.over && mw.precise_checks == 1,
 	       "fast over, precise under (COW sharing): no kill, one precise check");
-	TAP_OK(mw.last == (100 + 400 * 1024) * 1024ull,
+	TAP_OK(mw.last == (100 + 400 * 1024) * 1024ull + 6 * TASK,
 	       "the estimate is the precise count (init had no smaps_rollup: its fast one)");
 	TAP_OK(mw.next_precise_ms >= 2000 + AB_MEMWATCH_PRECISE_MIN_MS &&
 		       mw.next_ms == 2000 + memwatch_interval_ms(600 * MiB, mw.last),
 	       "after a precise check the headroom it found sets the next poll");
 	r = memwatch_poll(&mw, 2001);
-	TAP_OK(r == 0 && mw.precise_checks == 1 && mw.last == (100 + 400 * 1024) * 1024ull,
+	TAP_OK(r == 0 && mw.precise_checks == 1 &&
+		       mw.last == (100 + 400 * 1024) * 1024ull + 6 * TASK,
 	       "before the precise check is due the last precise count stands");
 	/* the fast count grows past the headroom the precise count left: checked at once,
 	 * before the rate limit would allow (issue 18: a 70 ms wait let four allocators pass
@@ -223,7 +233,7 @@ test_fake_proc(void)
 	put_free("8/smaps_rollup", rollup_text(300 * 1024, 0));
 	r = memwatch_poll(&mw, mw.next_precise_ms);
 	TAP_OK(r == 1 && mw.precise_checks == 3 && mw.over &&
-		       mw.over_bytes == (100 + 700 * 1024) * 1024ull,
+		       mw.over_bytes == (100 + 700 * 1024) * 1024ull + 6 * TASK,
 	       "precise over the limit: over, with the count");
 	TAP_OK(mw.peak >= mw.over_bytes, "the peak is at least the count that tripped it");
 	TAP_OK(memwatch_kill(&mw) < 0, "kill on a fake /proc fails (no pidfd there), no crash");
@@ -242,9 +252,9 @@ test_fake_proc(void)
 	memwatch_init(&mw, 600 * MiB);
 	mw.check_fs = false;
 	r = memwatch_attach(&mw, open_tmp(), 3000);
-	TAP_OK(r == 0 && mw.over && mw.over_bytes == (100 + 800 * 1024) * 1024ull,
+	TAP_OK(r == 0 && mw.over && mw.over_bytes == (100 + 800 * 1024) * 1024ull + 7 * TASK,
 	       "unreadable smaps: that process counts at its fast RSS (hiding is no discount)");
-	TAP_OK(mw.tasks_peak == 6, "a zombie adds no threads and no bytes");
+	TAP_OK(mw.tasks_peak == 7, "a zombie adds its task (not reaped yet) and no bytes");
 	memwatch_done(&mw);
 
 	/* not a directory: the watchdog cannot watch, and says so */
@@ -276,6 +286,231 @@ test_fake_proc(void)
 	}
 }
 
+/* Appends one netlink attribute (type, len bytes) at *off of buf. */
+static void
+nla_put(char *buf, size_t *off, unsigned short type, const void *data, size_t len)
+{
+	struct nlattr a = { .nla_len = (unsigned short) (NLA_HDRLEN + len), .nla_type = type };
+
+	memcpy(buf + *off, &a, sizeof(a));
+	memcpy(buf + *off + NLA_HDRLEN, data, len);
+	*off += NLA_ALIGN(a.nla_len);
+}
+
+/* Appends a unix_diag reply: inode, type, state, bytes sent and still queued, its sndbuf,
+ * bytes queued to it, its peer's inode. */
+static void
+unix_msg(char *buf, size_t *off, uint32_t ino, uint8_t type, uint8_t state, uint32_t wmem,
+	 uint32_t sndbuf, uint32_t rq, uint32_t peer)
+{
+	size_t start = *off, o;
+	struct nlmsghdr nh = { .nlmsg_type = SOCK_DIAG_BY_FAMILY };
+	struct unix_diag_msg m = {
+		.udiag_family = AF_UNIX, .udiag_type = type, .udiag_state = state, .udiag_ino = ino
+	};
+	struct unix_diag_rqlen rql = { .udiag_rqueue = rq };
+	uint32_t mem[SK_MEMINFO_VARS] = { 0 };
+
+	mem[SK_MEMINFO_WMEM_ALLOC] = wmem;
+	mem[SK_MEMINFO_SNDBUF] = sndbuf;
+	memcpy(buf + start + NLMSG_HDRLEN, &m, sizeof(m));
+	o = start + NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(m));
+	nla_put(buf, &o, UNIX_DIAG_PEER, &peer, sizeof(peer));
+	nla_put(buf, &o, UNIX_DIAG_RQLEN, &rql, sizeof(rql));
+	nla_put(buf, &o, UNIX_DIAG_MEMINFO, mem, sizeof(mem));
+	nh.nlmsg_len = (uint32_t) (o - start);
+	memcpy(buf + start, &nh, sizeof(nh));
+	*off = start + NLMSG_ALIGN(nh.nlmsg_len);
+}
+
+/* An inet_diag reply: its queues, and its buffer sizes. */
+static void
+inet_msg(char *buf, size_t *off, uint32_t rmem, uint32_t wmem, uint32_t queued, uint32_t rcvbuf,
+	 uint32_t sndbuf)
+{
+	size_t start = *off, o;
+	struct nlmsghdr nh = { .nlmsg_type = SOCK_DIAG_BY_FAMILY };
+	struct inet_diag_msg m = { .idiag_family = AF_INET };
+	uint32_t mem[SK_MEMINFO_VARS] = { 0 };
+
+	mem[SK_MEMINFO_RMEM_ALLOC] = rmem;
+	mem[SK_MEMINFO_WMEM_ALLOC] = wmem;
+	mem[SK_MEMINFO_WMEM_QUEUED] = queued;
+	mem[SK_MEMINFO_RCVBUF] = rcvbuf;
+	mem[SK_MEMINFO_SNDBUF] = sndbuf;
+	memcpy(buf + start + NLMSG_HDRLEN, &m, sizeof(m));
+	o = start + NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(m));
+	nla_put(buf, &o, INET_DIAG_SKMEMINFO, mem, sizeof(mem));
+	nh.nlmsg_len = (uint32_t) (o - start);
+	memcpy(buf + start, &nh, sizeof(nh));
+	*off = start + NLMSG_ALIGN(nh.nlmsg_len);
+}
+
+static void
+ctl_msg(char *buf, size_t *off, unsigned short type, int error)
+{
+	struct nlmsghdr nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct nlmsgerr)),
+			       .nlmsg_type = type };
+	struct nlmsgerr e = { .error = error };
+
+	memcpy(buf + *off, &nh, sizeof(nh));
+	memcpy(buf + *off + NLMSG_HDRLEN, &e, sizeof(e));
+	*off += NLMSG_ALIGN(nh.nlmsg_len);
+}
+
+static void
+test_kobj_parsers(void)
+{
+	static const char epoll[] = "pos:\t0\nflags:\t02\nmnt_id:\t15\nino:\t1057\n"
+				    "tfd:        5 events:       19 data:                5  pos:0 "
+				    "ino:1 sdev:c\ntfd:        6 events:       19 data:   6\n";
+	static const char locks[] = "1: POSIX  ADVISORY  WRITE 3 00:2a:17 0 EOF\n"
+				    "2: FLOCK  ADVISORY  WRITE 0 fd:00:1234 0 EOF\n"
+				    "3: OFDLCK ADVISORY  READ  -1 00:2a:18 0 0\n"
+				    "3: -> POSIX  ADVISORY  WRITE 5 00:2a:18 0 0\n"
+				    "4: -> POSIX  ADVISORY  WRITE 0 00:2a:18 0 0\n";
+	struct ab_sock_costs c = { .per_socket = 2048,
+				   .dead_reserve = 400000,
+				   .dgram_reserve = 2000000 };
+	union {
+		char b[4096];
+		struct nlmsghdr align;
+	} u;
+	struct ab_sockdiag_sum sum = { 0 };
+	uint64_t ino = 1;
+	size_t off = 0;
+
+	TAP_OK(memwatch_fd_kind("pipe:[123]", &ino) == AB_FD_PIPE && ino == 123,
+	       "fd kind: a pipe, with its inode");
+	TAP_OK(memwatch_fd_kind("socket:[9]", &ino) == AB_FD_SOCKET && ino == 9,
+	       "fd kind: a socket, with its inode");
+	TAP_OK(memwatch_fd_kind("pipe:[12x]", &ino) == AB_FD_OTHER &&
+		       memwatch_fd_kind("/work/pipe:[1]", &ino) == AB_FD_OTHER,
+	       "fd kind: a file named like a pipe is a file");
+	TAP_OK(memwatch_fd_kind("anon_inode:[eventpoll]", &ino) == AB_FD_EPOLL &&
+		       memwatch_fd_kind("anon_inode:inotify", &ino) == AB_FD_INOTIFY &&
+		       memwatch_fd_kind("/dev/pts/ptmx", &ino) == AB_FD_PTMX &&
+		       memwatch_fd_kind("/dev/pts/3", &ino) == AB_FD_OTHER,
+	       "fd kind: epoll, inotify, a pty master; a pty's other side is a plain fd");
+	TAP_OK(memwatch_count_lines(epoll, "tfd:") == 2, "epoll fdinfo: one tfd line per watch");
+	TAP_OK(memwatch_parse_scm_fds("pos:\t0\nino:\t5\nscm_fds: 17\n") == 17 &&
+		       memwatch_parse_scm_fds("pos:\t0\n") == 0,
+	       "socket fdinfo: the fds in flight in its queue (0 when the kernel does not say)");
+	TAP_OK(memwatch_count_locks(locks) == 3,
+	       "/proc/locks: the run's POSIX lock, an OFD lock, a waiter; not other namespaces'");
+
+	TAP_OK(memwatch_parse_sockstat("sockets: used 3\nTCP: inuse 0 orphan 0 tw 0 alloc 1 mem 2\n"
+				       "UDP: inuse 0 mem 0\nUDPLITE: inuse 0\n",
+				       "TCP6: inuse 0\nUDP6: inuse 0\nUDPLITE6: inuse 0\n") == 0,
+	       "sockstat: no inet socket in this namespace, no inet dump (alloc and mem are "
+	       "global)");
+	TAP_OK(memwatch_parse_sockstat(
+		       "TCP: inuse 0 orphan 0 tw 2 alloc 1 mem 2\nUDP: inuse 1 mem 0\n",
+		       "TCP6: inuse 0\nUDP6: inuse 0\nUDPLITE6: inuse 4\n") ==
+		       ((1u << 1) | (1u << 2) | (1u << 3) | (1u << 6)),
+	       "sockstat: TIME_WAIT asks for both TCP dumps, UDP and UDPLITE6 theirs");
+
+	unix_msg(u.b, &off, 1, SOCK_STREAM, TCP_ESTABLISHED, 1000, 0, 0, 8);      /* sending */
+	unix_msg(u.b, &off, 2, SOCK_STREAM, TCP_ESTABLISHED, 1000, 212992, 0, 8); /* idle */
+	unix_msg(u.b, &off, 3, SOCK_STREAM, TCP_ESTABLISHED, 0, 0, 5, 0); /* its peer closed */
+	unix_msg(u.b, &off, 4, SOCK_STREAM, TCP_ESTABLISHED, 0, 0, 5, 8); /* peer alive */
+	unix_msg(u.b, &off, 5, SOCK_DGRAM, TCP_CLOSE, 0, 0, 3, 0);        /* datagrams queued */
+	unix_msg(u.b, &off, 6, SOCK_STREAM, TCP_LISTEN, 0, 0, 4, 0);      /* embryos queued */
+	inet_msg(u.b, &off, 100, 10, 200, 0, 0);
+	inet_msg(u.b, &off, 100, 10, 200, 131072, 16384);
+	TAP_OK(memwatch_parse_sockdiag(u.b, off, &c, &sum) == 0 && sum.count == 8 &&
+		       sum.bytes == 8 * 2048 + 1000 + 212992 * 3 / 2 + 400000 + 2000000 + 310 +
+					    131072 + 16384,
+	       "sock_diag: queued or 1.5 sndbuf, a closed peer's and a datagram queue's reserve, "
+	       "TCP queues or buffers (%llu)",
+	       (unsigned long long) sum.bytes);
+	TAP_OK(sum.n_queued == 3 && sum.queued[0] == 3 && sum.queued[1] == 4 && sum.queued[2] == 5,
+	       "sock_diag: the sockets with data queued to them are listed (not a listener)");
+	off = 0;
+	ctl_msg(u.b, &off, NLMSG_DONE, 0);
+	TAP_OK(memwatch_parse_sockdiag(u.b, off, &c, &sum) == 1, "sock_diag: done");
+	off = 0;
+	ctl_msg(u.b, &off, NLMSG_ERROR, -ENOENT);
+	TAP_OK(memwatch_parse_sockdiag(u.b, off, &c, &sum) == -ENOENT,
+	       "sock_diag: an error reply is its errno");
+	off = 0;
+	unix_msg(u.b, &off, 1, SOCK_STREAM, TCP_ESTABLISHED, 1, 0, 0, 0);
+	TAP_OK(memwatch_parse_sockdiag(u.b, off - 8, &c, &sum) == -EBADMSG,
+	       "sock_diag: a message longer than what was received is malformed");
+	free(sum.queued);
+}
+
+/* The kernel-object scan against a fake /proc whose fd directories hold real symlinks. */
+static void
+test_kobj_scan(void)
+{
+	static const char *const links[][2] = {
+		{ "20/fd/3", "pipe:[55]" },
+		{ "20/fd/4", "pipe:[55]" },
+		{ "20/fd/5", "anon_inode:[eventpoll]" },
+		{ "20/fd/6", "socket:[77]" },
+		{ "20/fd/7", "anon_inode:inotify" },
+		{ "20/fd/8", "/dev/pts/ptmx" },
+		{ "20/fd/9", "/usr/lib/x.so" },
+		{ "21/fd/3", "pipe:[55]" },
+		{ "21/fd/4", "pipe:[56]" },
+		{ "21/fd/5", "socket:[77]" },
+	};
+	struct ab_memwatch mw;
+	uint64_t bytes = 0, fds = 0, want;
+	char path[512];
+
+	snprintf(tmp, sizeof(tmp), "/tmp/test-memwatch.XXXXXX");
+	if (!mkdtemp(tmp))
+		abort();
+	proc_dir("20");
+	proc_dir("21");
+	proc_dir("20/fd");
+	proc_dir("21/fd");
+	proc_dir("20/fdinfo");
+	proc_dir("21/fdinfo");
+	put_free("20/status", status_text(1024, 0, 1));
+	put_free("21/status", status_text(1024, 0, 1));
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		snprintf(path, sizeof(path), "%s/%s", tmp, links[i][0]);
+		if (symlink(links[i][1], path) < 0)
+			abort();
+	}
+	put("20/fdinfo/5", "pos:\t0\ntfd:        5 events: 19\ntfd:        6 events: 19\n");
+	put("20/fdinfo/6", "pos:\t0\nscm_fds: 2\n");
+	put("21/fdinfo/5", "pos:\t0\nscm_fds: 2\n");
+	put("20/maps", "a\nb\nc\n");
+	put("locks", "1: POSIX  ADVISORY  WRITE 3 00:2a:17 0 EOF\n"
+		     "2: POSIX  ADVISORY  WRITE 0 00:2a:17 0 EOF\n");
+
+	memwatch_init(&mw, 1ull << 30);
+	mw.check_fs = false;
+	TAP_OK(memwatch_attach(&mw, open_tmp(), 1000) == 0, "kobj: attach to the fake /proc");
+	TAP_OK(memwatch_kobj_scan(&mw, &bytes, &fds) == 0, "kobj: the scan runs");
+	want = 10 * AB_MEMWATCH_FD_COST + 2 * AB_MEMWATCH_PIPE_COST /* 55 and 56, once each */ +
+	       7 * AB_MEMWATCH_EPITEM_COST + /* the epoll's 2 watches, or 1 x its process's 7 fds */
+	       mw.inotify_queue + AB_MEMWATCH_PTY_COST + 3 * AB_MEMWATCH_VMA_COST +
+	       1 * AB_MEMWATCH_LOCK_COST;
+	TAP_OK(fds == 10 && bytes == want,
+	       "kobj: each fd, each pipe once, epoll watches, inotify queue, pty, mappings, the "
+	       "run's locks (%llu, want %llu)",
+	       (unsigned long long) bytes, (unsigned long long) want);
+	TAP_OK(mw.kobj_checks == 1 && mw.kobj == want && mw.last >= want,
+	       "kobj: the first poll ran the scan and counts it");
+	/* more watches than the process has fds (their files are open elsewhere): the watches */
+	put("20/fdinfo/5",
+	    "tfd: 1\ntfd: 2\ntfd: 3\ntfd: 4\ntfd: 5\ntfd: 6\ntfd: 7\ntfd: 8\ntfd: 9\n");
+	bytes = 0;
+	TAP_OK(memwatch_kobj_scan(&mw, &bytes, &fds) == 0 &&
+		       bytes == want + 2 * AB_MEMWATCH_EPITEM_COST,
+	       "kobj: an epoll with more watches than its process has fds: each watch (%llu)",
+	       (unsigned long long) bytes);
+	memwatch_done(&mw);
+	snprintf(path, sizeof(path), "rm -rf -- '%s'", tmp);
+	if (system(path) != 0)
+		printf("# could not remove %s\n", tmp);
+}
+
 /* issue 25: a short script is measured at all (the first polls come 1, 2, 4 ... 32 ms apart,
  * whatever the headroom), PID 1 alone is not the script, and before a kill the run's
  * processes are read for their CPU and peak RSS */
@@ -296,8 +531,10 @@ test_start_and_reading(void)
 	memwatch_init(&mw, 1ull << 30);
 	mw.check_fs = false;
 	r = memwatch_attach(&mw, open_tmp(), at);
-	TAP_OK(r == 0 && !mw.saw_script && mw.peak == 56 * 1024,
-	       "agentbox-init alone: measured, but the script was not seen (peak is not its)");
+	TAP_OK(r == 0 && !mw.saw_script && mw.peak == 56 * 1024 + TASK,
+	       "agentbox-init alone: measured (its RSS and its task), but the script was not seen "
+	       "(peak is not its: %llu)",
+	       (unsigned long long) mw.peak);
 	for (int i = 1; i <= 8; i++) {
 		int64_t want = i <= 6 ? 1 << (i - 1) : AB_MEMWATCH_MAX_MS;
 
@@ -312,8 +549,8 @@ test_start_and_reading(void)
 	proc_dir("2");
 	put_free("2/status", status_text(3000, 0, 1));
 	(void) memwatch_poll(&mw, at + 1);
-	TAP_OK(mw.saw_script && mw.peak == (3000 + 56) * 1024ull,
-	       "the interpreter seen: the peak is the run's");
+	TAP_OK(mw.saw_script && mw.peak == (3000 + 56) * 1024ull + 2 * TASK,
+	       "the interpreter seen: the peak is the run's (%llu)", (unsigned long long) mw.peak);
 
 	/* the reading before a kill: utime + stime + cutime + cstime of every process, and the
 	 * largest VmHWM */
@@ -418,6 +655,8 @@ main(void)
 	test_parsers();
 	test_fake_proc();
 	test_start_and_reading();
+	test_kobj_parsers();
+	test_kobj_scan();
 	test_filter();
 	return tap_done();
 }

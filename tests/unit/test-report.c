@@ -68,7 +68,7 @@ golden_result(struct ab_record *r, struct ab_run_opts *o)
 		[AB_LIM_CPU_TIME_MS] = "cgroup v1 cpuacct.usage polled + RLIMIT_CPU",
 		[AB_LIM_DISK] = "tmpfs size= on the workspace",
 		[AB_LIM_INODES] = "tmpfs nr_inodes= on the workspace",
-		[AB_LIM_TMP_SIZE] = "bwrap --size tmpfs on /tmp and /dev/shm",
+		[AB_LIM_TMP_SIZE] = "tmpfs size= and nr_inodes= on /tmp and /dev/shm",
 		[AB_LIM_FILE_SIZE] = "rlimit RLIMIT_FSIZE",
 		[AB_LIM_NOFILE] = "rlimit RLIMIT_NOFILE",
 		[AB_LIM_OUTPUT] = "agentbox pipe capture",

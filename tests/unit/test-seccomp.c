@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-/* libseccomp's header (for seccomp_version()); ours is src/filter.h. */
+/* libseccomp's header (for seccomp_version()); ours is src/supervisor/filter.h. */
 #include <seccomp.h>
 
 #include "config.h"
@@ -906,6 +906,59 @@ test_bwrap(enum ab_seccomp_policy p, int prog_fd)
 	strv_done(&av);
 }
 
+/* AB_FILTER_NO_HIDDEN_MEM, the memory watchdog's variant (issue 24): what it adds to the
+ * default policy, and that the default's own rules still hold. Without a filter each of these
+ * calls works (sndbufforce needs CAP_NET_ADMIN, ptrace a pid). */
+static void
+test_memwatch_variant(void)
+{
+	static const struct {
+		const char *name, *want, *control;
+	} calls[] = {
+		{ "memfd_create", "ENOSYS", "OK" }, { "shmget", "ENOSYS", "OK" },
+		{ "msgget", "ENOSYS", "OK" },       { "semget", "ENOSYS", "OK" },
+		{ "setpipe_64k", "OK", "OK" },      { "setpipe_1m", "EPERM", "OK" },
+		{ "setpipe_hi", "EPERM", "OK" },    { "sndbuf", "EPERM", "OK" },
+		{ "sndbufforce", "EPERM", NULL },   { "rcvbuf", "OK", "OK" },
+		{ "ptrace", "EPERM", NULL },        { "inotify_init1", "OK", "OK" },
+	};
+	struct ab_err err = { 0 };
+	cleanup_fd int fd =
+		filter_program_fd_flags(AB_SECCOMP_DEFAULT, AB_FILTER_NO_HIDDEN_MEM, -1, &err);
+	cleanup_free char *bytes = NULL;
+	struct strv av = { 0 };
+	struct sock_fprog prog;
+	struct run r, c;
+	size_t len = 0;
+
+	TAP_OK(fd >= 0, "memwatch variant: program fd (%s)", err.msg);
+	bytes = fd >= 0 ? read_fd_all(fd, &len) : NULL;
+	if (!bytes || len == 0 || len % 8)
+		return;
+	prog = fprog_of(bytes, len);
+	strv_push_n(&av, 2, probe_path, "try-syscall");
+	for (size_t i = 0; i < ARRAY_SIZE(calls); i++)
+		strv_push(&av, calls[i].name);
+	TAP_OK(run_cmd(strv_array(&av), &prog, -1, &r) == 0 && exited_ok(&r),
+	       "memwatch variant: ab-probe try-syscall exits 0");
+	TAP_OK(run_cmd(strv_array(&av), NULL, -1, &c) == 0 && exited_ok(&c),
+	       "memwatch variant: the control run exits 0");
+	for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+		char buf[64];
+
+		TAP_STREQ(result_of(r.out, calls[i].name, buf, sizeof(buf)), calls[i].want,
+			  "memwatch variant: %s -> %s", calls[i].name, calls[i].want);
+		if (!calls[i].control)
+			continue;
+		TAP_STREQ(result_of(c.out, calls[i].name, buf, sizeof(buf)), calls[i].control,
+			  "memwatch variant control: %s -> %s without the filter", calls[i].name,
+			  calls[i].control);
+	}
+	free(r.out);
+	free(c.out);
+	strv_done(&av);
+}
+
 static bool
 have_exe(const char *what, const char *path)
 {
@@ -950,6 +1003,7 @@ main(void)
 	for (int p = 0; p < AB_SECCOMP_COUNT; p++)
 		test_filtered_probe(p, prog[p], len[p]);
 	test_control();
+	test_memwatch_variant();
 
 	tools = have_exe("bwrap", bwrap_path);
 	tools = have_exe("python3", python_path) && tools;

@@ -325,6 +325,18 @@ test("onStderr: agentbox's own lines are left out, the script's kept in order", 
   const ours = ownLines({ warnings: ['default cpus limit only approximated: ...', 'other'], defaults_not_applied: ['cpus'] });
   assert.equal(ours, 'agentbox: warning: other\nagentbox: note: defaults this host cannot fully apply: cpus (agentbox doctor explains)\n');
   assert.equal(through(['s\n', ours], ours), 's\n');
+  // issue 24: a line like agentbox's holds back only itself (and the ones like it right
+  // after) until the next line, never the rest of the stream
+  const out = [];
+  const f = new Filter((t) => out.push(t));
+  f.push("agentbox: fake\nTry 'agentbox x\n");
+  assert.deepEqual(out, []);
+  f.push('la');
+  f.push('ter\nmore\n');
+  assert.equal(out.join(''), "agentbox: fake\nTry 'agentbox x\nlater\nmore\n");
+  f.push('agentbox: warning: w\n');
+  f.end('agentbox: warning: w\n');
+  assert.equal(out.join(''), "agentbox: fake\nTry 'agentbox x\nlater\nmore\n");
   let err = '';
   const r = await run({
     code: 'import sys\nprint("agentbox: not really", file=sys.stderr)\nprint("partial", end="", file=sys.stderr)',
@@ -332,6 +344,23 @@ test("onStderr: agentbox's own lines are left out, the script's kept in order", 
   });
   assert.equal(err, 'agentbox: not really\npartial');
   assert.equal(r.stderr.text, err);
+  r.close();
+});
+
+test("onStderr: what follows a line like agentbox's flows while the run goes on", async () => {
+  // issue 24: everything after a line starting "agentbox: " was held until the run ended;
+  // now the next line releases it. The script sleeps 4 s after its lines: they must reach
+  // the callback while it sleeps, not when the run returns.
+  let seen = null;
+  const r = await run({
+    code: 'import sys, time\nprint("agentbox: warning: not agentbox", file=sys.stderr, flush=True)\n' +
+      'print("after-the-fake", file=sys.stderr, flush=True)\ntime.sleep(4)\n',
+    onStderr: (t) => { if (seen === null && t.includes('after-the-fake')) seen = Date.now(); },
+  });
+  const end = Date.now();
+  assert.ok(r.ok, r.message);
+  assert.ok(seen !== null && end - seen >= 2000, `arrived ${seen === null ? 'never' : end - seen} ms before the end`);
+  assert.ok(r.stderr.text.includes('agentbox: warning: not agentbox\nafter-the-fake\n'));
   r.close();
 });
 

@@ -327,9 +327,12 @@ class _Invocation:
 
 
 # agentbox's own lines on its stderr ("agentbox: warning: ...", its error line) come after
-# the script's relayed output. With on_stderr, the output goes out as it comes until a line
-# starts like one of agentbox's: from there on everything is held until the run ends (so the
-# order stays), the lines the report accounts for are dropped from its end, the rest goes out.
+# the script's relayed output, once the run has ended: they are the stream's last lines. With
+# on_stderr, the output goes out as it comes, but a line that starts like one of agentbox's is
+# held, with the ones like it right after, until a line that does not follows (then they were
+# the script's: they go out, in order) or the run ends (then the lines the report accounts for
+# are dropped from their end, the rest goes out). The script's stderr never waits for more
+# than its own next line.
 _HELD = ("agentbox: ", "Try 'agentbox ")
 
 
@@ -337,13 +340,10 @@ class _StderrFilter:
     def __init__(self, emit: Callback) -> None:
         self.emit = emit
         self.line = ""  # the start of the current line, while it could still be agentbox's
-        self.mode = "start"  # "start" of a line, "pass" (the rest of a line that is not), "hold"
-        self.held = ""
+        self.mode = "start"  # "start" of a line, "pass" (the rest of a line that is not)
+        self.held = ""  # whole lines like agentbox's, not yet known to be the script's
 
     def push(self, text: str) -> None:
-        if self.mode == "hold":
-            self.held += text
-            return
         i = 0
         while i < len(text):
             nl = text.find("\n", i)
@@ -356,13 +356,14 @@ class _StderrFilter:
                 continue
             self.line += piece
             done = self.line.endswith("\n")
+            if self.line.startswith(_HELD):
+                if done:  # held until what follows tells whose it is
+                    self.held, self.line = self.held + self.line, ""
+                continue
             if not done and any(h.startswith(self.line) for h in _HELD):
                 continue  # too short to tell
-            if self.line.startswith(_HELD):
-                self.mode, self.held, self.line = "hold", self.line + text[i:], ""
-                return
-            self.emit(self.line)
-            self.line, self.mode = "", "start" if done else "pass"
+            self.emit(self.held + self.line)
+            self.held, self.line, self.mode = "", "", "start" if done else "pass"
 
     def end(self, ours: Optional[str]) -> None:
         rest = self.held + self.line

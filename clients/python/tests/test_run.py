@@ -359,10 +359,44 @@ def test_stderr_filter_keeps_the_scripts_lines_in_order():
                     "agentbox: note: defaults this host cannot fully apply: cpus "
                     "(agentbox doctor explains)\n"), ours
     assert through(["s\n", ours], ours) == "s\n"
+    # issue 24: a line like agentbox's holds back only itself (and the ones like it right
+    # after) until the next line, never the rest of the stream
+    out = []
+    f = _StderrFilter(out.append)
+    f.push("agentbox: fake\nTry 'agentbox x\n")
+    assert out == []
+    f.push("la")
+    f.push("ter\nmore\n")
+    assert "".join(out) == "agentbox: fake\nTry 'agentbox x\nlater\nmore\n"
+    f.push("agentbox: warning: w\n")
+    f.end("agentbox: warning: w\n")
+    assert "".join(out) == "agentbox: fake\nTry 'agentbox x\nlater\nmore\n"
     err = []
     r = agentbox.run("import sys\nprint('agentbox: not really', file=sys.stderr)\n"
                      "print('partial', end='', file=sys.stderr)", on_stderr=err.append)
     assert "".join(err) == "agentbox: not really\npartial" == r.stderr.text
+
+
+def test_stderr_after_a_line_like_agentboxs_flows_while_the_run_goes_on():
+    # issue 24: the filter held everything after a line starting "agentbox: " until the run
+    # ended; now the next line releases it. The script sleeps 4 s after its lines: they
+    # must reach the callback while it sleeps, not when the run returns.
+    import time
+
+    seen = {}
+
+    def cb(text):
+        if "after-the-fake" in text and "t" not in seen:
+            seen["t"] = time.monotonic()
+
+    r = agentbox.run("import sys, time\n"
+                     "print('agentbox: warning: not agentbox', file=sys.stderr, flush=True)\n"
+                     "print('after-the-fake', file=sys.stderr, flush=True)\n"
+                     "time.sleep(4)\n", on_stderr=cb, timeout=30)
+    end = time.monotonic()
+    assert r.ok, r.message
+    assert "t" in seen and end - seen["t"] >= 2, end - seen.get("t", end)
+    assert "agentbox: warning: not agentbox\nafter-the-fake\n" in r.stderr.text
 
 
 def test_a_callback_that_raises_stops_the_run():

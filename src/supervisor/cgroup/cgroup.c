@@ -34,17 +34,10 @@ cg_write_procs(const struct ab_cg *cg, const char *text, size_t len)
 	if (!cg || cg->name[0] == '\0')
 		return -EBADF;
 	for (int i = 0; i < CG_N; i++) {
-		ssize_t w;
+		int r = cg->procs_fd[i] < 0 ? 0 : write_once(cg->procs_fd[i], text, len);
 
-		if (cg->procs_fd[i] < 0)
-			continue;
-		do
-			w = write(cg->procs_fd[i], text, len);
-		while (w < 0 && errno == EINTR);
-		if (w < 0)
-			return -errno;
-		if ((size_t) w != len)
-			return -EIO;
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
