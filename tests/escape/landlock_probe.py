@@ -3,7 +3,8 @@
 # argv: ABSTRACT_NAME WAIT_SECS TOKEN
 # Each check is something only Landlock stops here (the mount namespace and the uid allow it):
 #  - bind/listen on 127.0.0.1 inside the sandbox's own network namespace (ABI >= 4)
-#  - create a file in /dev, a tmpfs that belongs to the sandbox user (ABI >= 1)
+#  - write /proc/self/comm, a file of the script's own on a writable mount (ABI >= 1); /dev
+#    is read-only since issue 24, so creating a file there is contained (EROFS) either way
 #  - connect to the abstract socket ABSTRACT_NAME, which the harness binds from the host inside
 #    this sandbox's network namespace, i.e. outside the Landlock domain (ABI >= 6); the script
 #    waits up to WAIT_SECS for it to appear. WAIT_SECS 0 skips this check.
@@ -47,6 +48,12 @@ try:
     out("ESCAPED", "mkdir-in-dev", "created")
 except OSError as e:
     out("CONTAINED", "mkdir-in-dev", en(e.errno))
+try:
+    with open("/proc/self/comm", "w") as f:
+        f.write("abesc")
+    out("ESCAPED", "write-proc-comm", "wrote /proc/self/comm")
+except OSError as e:
+    out("CONTAINED", "write-proc-comm", en(e.errno))
 # the allowed places stay writable (the control that Landlock is not simply denying all)
 for d in ("/work", "/tmp", "/dev/shm"):
     p = "%s/abesc-ok-%s" % (d, TOKEN)

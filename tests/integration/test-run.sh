@@ -107,9 +107,10 @@ check "without --rm: the workspace copy holds the script's file" \
     test "$(cat "$(jr .workspace)/hello.txt")" = hi
 is "$(find "$(jr .run_dir)" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" ".agentbox-run report.json work " \
     "a kept run dir holds the marker, the report and the workspace copy, nothing else"
-# The workspace and /etc tmpfs were mounted on RUNS/.mnt/* in agentbox's own mount
-# namespace: on the host those stay empty directories, and nothing is mounted there.
-is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "env etc ro script work " "the runs root has the five shared mountpoint dirs"
+# The workspace, /etc, /tmp, /dev/shm and /dev/pts (agentbox's own tmpfs and devpts since
+# issue 24) were mounted on RUNS/.mnt/* in agentbox's own mount namespace: on the host those
+# stay empty directories, and nothing is mounted there.
+is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "env etc pts ro script shm tmp work " "the runs root has the eight shared mountpoint dirs"
 is "$(find "$RUNS/.mnt" -mindepth 2 | wc -l)" 0 "the shared mountpoints are empty on the host"
 is "$(grep -c " $RUNS/" /proc/self/mountinfo)" 0 "nothing is mounted under the runs root on the host"
 
