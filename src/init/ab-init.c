@@ -49,6 +49,7 @@
 #include "netcheck.h"
 #include "proto.h"
 #include "util/fdclose.h"
+#include "util/fdpass.h"
 
 static int status_fd = -1;
 
@@ -189,18 +190,7 @@ static void
 memwatch_send(int sock)
 {
 	static const char *const paths[] = { "/proc", "/tmp", "/dev/shm" };
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	int fds[3];
-	char tag = 'M';
-	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
 
 	for (int i = 0; i < 3; i++) {
 		fds[i] = open(paths[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -209,13 +199,7 @@ memwatch_send(int sock)
 				     "agentbox-init: open the sandbox's /proc, /tmp, /dev/shm "
 				     "for the memory watchdog");
 	}
-	memset(u.buf, 0, sizeof(u.buf));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != 1)
+	if (fd_send(sock, "M", 1, fds, 3) < 0)
 		setup_failed(errno, "agentbox-init: hand the memory watchdog its fds");
 	for (int i = 0; i < 3; i++)
 		(void) close(fds[i]);

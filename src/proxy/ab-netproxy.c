@@ -52,6 +52,7 @@
 #include "init/landlock.h"
 #include "proxy/netpolicy.h"
 #include "util/clock.h"
+#include "util/fdpass.h"
 
 #define CTL_FD          3
 #define MAX_CONNS       64
@@ -505,27 +506,17 @@ static int
 ctl_recv(pthread_attr_t *attr)
 {
 	char buf[NP_HOST_MAX + 64];
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
-	struct msghdr m = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm)
-	};
-	struct cmsghdr *c;
-	ssize_t n = recvmsg(CTL_FD, &m, MSG_CMSG_CLOEXEC);
+	size_t nfds = 0;
 	int fd = -1;
+	ssize_t n = fd_recv(CTL_FD, buf, sizeof(buf) - 1, 0, &fd, 1, &nfds, NULL);
 
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+	if (n == -EINTR || n == -EAGAIN)
 		return -1;
 	if (n <= 0)
 		return -2;
+	if (nfds == 0)
+		fd = -1;
 	buf[n] = '\0';
-	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	if (fd < 0 && strncmp(buf, "probe ", 6) == 0) {
 		probe_start(buf + 6, attr);
 		return -1;

@@ -575,34 +575,20 @@ is_dev_null(int fd)
 static int
 memwatch_receive(int *sock, struct ab_memwatch *mw, char *why, size_t whysize)
 {
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	char tag = 0;
-	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
 	int fds[3] = { -1, -1, -1 };
+	size_t nfds = 0;
 	ssize_t n;
 	int r;
 
-	n = RETRY_EINTR(recvmsg(*sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
-	if (n < 0 && errno == EAGAIN)
+	n = fd_recv(*sock, &tag, 1, MSG_DONTWAIT, fds, 3, &nfds, NULL);
+	if (n == -EAGAIN)
 		return 0;
-	cm = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(fds)))
-		memcpy(fds, CMSG_DATA(cm), sizeof(fds));
 	(void) close(*sock);
 	*sock = -1;
-	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || tag != 'M' || (mh.msg_flags & MSG_CTRUNC)) {
-		for (int i = 0; i < 3; i++)
-			if (fds[i] >= 0)
-				(void) close(fds[i]);
+	if (n != 1 || nfds != 3 || tag != 'M') {
+		for (size_t i = 0; i < nfds; i++)
+			(void) close(fds[i]);
 		snprintf(why, whysize, "agentbox-init did not hand over the sandbox's /proc");
 		return -EPROTO;
 	}
@@ -794,40 +780,25 @@ warm_claim(struct ab_spawn *sp, struct stream_state *so, struct stream_state *se
 	   struct ab_err *err)
 {
 	struct ab_warm *w = sp->warm;
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	char text[4096], why[300] = "";
-	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
 	int fds[4] = { -1, -1, -1, -1 };
 	size_t nfds = 0;
+	bool cut = false;
 	cleanup_free char *go = NULL;
 	size_t go_len = 0;
 	json_t *msg;
 	ssize_t n;
 	int r;
 
-	n = RETRY_EINTR(recvmsg(w->ctl_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
-	if (n < 0 && errno == EAGAIN)
+	n = fd_recv(w->ctl_fd, text, sizeof(text) - 1, MSG_DONTWAIT, fds, ARRAY_SIZE(fds), &nfds,
+		    &cut);
+	if (n == -EAGAIN)
 		return 2;
 	if (n <= 0)
 		return 1; /* EOF: the pool let the slot go */
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			if (nfds > ARRAY_SIZE(fds))
-				nfds = ARRAY_SIZE(fds);
-			memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
-		}
 	text[n] = '\0';
 	msg = json_loads(text, 0, NULL);
-	if (!json_is_object(json_object_get(msg, "claim")) || (mh.msg_flags & MSG_CTRUNC) ||
-	    w->state != AB_WARM_READY) {
+	if (!json_is_object(json_object_get(msg, "claim")) || cut || w->state != AB_WARM_READY) {
 		for (size_t i = 0; i < nfds; i++)
 			(void) close(fds[i]);
 		json_decref(msg);

@@ -16,31 +16,6 @@
 #include "xalloc.h"
 
 int
-fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds)
-{
-	union {
-		char buf[CMSG_SPACE(FD_SEND_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *) msg, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
-	struct cmsghdr *cm;
-
-	if (nfds == 0 || nfds > FD_SEND_MAX)
-		return -EINVAL;
-	memset(u.buf, 0, sizeof(u.buf));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	return RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 ? -errno : 0;
-}
-
-int
 write_all_deadline(int fd, const void *buf, size_t len, int64_t deadline_ms)
 {
 	const char *p = buf;

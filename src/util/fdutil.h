@@ -9,6 +9,7 @@
 
 #include "clock.h"   /* now_ms, now_ns */
 #include "fdclose.h" /* fds_close_from, fds_count_from */
+#include "fdpass.h"  /* fd_send, fd_recv */
 
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
 int write_all(int fd, const void *buf, size_t len);
@@ -33,11 +34,6 @@ ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
 /* Writes a short string into an existing file relative to dirfd (O_WRONLY, no create).
  * Returns 0 or -errno. */
 int write_small_file_at(int dirfd, const char *path, const char *s);
-
-/* Sends msg (len >= 1 bytes) on the socket with nfds (at most FD_SEND_MAX) fds attached
- * (SCM_RIGHTS), MSG_NOSIGNAL. Returns 0 or -errno. */
-#define FD_SEND_MAX 4
-int fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds);
 
 /* Makes fd blocking (on == false) or non-blocking (on == true). Returns 0 or -errno. */
 int fd_set_nonblock(int fd, int on);
