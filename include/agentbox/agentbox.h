@@ -60,7 +60,9 @@ void ab_error_free(ab_error *e);
  * default context made on the spot. */
 ab_context *ab_context_new(ab_error **err);
 /* Overrides one setting: "runs_dir", "cache_dir", "bwrap", "init", "netproxy", "supervisor",
- * "home", "path". value NULL restores "unset". Returns 0 or -EINVAL for an unknown key. */
+ * "home", "path". value NULL restores "unset". "words": "flags" makes reports and errors name
+ * the command line's flags (--memory) instead of the spec's keys (limits.memory, the default,
+ * also "spec"). Returns 0 or -EINVAL for an unknown key or value. */
 int ab_context_set(ab_context *ctx, const char *key, const char *value);
 void ab_context_free(ab_context *ctx);
 
@@ -70,6 +72,11 @@ ab_spec *ab_spec_new(void);
 /* Parses and checks a spec (len (size_t) -1: NUL-terminated). Unknown keys, wrong types and
  * values that do not parse are errors (exit status 2). */
 ab_spec *ab_spec_from_json(const char *json, size_t len, ab_error **err);
+/* The same from a jansson tree the caller already holds (an MCP server's request: no second
+ * parse of megabytes of code). The spec shares the tree (it takes a reference): do not change
+ * it afterwards. */
+struct json_t;
+ab_spec *ab_spec_from_jansson(struct json_t *tree, ab_error **err);
 /* The spec as JSON (malloc'd; free with free()). */
 char *ab_spec_to_json(const ab_spec *s);
 ab_spec *ab_spec_copy(const ab_spec *s);
@@ -96,6 +103,8 @@ int ab_spec_set_without(ab_spec *s, const char *protection, ab_error **err);
 int ab_spec_set_env_dir(ab_spec *s, const char *dir, ab_error **err);
 /* Any other spec key, its value as JSON text (e.g. key "ro_binds", value "[\"/opt/x\"]"). */
 int ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error **err);
+/* The value of a key as JSON text (malloc'd; free it), or NULL when the spec does not set it. */
+char *ab_spec_get_json(const ab_spec *s, const char *key);
 
 /* ---- running ---------------------------------------------------------------------------- */
 
@@ -120,6 +129,10 @@ ab_run_handle *ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, 
 int ab_run_fd(const ab_run_handle *r);
 /* Stops the run (the sandbox is killed; the report says status "interrupted"). */
 int ab_run_cancel(ab_run_handle *r);
+/* Sends sig to the run's supervisor, which answers SIGINT, SIGTERM, SIGHUP and SIGQUIT by
+ * stopping the run and reporting it (a CLI forwards the signals it gets this way). Returns 0,
+ * or -EINVAL once the run has been waited for or its supervisor is gone, or -errno. */
+int ab_run_signal(ab_run_handle *r, int sig);
 /* Waits for the run to finish (at once when its fd was readable) and frees r. */
 int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
 

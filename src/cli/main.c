@@ -1,7 +1,7 @@
 /* agentbox: the command line, a thin client of libagentbox. Flags become a run spec
- * (src/cli.c → src/spec.c), the library runs it in a supervisor process, and this file
- * prints: the report where --report says, warnings and errors on stderr (this is the one
- * place that prints them), and the exit status. No sandboxing happens in this process. */
+ * (src/spec/options.c → src/spec/spec.c), the library runs it in a supervisor process, and this
+ * file prints: the report where --report says, warnings and errors on stderr (this is the one place
+ * that prints them), and the exit status. No sandboxing happens in this process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,20 +16,20 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
-#include "../cli.h"
-#include "../lib/api-private.h"
 #include "../mcp/mcp.h"
-#include "../prepare.h"
-#include "../report.h"
-#include "../result.h"
-#include "../spec.h"
-#include "../units.h"
+#include "../spec/options.h"
+#include "../spec/record.h"
+#include "../spec/report.h"
+#include "../spec/spec.h"
+#include "../spec/units.h"
+#include "../spec/words.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
+#include "../util/proc.h"
 #include "../util/xalloc.h"
-#include "../words.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
+#include "prepare-flags.h"
 
 static const char main_help[] =
 	"usage: agentbox COMMAND [OPTIONS...]\n"
@@ -172,7 +172,7 @@ static void
 write_usage_report(struct ab_run_opts *o, const struct ab_report_dest *dest, int report_fd,
 		   const struct ab_err *err)
 {
-	struct ab_result res;
+	struct ab_record res;
 	cleanup_free char *text = NULL;
 	size_t len = 0;
 	json_t *rep;
@@ -200,10 +200,7 @@ wait_forwarding(ab_run_handle *run, ab_result **ret, ab_error **err)
 	int sfd;
 
 	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
+	proc_add_stop_signals(&set);
 	(void) sigprocmask(SIG_BLOCK, &set, &old);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {
@@ -216,7 +213,7 @@ wait_forwarding(ab_run_handle *run, ab_result **ret, ab_error **err)
 			struct signalfd_siginfo si;
 
 			while (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si))
-				(void) api_run_signal(run, (int) si.ssi_signo);
+				(void) ab_run_signal(run, (int) si.ssi_signo);
 		}
 		if (p[0].revents)
 			break;
@@ -501,7 +498,6 @@ cmd_run(int argc, char **argv)
 		cleanup_fd int fd = strcmp(o.spec_path, "-") == 0
 					    ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)
 					    : open(o.spec_path, O_RDONLY | O_CLOEXEC);
-		struct ab_run_opts so;
 		const char *report = o.report_path;
 
 		if (fd < 0 || read_all_capped(fd, 64 << 20, &spec_text) < 0) {
@@ -509,16 +505,23 @@ cmd_run(int argc, char **argv)
 					 fd < 0 ? strerror(errno)
 						: "cannot read it (over 64 MiB?)");
 			ab_err_fix(&err, "pass a readable JSON file, or - for stdin");
+		} else if (!(spec = ab_spec_from_json(spec_text, (size_t) -1, &e))) {
+			/* checked whole here, once: the library runs this spec as it is */
+			r = ab_err_set(&err, -EINVAL, "%s", ab_error_message(e));
+			err.exit = ab_error_exit_status(e);
+			ab_err_fix(&err, "%s", ab_error_fix(e) ? ab_error_fix(e) : "");
+			ab_error_free(e);
+			e = NULL;
 		} else {
-			run_opts_init(&so);
-			r = spec_parse_text(spec_text, (size_t) -1, &so, &err);
-			dry_run = so.dry_run;
-			if (r == 0 && so.stdin_fd == STDIN_FILENO && strcmp(o.spec_path, "-") == 0)
+			cleanup_free char *dr = ab_spec_get_json(spec, "dry_run");
+			cleanup_free char *in = ab_spec_get_json(spec, "stdin_fd");
+
+			dry_run = dr && strcmp(dr, "true") == 0;
+			if (in && strcmp(in, "0") == 0 && strcmp(o.spec_path, "-") == 0)
 				r = ab_err_usage(&err, "spec: stdin_fd 0 is the spec itself here "
 						       "(--spec -)"),
 				ab_err_fix(&err, "pass the spec in a file (--spec FILE), or the "
 						 "stream on another fd");
-			run_opts_done(&so);
 		}
 		o.report_path = report;
 	}
@@ -566,32 +569,29 @@ cmd_run(int argc, char **argv)
 					   &err);
 		print_error("", err.msg, err.fix, err.exit == AB_EXIT_USAGE);
 		report_dest_done(&dest);
+		ab_spec_free(spec);
 		run_opts_done(&o);
 		return err.exit ? err.exit : AB_EXIT_SETUP;
 	}
 	/* at a terminal, a long run shows it is alive (unless --summary=never) */
 	tty = isatty(STDERR_FILENO);
 	o.progress = tty && o.summary >= 0;
-	if (!spec_text) {
+	ctx = ab_context_new(NULL);
+	if (!spec) {
 		json_t *j = spec_build(&o);
 
 		spec_text = json_dumps(j, JSON_COMPACT);
 		json_decref(j);
+		/* flags asked for the run: its messages name them (a --spec run's, the spec's
+		 * keys) */
+		(void) ab_context_set(ctx, "words", "flags");
+		spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
 	} else if (o.progress) {
-		json_t *j = json_loads(spec_text, 0, NULL);
+		cleanup_free char *pr = ab_spec_get_json(spec, "progress");
 
-		if (json_is_object(j) && !json_object_get(j, "progress")) {
-			json_object_set_new(j, "progress", json_true());
-			free(spec_text);
-			spec_text = json_dumps(j, JSON_COMPACT);
-		}
-		json_decref(j);
+		if (!pr)
+			(void) ab_spec_set_json(spec, "progress", "true", NULL);
 	}
-	ctx = ab_context_new(NULL);
-	/* flags asked for the run: its messages name them (a --spec run's name the spec's keys) */
-	if (!o.spec_path)
-		api_context_flag_words(ctx);
-	spec = ab_spec_from_json(spec_text, (size_t) -1, &e);
 	/* --report -: our stdout carries the report and nothing else (one JSON document for a
 	 * caller that parses it), so the script's stdout is not relayed there: it is in the
 	 * report (and RUN_DIR/stdout past --inline-output). Its stderr still goes to stderr.

@@ -14,12 +14,12 @@
  * --landlock-connect PORT (implies --landlock-net) still lets TCP connect() reach PORT: for
  * `agentbox prepare`, the registry proxy listening in the install's own network namespace.
  *
- * --warm-fd N: a warm slot's socket to agentbox (src/warm.h): kept open for CMD alone, whose
+ * --warm-fd N: a warm slot's socket to agentbox (src/warm/warm.h): kept open for CMD alone, whose
  * hook closes it before the script runs; agentbox-init closes its own copy once CMD started.
  *
  * --memwatch-fd N (a unix socket): before anything else, send agentbox's memory watchdog
- * (src/memwatch.h) fds on the sandbox's /proc, /tmp and /dev/shm, then close it. Nothing the
- * script runs ever holds that socket.
+ * (src/supervisor/memwatch.h) fds on the sandbox's /proc, /tmp and /dev/shm, then close it. Nothing
+ * the script runs ever holds that socket.
  *
  * It makes itself non-dumpable (the script, same uid, cannot read its memory, environ or fds),
  * applies Landlock, starts CMD as PID 2, reaps every process that is re-parented to it, and
@@ -49,6 +49,7 @@
 #include "netcheck.h"
 #include "proto.h"
 #include "util/fdclose.h"
+#include "util/fdpass.h"
 
 static int status_fd = -1;
 
@@ -189,18 +190,7 @@ static void
 memwatch_send(int sock)
 {
 	static const char *const paths[] = { "/proc", "/tmp", "/dev/shm" };
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	int fds[3];
-	char tag = 'M';
-	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
 
 	for (int i = 0; i < 3; i++) {
 		fds[i] = open(paths[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -209,13 +199,7 @@ memwatch_send(int sock)
 				     "agentbox-init: open the sandbox's /proc, /tmp, /dev/shm "
 				     "for the memory watchdog");
 	}
-	memset(u.buf, 0, sizeof(u.buf));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != 1)
+	if (fd_send(sock, "M", 1, fds, 3) < 0)
 		setup_failed(errno, "agentbox-init: hand the memory watchdog its fds");
 	for (int i = 0; i < 3; i++)
 		(void) close(fds[i]);

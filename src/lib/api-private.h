@@ -22,11 +22,7 @@ struct ab_run_handle {
 
 /* The command line's context: its runs' reports name its flags (--memory), not the spec's
  * keys (limits.memory); words.h. */
-void api_context_flag_words(ab_context *ctx);
-
 /* Sends sig to the run's supervisor (which stops the run and reports the signal). */
-int api_run_signal(ab_run_handle *r, int sig);
-
 /* Sets *err (when err is not NULL) and returns code (negative). */
 int api_fail(ab_error **err, int code, int exit, const char *fix, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -34,9 +30,6 @@ int api_fail_ab(ab_error **err, const struct ab_err *e);
 
 /* The spec's JSON object (borrowed). */
 const json_t *api_spec_json(const ab_spec *s);
-/* ab_spec_from_json for a JSON object already parsed (a reference is taken, nothing copied):
- * a client holding megabytes of code pays no second parse (the MCP server, issue 24). */
-ab_spec *api_spec_from_tree(json_t *j, ab_error **err);
 
 /* Starts `agentbox-supervisor mode` with the request {"config", body_key: body} (and
  * extra_key: extra when extra_key is not NULL); ctl_fd >= 0 becomes its fd 6 (a slot's

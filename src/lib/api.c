@@ -22,11 +22,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "../cfg.h"
 #include "../lib/api-private.h"
-#include "../spec.h"
+#include "../spec/cfg.h"
+#include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
+#include "../util/path.h"
 #include "../util/xalloc.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
@@ -143,12 +144,6 @@ struct ab_context {
 	bool flag_words;           /* the command line's: reports name its flags (words.h) */
 };
 
-void
-api_context_flag_words(ab_context *ctx)
-{
-	ctx->flag_words = true;
-}
-
 AB_EXPORT ab_context *
 ab_context_new(ab_error **err)
 {
@@ -187,6 +182,12 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 
 	if (!ctx || !key)
 		return -EINVAL;
+	if (strcmp(key, "words") == 0) {
+		if (value && strcmp(value, "flags") != 0 && strcmp(value, "spec") != 0)
+			return -EINVAL;
+		ctx->flag_words = value && strcmp(value, "flags") == 0;
+		return 0;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		char **field = (char **) ((char *) &ctx->cfg + keys[i].off);
 
@@ -212,7 +213,9 @@ ab_context_free(ab_context *ctx)
 /* ---- specs ------------------------------------------------------------------------------ */
 
 struct ab_spec {
-	json_t *j; /* an object; each key checked when set, the whole at run time */
+	json_t *j;     /* an object; each key checked when set, the whole once */
+	bool whole_ok; /* the whole was checked (ab_spec_from_json) and not changed since */
+	int stdin_fd;  /* its stdin_fd, when whole_ok */
 };
 
 const json_t *
@@ -265,21 +268,26 @@ ab_spec_from_json(const char *json, size_t len, ab_error **err)
 		     "spec: not valid JSON (line %d, column %d): %s", je.line, je.column, je.text);
 		return NULL;
 	}
-	s = api_spec_from_tree(j, err);
+	s = ab_spec_from_jansson(j, err);
 	json_decref(j);
 	return s;
 }
 
-ab_spec *
-api_spec_from_tree(json_t *j, ab_error **err)
+AB_EXPORT ab_spec *
+ab_spec_from_jansson(struct json_t *j, ab_error **err)
 {
 	struct ab_run_opts o;
 	struct ab_err e = { 0 };
 	ab_spec *s;
-	int r;
+	int r, in_fd;
 
+	if (!json_is_object(j))
+		return fail(err, -EINVAL, 2, "pass one JSON object (docs/spec.md)",
+			    "spec: not a JSON object"),
+		       NULL;
 	run_opts_init(&o);
 	r = spec_parse(j, &o, &e);
+	in_fd = o.stdin_fd;
 	run_opts_done(&o);
 	if (r < 0) {
 		api_fail_ab(err, &e);
@@ -287,6 +295,8 @@ api_spec_from_tree(json_t *j, ab_error **err)
 	}
 	s = xcalloc(1, sizeof(*s));
 	s->j = json_incref(j);
+	s->whole_ok = true;
+	s->stdin_fd = in_fd;
 	return s;
 }
 
@@ -294,6 +304,14 @@ AB_EXPORT char *
 ab_spec_to_json(const ab_spec *s)
 {
 	return s ? json_dumps(s->j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
+AB_EXPORT char *
+ab_spec_get_json(const ab_spec *s, const char *key)
+{
+	const json_t *v = s && key ? json_object_get(s->j, key) : NULL;
+
+	return v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
 }
 
 AB_EXPORT ab_spec *
@@ -305,6 +323,8 @@ ab_spec_copy(const ab_spec *s)
 		return NULL;
 	c = xcalloc(1, sizeof(*c));
 	c->j = json_deep_copy(s->j);
+	c->whole_ok = s->whole_ok;
+	c->stdin_fd = s->stdin_fd;
 	return c;
 }
 
@@ -333,6 +353,7 @@ spec_put(ab_spec *s, const char *key, json_t *v, ab_error **err)
 		json_decref(v);
 		return r;
 	}
+	s->whole_ok = false;
 	if (strcmp(key, "script") == 0)
 		json_object_del(s->j, "code");
 	if (strcmp(key, "code") == 0)
@@ -479,26 +500,7 @@ ab_spec_set_json(ab_spec *s, const char *key, const char *value_json, ab_error *
 static char *
 find_supervisor(const ab_context *ctx)
 {
-	char self[PATH_MAX];
-	ssize_t n;
-
-	if (ctx->cfg.supervisor && ctx->cfg.supervisor[0] == '/')
-		return xstrdup(ctx->cfg.supervisor);
-	n = readlink("/proc/self/exe", self, sizeof(self) - 32);
-	if (n > 0) {
-		char *slash, *cand;
-
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			cand = xasprintf("%s/agentbox-supervisor", self);
-			if (access(cand, X_OK) == 0)
-				return cand;
-			free(cand);
-		}
-	}
-	return xasprintf("%s/agentbox-supervisor", AB_LIBEXECDIR);
+	return path_helper(ctx->cfg.supervisor, "agentbox-supervisor");
 }
 
 static int
@@ -831,13 +833,18 @@ ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
 		return fail(err, -EINVAL, 2, "pass a spec (ab_spec_from_json, ab_spec_new)",
 			    "no spec given"),
 		       NULL;
-	/* the whole spec, as the supervisor will read it: refused here, not after a fork */
-	run_opts_init(&o);
-	rc = spec_parse(s->j, &o, &e);
-	in_fd = o.stdin_fd;
-	run_opts_done(&o);
-	if (rc < 0)
-		return api_fail_ab(err, &e), NULL;
+	/* the whole spec, as the supervisor will read it: refused here, not after a fork (once:
+	 * a spec from ab_spec_from_json, not changed since, was checked whole then) */
+	if (s->whole_ok) {
+		in_fd = s->stdin_fd;
+	} else {
+		run_opts_init(&o);
+		rc = spec_parse(s->j, &o, &e);
+		in_fd = o.stdin_fd;
+		run_opts_done(&o);
+		if (rc < 0)
+			return api_fail_ab(err, &e), NULL;
+	}
 	if (in_fd >= 0 && fcntl(in_fd, F_GETFD) < 0)
 		return fail(err, -EBADF, 2,
 			    "open the stream first, or leave stdin_fd out (the script's stdin is "
@@ -863,8 +870,8 @@ ab_run_fd(const ab_run_handle *r)
 	return r ? r->pidfd : -1;
 }
 
-int
-api_run_signal(ab_run_handle *r, int sig)
+AB_EXPORT int
+ab_run_signal(ab_run_handle *r, int sig)
 {
 	if (!r || r->waited || r->sup_pidfd < 0)
 		return -EINVAL;
@@ -874,7 +881,7 @@ api_run_signal(ab_run_handle *r, int sig)
 AB_EXPORT int
 ab_run_cancel(ab_run_handle *r)
 {
-	return api_run_signal(r, SIGTERM);
+	return ab_run_signal(r, SIGTERM);
 }
 
 static char *

@@ -28,12 +28,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "../cli.h"
-#include "../spec.h"
+#include "../spec/options.h"
+#include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
-#include "../warm.h"
+#include "../warm/warm.h"
 #include "api-private.h"
 
 #define AB_EXPORT __attribute__((visibility("default")))
@@ -103,15 +103,6 @@ struct ab_pool {
 	struct pool_refill *refills;
 	uint64_t unmatched_runs; /* runs of no class (or not for a slot at all): cold */
 };
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 /* ---- slots ------------------------------------------------------------------------------ */
 
@@ -212,7 +203,7 @@ refill_later(ab_pool *p, struct pool_class *c, const ab_run_handle *h)
 
 	f->cls = c;
 	f->fd = ab_run_fd(h) >= 0 ? fcntl(ab_run_fd(h), F_DUPFD_CLOEXEC, 3) : -1;
-	f->until_ms = mono_ms() + POOL_REFILL_MAX_MS;
+	f->until_ms = now_ms() + POOL_REFILL_MAX_MS;
 	ev.data.ptr = f;
 	if (f->fd >= 0)
 		(void) epoll_ctl(p->epfd, EPOLL_CTL_ADD, f->fd, &ev);
@@ -248,7 +239,7 @@ slot_start(ab_pool *p, struct pool_class *c, ab_error **err)
 	sl->cls = c;
 	sl->ctl = sv[0];
 	sl->state = SLOT_STARTING;
-	sl->started_ms = mono_ms();
+	sl->started_ms = now_ms();
 	sl->h = api_start(p->ctx, "slot", "spec", c->tmpl, "slot", c->slot, NULL, sv[1], -1, err);
 	(void) close(sv[1]);
 	if (!sl->h) {
@@ -285,7 +276,7 @@ class_failed(struct pool_class *c, const char *why, bool lost)
 		c->failed++;
 		c->start_failed = true;
 	}
-	c->retry_at_ms = mono_ms() + (wait > POOL_BACKOFF_MAX ? POOL_BACKOFF_MAX : wait);
+	c->retry_at_ms = now_ms() + (wait > POOL_BACKOFF_MAX ? POOL_BACKOFF_MAX : wait);
 }
 
 /* sl's supervisor is ending on its own (not let go by the pool, not claimed) */
@@ -372,7 +363,7 @@ pool_work(ab_pool *p)
 			slot_read(p, sl);
 	}
 	pool_reap(p);
-	now = mono_ms();
+	now = now_ms();
 	refills_check(p, now);
 	for (struct pool_refill *f = p->refills; f; f = f->next)
 		if (next < 0 || f->until_ms - now < next)
@@ -527,7 +518,7 @@ ab_pool_add(ab_pool *p, const ab_spec *tmpl, unsigned slots, const char *opts_js
 	c->lang = o.lang;
 	c->want = slots;
 	c->idle_ms = json_integer_value(json_object_get(opts, "idle_ms"));
-	c->last_used_ms = mono_ms();
+	c->last_used_ms = now_ms();
 	run_opts_done(&o);
 	json_decref(opts);
 	c->next = p->classes;
@@ -639,7 +630,7 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 		struct pool_slot *nsl;
 		bool declined = false;
 
-		c->last_used_ms = mono_ms();
+		c->last_used_ms = now_ms();
 		if (c->idle) {
 			c->idle = false; /* the class is wanted again: refill below */
 			c->retry_at_ms = 0;
@@ -669,7 +660,7 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 AB_EXPORT int
 ab_pool_wait_ready(ab_pool *p, int timeout_ms, ab_error **err)
 {
-	int64_t end = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int64_t end = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 
 	if (!p)
 		return api_fail(err, -EINVAL, 2, "pass the pool ab_pool_new made", "no pool given");
@@ -691,7 +682,7 @@ ab_pool_wait_ready(ab_pool *p, int timeout_ms, ab_error **err)
 		}
 		if (all)
 			return 0;
-		left = end - mono_ms();
+		left = end - now_ms();
 		if (left <= 0)
 			return api_fail(err, -ETIMEDOUT, 125, NULL,
 					"the warm slots were not ready after %d ms", timeout_ms);
@@ -737,8 +728,8 @@ ab_pool_info(ab_pool *p)
 				  "slots_started", (json_int_t) c->started, "slots_failed",
 				  (json_int_t) c->failed, "slots_lost", (json_int_t) c->lost,
 				  "retry_in_ms",
-				  (json_int_t) (c->retry_at_ms > mono_ms()
-							? c->retry_at_ms - mono_ms()
+				  (json_int_t) (c->retry_at_ms > now_ms()
+							? c->retry_at_ms - now_ms()
 							: 0),
 				  "last_error",
 				  c->last_error ? json_string(c->last_error) : json_null()));

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 
 #include "../util/fdutil.h"
+#include "../util/hex.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
 #include "mcp.h"
@@ -201,18 +202,6 @@ mcp_uri_build(const char *job_id, const char *path)
 	return uri;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int
 mcp_uri_parse(const char *uri, char id[MCP_ID_LEN + 1], char **ret_path)
 {
@@ -232,7 +221,7 @@ mcp_uri_parse(const char *uri, char id[MCP_ID_LEN + 1], char **ret_path)
 	path = o = xmalloc(strlen(p) + 1);
 	for (; *p; p++) {
 		if (*p == '%') {
-			int hi = hexval(p[1]), lo = hi >= 0 ? hexval(p[2]) : -1;
+			int hi = hex_digit(p[1]), lo = hi >= 0 ? hex_digit(p[2]) : -1;
 
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
 				free(path);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../util/hex.h"
 #include "../util/xalloc.h"
 
 /* ---- the reader (pure) ---- */
@@ -59,18 +60,6 @@ skel_push(struct mcp_reader *r, char c)
 		r->skel = xrealloc(r->skel, r->skel_cap);
 	}
 	r->skel[r->skel_len++] = c;
-}
-
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return 0;
 }
 
 /* One byte of the line into the skeleton. Outside strings everything is kept; inside one,
@@ -112,7 +101,11 @@ skel_byte(struct mcp_reader *r, unsigned char c)
 		return;
 	}
 	if (r->hex > 0) {
-		r->code = (r->code << 4) | (unsigned) hexval(c);
+		{
+			int v = hex_digit(c);
+
+			r->code = (r->code << 4) | (unsigned) (v < 0 ? 0 : v);
+		}
 		if (--r->hex == 0)
 			r->high = r->code >= 0xd800 && r->code <= 0xdbff;
 	} else if (r->esc) {

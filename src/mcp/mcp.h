@@ -18,7 +18,7 @@
 
 #include <sys/stat.h>
 
-#include "../cli.h"
+#include "../spec/options.h"
 #include "../util/strv.h"
 #include "agentbox/agentbox.h"
 

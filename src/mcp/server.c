@@ -29,14 +29,13 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#include "../hostfs.h"
-#include "../spec.h"
-#include "../lib/api-private.h"
-#include "../units.h"
+#include "../fs/hostfs.h"
+#include "../spec/spec.h"
+#include "../spec/units.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/xalloc.h"
-#include "../warm.h"
+#include "../warm/warm.h"
 #include "agentbox/agentbox.h"
 #include "input.h"
 #include "mcp.h"
@@ -1109,7 +1108,7 @@ job_start(struct mcp *m, struct mcp_job *j)
 	if (live && (relay_pipe(&j->out_r, &ow) < 0 || relay_pipe(&j->err_r, &ew) < 0))
 		live = false;
 	json_object_set_new(j->spec, "quiet", json_boolean(!live));
-	s = api_spec_from_tree(j->spec, &e); /* no second parse of its code */
+	s = ab_spec_from_jansson(j->spec, &e); /* no second parse of its code */
 	/* in a warm slot of its class when one is ready (ab_pool_run_start), else cold */
 	j->h = !s        ? NULL
 	       : m->pool ? ab_pool_run_start(m->pool, s, &(ab_io){ live ? ow : -1, live ? ew : -1 },
@@ -1145,25 +1144,23 @@ fits(const struct mcp *m, const struct mcp_job *j)
 	       m->tasks_running + j->tasks <= m->pol.tasks_budget;
 }
 
-/* Starts queued runs in the order they came, while the first one waiting fits (never one
- * behind it: a big run is not starved by small ones passing it). */
-static void
+/* Starts the first queued run if it fits (never one behind it: a big run is not starved by
+ * small ones passing it). One a turn of the loop: starting a run hands its request (up to
+ * megabytes of code) to a supervisor, and the messages that came meanwhile (tools/list, a
+ * cancel) are answered between two starts (issue 24). Returns whether the loop should come
+ * back at once for the next one. */
+static bool
 start_queued(struct mcp *m)
 {
-	bool again = true;
-
-	while (again) {
-		again = false;
-		for (struct mcp_job *j = m->jobs; j; j = j->next) {
-			if (j->state != JOB_QUEUED)
-				continue;
-			if (fits(m, j)) {
-				job_start(m, j); /* may free j: start over */
-				again = true;
-			}
-			break;
-		}
+	for (struct mcp_job *j = m->jobs; j; j = j->next) {
+		if (j->state != JOB_QUEUED)
+			continue;
+		if (!fits(m, j))
+			return false;
+		job_start(m, j); /* may free j */
+		return true;
 	}
+	return false;
 }
 
 /* the run's live output, kept as a short tail for progress messages */
@@ -1889,8 +1886,21 @@ take_parsed(struct mcp *m, struct mcp_parser *parser)
 	}
 }
 
-int
-mcp_main(int argc, char **argv)
+/* The server's loop state: what poll(2) watches this turn, and who each fd belongs to. */
+struct loop {
+	int sfd;            /* SIGTERM, SIGINT, SIGHUP */
+	bool in_eof;        /* stdin ended: no new calls, the runs are cancelled */
+	int64_t next_tick;  /* retention and workspace expiry */
+	struct pollfd *pfd; /* [0] stdin, [1] signals, [2] warm slots, then runs, probes, parser */
+	struct mcp_job **who; /* the job of each pfd, or NULL */
+	size_t n, parsed_at;
+	struct mcp_reader in;
+	struct mcp_parser parser;
+};
+
+/* The command line into m->pol. Returns -1 to go on, else the exit status. */
+static int
+parse_options(struct mcp *m, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "state-dir", required_argument, NULL, 0 },
@@ -1922,65 +1932,57 @@ mcp_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mcp m;
 	char msg[600] = "";
-	sigset_t set;
-	int sfd, idx, c;
-	struct mcp_reader in;
-	struct mcp_parser parser = { .running = false };
-	struct line_ctx lc = { .m = &m, .parser = &parser, .in = &in };
-	bool in_eof = false;
-	int64_t next_tick;
+	int idx, c;
 
-	/* a closed stdin/stdout/stderr stays taken (/dev/null): no file of ours may land there */
-	for (int fd = 0; fd < 3; fd++)
-		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
-			return 125;
-	mcp_init(&m);
-	m.send = send_stdout;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
 		int r;
 
 		if (c == 'h') {
 			fputs(usage_text, stdout);
-			mcp_done(&m);
 			return 0;
 		}
 		if (c != 0) {
 			fputs(usage_text, stderr);
-			mcp_done(&m);
 			return 2;
 		}
 		r = strcmp(longopts[idx].name, "config") == 0
-			    ? policy_config(&m.pol, optarg, msg, sizeof(msg))
-			    : policy_set(&m.pol, longopts[idx].name, optarg, msg, sizeof(msg));
+			    ? policy_config(&m->pol, optarg, msg, sizeof(msg))
+			    : policy_set(&m->pol, longopts[idx].name, optarg, msg, sizeof(msg));
 		if (r < 0) {
 			fprintf(stderr, "agentbox mcp: %s\n", msg);
-			mcp_done(&m);
 			return 2;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "agentbox mcp: unexpected argument '%s'\n%s", argv[optind],
 			usage_text);
-		mcp_done(&m);
 		return 2;
 	}
-	if (mcp_state_open(&m, msg, sizeof(msg)) < 0) {
+	return -1;
+}
+
+/* The state directory, the parse thread, the library's context, the warm slots, the signals.
+ * Returns -1 to go on, else the exit status. */
+static int
+server_start(struct mcp *m, struct loop *l)
+{
+	char msg[600] = "";
+	sigset_t set;
+
+	if (mcp_state_open(m, msg, sizeof(msg)) < 0) {
 		fprintf(stderr, "agentbox mcp: %s\n", msg);
-		mcp_done(&m);
 		return 125;
 	}
-	mcp_reader_init(&in);
-	if (mcp_parser_start(&parser) < 0) {
+	mcp_reader_init(&l->in);
+	if (mcp_parser_start(&l->parser) < 0) {
 		fprintf(stderr, "agentbox mcp: cannot start the parse thread\n");
-		mcp_done(&m);
 		return 125;
 	}
 	ctx = ab_context_new(NULL);
 	{
-		cleanup_free char *runs = xasprintf("%s/runs", m.pol.state_dir);
+		cleanup_free char *runs = xasprintf("%s/runs", m->pol.state_dir);
 
 		(void) ab_context_set(ctx, "runs_dir", runs);
 		/* one retention, the server's (--keep-runs, --keep-for): it removes a run and its
@@ -1988,189 +1990,243 @@ mcp_main(int argc, char **argv)
 		(void) ab_context_set(ctx, "keep_runs", "0");
 		(void) ab_context_set(ctx, "keep_age", "0");
 	}
-	if (m.pol.warm_slots > 0 && warm_start(&m) < 0) {
-		mcp_done(&m);
-		ab_context_free(ctx);
+	if (m->pol.warm_slots > 0 && warm_start(m) < 0)
 		return 125;
-	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	(void) sigprocmask(SIG_BLOCK, &set, NULL);
-	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	l->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr,
 		"agentbox mcp %s: state in %s, at most %d runs at once, while their memory "
 		"limits fit in %.1f GiB and their pids limits in %llu tasks\n",
-		mcp_server_version(), m.pol.state_dir, m.pol.max_running,
-		(double) m.pol.mem_budget / (1 << 30), (unsigned long long) m.pol.tasks_budget);
-	retention(&m);
-	expire_workspaces(&m);
-	next_tick = now_ms() + TICK_MS;
+		mcp_server_version(), m->pol.state_dir, m->pol.max_running,
+		(double) m->pol.mem_budget / (1 << 30), (unsigned long long) m->pol.tasks_budget);
+	retention(m);
+	expire_workspaces(m);
+	l->next_tick = now_ms() + TICK_MS;
+	return -1;
+}
 
-	while (!m.quit) {
-		struct pollfd *pfd;
-		struct mcp_job **who;
-		size_t n = 0, max = 2, parsed_at;
-		int64_t now = now_ms(), next;
-		int r;
+/* Starts what can start, runs the timers; returns when poll must wake at the latest. */
+static int64_t
+loop_deadline(struct mcp *m, struct loop *l, int64_t now)
+{
+	bool more = start_queued(m);
+	int64_t next = timers(m, now);
 
-		start_queued(&m);
-		next = timers(&m, now);
-		if (m.quit)
-			break;
-		if (now >= next_tick) {
-			retention(&m);
-			expire_workspaces(&m);
-			next_tick = now + TICK_MS;
-		}
-		if (next_tick < next)
-			next = next_tick;
-		if (m.pool) {
-			int w = ab_pool_tick(m.pool);
-
-			if (w >= 0 && now + w < next)
-				next = now + w;
-		}
-		if (in_eof && !m.jobs)
-			break;
-		for (struct mcp_job *j = m.jobs; j; j = j->next)
-			max += 3;
-		max += 4; /* sandbox_info's probes, the warm slots, the parse thread */
-		pfd = xcalloc(max, sizeof(*pfd));
-		who = xcalloc(max, sizeof(*who));
-		pfd[n++] = (struct pollfd){ .fd = in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		/* news from a warm slot: the next ab_pool_tick takes it (who[] stays NULL) */
-		pfd[n++] =
-			(struct pollfd){ .fd = m.pool ? ab_pool_fd(m.pool) : -1, .events = POLLIN };
-		for (struct mcp_job *j = m.jobs; j; j = j->next) {
-			if (j->state != JOB_RUNNING)
-				continue;
-			who[n] = j;
-			pfd[n++] = (struct pollfd){ .fd = ab_run_fd(j->h), .events = POLLIN };
-			if (j->out_r >= 0) {
-				who[n] = j;
-				pfd[n++] = (struct pollfd){ .fd = j->out_r, .events = POLLIN };
-			}
-			if (j->err_r >= 0) {
-				who[n] = j;
-				pfd[n++] = (struct pollfd){ .fd = j->err_r, .events = POLLIN };
-			}
-		}
-		for (int i = 0; i < 2; i++)
-			if (m.info_runs[i])
-				pfd[n++] = (struct pollfd){ .fd = ab_run_fd(m.info_runs[i]),
-							    .events = POLLIN };
-		parsed_at = n;
-		pfd[n++] = (struct pollfd){ .fd = parser.running ? parser.wake[0] : -1,
-					    .events = POLLIN };
-		r = poll(pfd, n, (int) (next > now ? next - now : 0));
-		if (r < 0 && errno != EINTR) {
-			free(pfd);
-			free(who);
-			break;
-		}
-		if (r > 0 && (pfd[1].revents & POLLIN)) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
-				fprintf(stderr, "agentbox mcp: signal %u: cancelling every run\n",
-					si.ssi_signo);
-				m.quit = true;
-			}
-		}
-		/* output first, then ends: a run's last words make its last progress */
-		for (size_t i = 2; r > 0 && i < n; i++) {
-			struct mcp_job *j = who[i];
-
-			if (!j && i == 2)
-				continue; /* the warm slots' fd */
-			if (!j) {         /* a sandbox_info probe */
-				for (int k = 0; k < 2 && pfd[i].revents; k++)
-					if (m.info_runs[k] &&
-					    pfd[i].fd == ab_run_fd(m.info_runs[k])) {
-						info_probe_done(&m, k);
-						pfd[i].revents = 0;
-					}
-				continue;
-			}
-			if (!pfd[i].revents || pfd[i].fd == ab_run_fd(j->h))
-				continue;
-			drain(j, pfd[i].fd == j->out_r ? &j->out_r : &j->err_r);
-		}
-		for (size_t i = 2; r > 0 && i < n && !m.quit; i++) {
-			struct mcp_job *j = who[i];
-			ab_result *res = NULL;
-			ab_error *e = NULL;
-
-			if (!j || !pfd[i].revents || pfd[i].fd != ab_run_fd(j->h))
-				continue;
-			if (j->out_r >= 0)
-				drain(j, &j->out_r);
-			if (j->err_r >= 0)
-				drain(j, &j->err_r);
-			if (ab_run_wait(j->h, &res, &e) < 0)
-				res = NULL;
-			j->h = NULL;
-			/* the pending and the job lists change here; who[] keeps pointers to
-			 * jobs that may be gone: stop after one and poll again */
-			job_finished(&m, j, res, res ? NULL : e);
-			break;
-		}
-		free(who);
-		if (r > 0 && (pfd[parsed_at].revents & POLLIN) && !m.quit)
-			take_parsed(&m, &parser);
-		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) &&
-		    !m.quit) {
-			char chunk[65536];
-			ssize_t got = pfd[0].revents & POLLNVAL
-					      ? 0
-					      : read(STDIN_FILENO, chunk, sizeof(chunk));
-
-			if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
-				in_eof = true;
-				fprintf(stderr,
-					"agentbox mcp: end of input: cancelling every run\n");
-				mcp_parser_stop(&parser); /* nobody is left to answer */
-				for (struct mcp_job *j = m.jobs; j; j = j->next)
-					if (j->state == JOB_RUNNING)
-						(void) ab_run_cancel(j->h);
-				/* queued runs are dropped; nobody is left to answer */
-				while (m.pending) {
-					struct mcp_pending *p = m.pending;
-
-					m.pending = p->next;
-					pending_free(p);
-				}
-				for (struct mcp_job **pp = &m.jobs; *pp;) {
-					struct mcp_job *j = *pp;
-
-					if (j->state == JOB_QUEUED) {
-						*pp = j->next;
-						if (j->staged)
-							mcp_staging_remove(&m, j->id);
-						m.n_queued--;
-						job_free(&m, j);
-					} else {
-						pp = &j->next;
-					}
-				}
-			}
-			if (got > 0)
-				mcp_reader_feed(&in, chunk, (size_t) got,
-						line_allow(&m, &in, &parser), take_line, &lc);
-		}
-		free(pfd);
+	if (more)
+		next = now; /* the next queued run, after what came meanwhile */
+	if (now >= l->next_tick) {
+		retention(m);
+		expire_workspaces(m);
+		l->next_tick = now + TICK_MS;
 	}
-	shutdown_all(&m);
-	mcp_parser_stop(&parser);
-	mcp_reader_done(&in);
-	if (sfd >= 0)
-		(void) close(sfd);
+	if (l->next_tick < next)
+		next = l->next_tick;
+	if (m->pool) {
+		int w = ab_pool_tick(m->pool);
+
+		if (w >= 0 && now + w < next)
+			next = now + w;
+	}
+	return next;
+}
+
+/* What poll watches this turn: stdin, signals, the warm slots, each running job's pidfd and
+ * output pipes, sandbox_info's probes, the parse thread. */
+static void
+loop_pollset(struct mcp *m, struct loop *l)
+{
+	size_t max = 2 + 4; /* + sandbox_info's probes, the warm slots, the parse thread */
+
+	for (struct mcp_job *j = m->jobs; j; j = j->next)
+		max += 3;
+	l->pfd = xcalloc(max, sizeof(*l->pfd));
+	l->who = xcalloc(max, sizeof(*l->who));
+	l->n = 0;
+	l->pfd[l->n++] = (struct pollfd){ .fd = l->in_eof ? -1 : STDIN_FILENO, .events = POLLIN };
+	l->pfd[l->n++] = (struct pollfd){ .fd = l->sfd, .events = POLLIN };
+	/* news from a warm slot: the next ab_pool_tick takes it (who[] stays NULL) */
+	l->pfd[l->n++] =
+		(struct pollfd){ .fd = m->pool ? ab_pool_fd(m->pool) : -1, .events = POLLIN };
+	for (struct mcp_job *j = m->jobs; j; j = j->next) {
+		if (j->state != JOB_RUNNING)
+			continue;
+		l->who[l->n] = j;
+		l->pfd[l->n++] = (struct pollfd){ .fd = ab_run_fd(j->h), .events = POLLIN };
+		if (j->out_r >= 0) {
+			l->who[l->n] = j;
+			l->pfd[l->n++] = (struct pollfd){ .fd = j->out_r, .events = POLLIN };
+		}
+		if (j->err_r >= 0) {
+			l->who[l->n] = j;
+			l->pfd[l->n++] = (struct pollfd){ .fd = j->err_r, .events = POLLIN };
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (m->info_runs[i])
+			l->pfd[l->n++] = (struct pollfd){ .fd = ab_run_fd(m->info_runs[i]),
+							  .events = POLLIN };
+	l->parsed_at = l->n;
+	l->pfd[l->n++] = (struct pollfd){ .fd = l->parser.running ? l->parser.wake[0] : -1,
+					  .events = POLLIN };
+}
+
+/* Runs' output first, then their ends: a run's last words make its last progress. */
+static void
+loop_jobs(struct mcp *m, struct loop *l)
+{
+	for (size_t i = 2; i < l->parsed_at; i++) {
+		struct mcp_job *j = l->who[i];
+
+		if (!j && i == 2)
+			continue; /* the warm slots' fd */
+		if (!j) {         /* a sandbox_info probe */
+			for (int k = 0; k < 2 && l->pfd[i].revents; k++)
+				if (m->info_runs[k] && l->pfd[i].fd == ab_run_fd(m->info_runs[k])) {
+					info_probe_done(m, k);
+					l->pfd[i].revents = 0;
+				}
+			continue;
+		}
+		if (!l->pfd[i].revents || l->pfd[i].fd == ab_run_fd(j->h))
+			continue;
+		drain(j, l->pfd[i].fd == j->out_r ? &j->out_r : &j->err_r);
+	}
+	for (size_t i = 2; i < l->parsed_at && !m->quit; i++) {
+		struct mcp_job *j = l->who[i];
+		ab_result *res = NULL;
+		ab_error *e = NULL;
+
+		if (!j || !l->pfd[i].revents || l->pfd[i].fd != ab_run_fd(j->h))
+			continue;
+		if (j->out_r >= 0)
+			drain(j, &j->out_r);
+		if (j->err_r >= 0)
+			drain(j, &j->err_r);
+		if (ab_run_wait(j->h, &res, &e) < 0)
+			res = NULL;
+		j->h = NULL;
+		/* the pending and the job lists change here; who[] keeps pointers to jobs that
+		 * may be gone: stop after one and poll again */
+		job_finished(m, j, res, res ? NULL : e);
+		break;
+	}
+}
+
+/* The end of stdin: nobody is left to answer; running runs are cancelled, queued ones and
+ * pending waits dropped. */
+static void
+input_ended(struct mcp *m, struct loop *l)
+{
+	l->in_eof = true;
+	fprintf(stderr, "agentbox mcp: end of input: cancelling every run\n");
+	mcp_parser_stop(&l->parser);
+	for (struct mcp_job *j = m->jobs; j; j = j->next)
+		if (j->state == JOB_RUNNING)
+			(void) ab_run_cancel(j->h);
+	while (m->pending) {
+		struct mcp_pending *p = m->pending;
+
+		m->pending = p->next;
+		pending_free(p);
+	}
+	for (struct mcp_job **pp = &m->jobs; *pp;) {
+		struct mcp_job *j = *pp;
+
+		if (j->state == JOB_QUEUED) {
+			*pp = j->next;
+			if (j->staged)
+				mcp_staging_remove(m, j->id);
+			m->n_queued--;
+			job_free(m, j);
+		} else {
+			pp = &j->next;
+		}
+	}
+}
+
+/* What came on stdin: fed to the reader, which hands whole lines on (take_line). */
+static void
+loop_stdin(struct mcp *m, struct loop *l, short revents)
+{
+	struct line_ctx lc = { .m = m, .parser = &l->parser, .in = &l->in };
+	char chunk[65536];
+	ssize_t got = revents & POLLNVAL ? 0 : read(STDIN_FILENO, chunk, sizeof(chunk));
+
+	if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
+		input_ended(m, l);
+	if (got > 0)
+		mcp_reader_feed(&l->in, chunk, (size_t) got, line_allow(m, &l->in, &l->parser),
+				take_line, &lc);
+}
+
+/* One turn of the loop. Returns false when the server is to stop. */
+static bool
+loop_turn(struct mcp *m, struct loop *l)
+{
+	int64_t now = now_ms(), next = loop_deadline(m, l, now);
+	int r;
+
+	if (m->quit || (l->in_eof && !m->jobs))
+		return false;
+	loop_pollset(m, l);
+	r = poll(l->pfd, l->n, (int) (next > now ? next - now : 0));
+	if (r < 0 && errno != EINTR)
+		m->quit = true;
+	if (r > 0 && (l->pfd[1].revents & POLLIN)) {
+		struct signalfd_siginfo si;
+
+		if (read(l->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+			fprintf(stderr, "agentbox mcp: signal %u: cancelling every run\n",
+				si.ssi_signo);
+			m->quit = true;
+		}
+	}
+	if (r > 0)
+		loop_jobs(m, l);
+	if (r > 0 && (l->pfd[l->parsed_at].revents & POLLIN) && !m->quit)
+		take_parsed(m, &l->parser);
+	if (r > 0 && (l->pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && !m->quit)
+		loop_stdin(m, l, l->pfd[0].revents);
+	free(l->pfd);
+	free(l->who);
+	l->pfd = NULL;
+	l->who = NULL;
+	return !m->quit;
+}
+
+int
+mcp_main(int argc, char **argv)
+{
+	struct mcp m;
+	struct loop l = { .sfd = -1, .parser = { .running = false } };
+	int rc;
+
+	/* a closed stdin/stdout/stderr stays taken (/dev/null): no file of ours may land there */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return 125;
+	mcp_init(&m);
+	m.send = send_stdout;
+	rc = parse_options(&m, argc, argv);
+	if (rc < 0)
+		rc = server_start(&m, &l);
+	if (rc < 0) {
+		while (loop_turn(&m, &l))
+			;
+		shutdown_all(&m);
+		rc = 0;
+	}
+	mcp_parser_stop(&l.parser);
+	mcp_reader_done(&l.in);
+	if (l.sfd >= 0)
+		(void) close(l.sfd);
 	mcp_done(&m);
 	ab_context_free(ctx);
 	ctx = NULL;
-	return 0;
+	return rc;
 }

@@ -13,13 +13,12 @@
 
 #include <sys/stat.h>
 
-#include "../lib/api-private.h"
-#include "../spec.h"
+#include "../spec/spec.h"
+#include "../spec/words.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
-#include "../words.h"
 #include "mcp.h"
 
 #define MAX_LINKS 50 /* resource links per result; list_files has the rest */
@@ -415,27 +414,17 @@ tail_of(const char *s, size_t n)
 	return t;
 }
 
-json_t *
-mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t queue_ms)
+/* The run's files for structuredContent: every entry but the script, each regular file with
+ * its URI; images the run made go into content, links to its results into links. */
+static json_t *
+result_files(struct mcp *m, const char *job_id, json_t *rep, json_t *content, json_t *links)
 {
-	const char *status = json_string_value(json_object_get(rep, "status")) ?: "?";
 	const char *lang = json_string_value(json_object_get(rep, "lang"));
-	json_t *exit_code = json_object_get(rep, "exit_code");
-	json_t *usage = json_object_get(rep, "usage");
-	json_t *sc, *content = json_array(), *files = json_array(), *prot = json_object(),
-		    *lim = json_object(), *links = json_array(), *k;
-	const char *key;
-	bool ok = strcmp(status, "exited") == 0 && json_integer_value(exit_code) == 0 &&
-		  json_is_integer(exit_code);
+	const char *script = lang && strcmp(lang, "node") == 0 ? "script.js" : "script.py";
+	cleanup_fd int ws = mcp_run_workspace(m, job_id);
+	json_t *files = json_array(), *f;
 	int images = 0, n_links = 0;
 	size_t i;
-	json_t *f;
-	cleanup_fd int ws = mcp_run_workspace(m, job_id);
-	cleanup_free char *summary = NULL;
-	char peak[32] = "not measured", cpu[32] = "not measured", line[1024];
-	size_t n_files = 0;
-	const char *script = lang && strcmp(lang, "node") == 0 ? "script.js" : "script.py";
-	struct strv sum = { 0 };
 
 	/* files: every regular file but the script, each with its URI */
 	json_array_foreach(json_object_get(rep, "files"), i, f)
@@ -494,8 +483,21 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 		if (origin)
 			json_object_set_new(e, "origin", json_string(origin));
 		json_array_append_new(files, e);
-		n_files++;
 	}
+	return files;
+}
+
+/* structuredContent: the report's facts an agent acts on. */
+static json_t *
+result_structured(struct mcp *m, const char *job_id, json_t *rep, int64_t queue_ms, bool ok,
+		  json_t *files)
+{
+	const char *status = json_string_value(json_object_get(rep, "status")) ?: "?";
+	json_t *exit_code = json_object_get(rep, "exit_code");
+	json_t *usage = json_object_get(rep, "usage");
+	json_t *sc, *prot = json_object(), *lim = json_object(), *k;
+	const char *key;
+
 	json_object_foreach(json_object_get(rep, "sandbox"), key, k)
 	{
 		json_object_set_new(prot, key,
@@ -538,7 +540,23 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 				    ? json_incref(json_object_get(rep, "warnings"))
 				    : json_array());
 
-	/* the summary the model reads first */
+	return sc;
+}
+
+/* The text the model reads first: what happened, the figures, the fix, both streams' ends,
+ * the files, how many warnings. */
+static char *
+result_summary(const char *job_id, json_t *rep, json_t *files)
+{
+	const char *status = json_string_value(json_object_get(rep, "status")) ?: "?";
+	json_t *exit_code = json_object_get(rep, "exit_code");
+	json_t *usage = json_object_get(rep, "usage");
+	char peak[32] = "not measured", cpu[32] = "not measured", line[1024];
+	size_t n_files = json_array_size(files), i;
+	struct strv sum = { 0 };
+	json_t *f;
+	char *summary;
+
 	if (json_is_integer(json_object_get(usage, "memory_peak_bytes")))
 		fmt_bytes(peak, sizeof(peak),
 			  (double) json_integer_value(json_object_get(usage, "memory_peak_bytes")));
@@ -640,6 +658,21 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 	}
 	summary = strv_join(&sum, "");
 	strv_done(&sum);
+	return summary;
+}
+
+json_t *
+mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t queue_ms)
+{
+	const char *status = json_string_value(json_object_get(rep, "status")) ?: "?";
+	json_t *exit_code = json_object_get(rep, "exit_code");
+	bool ok = strcmp(status, "exited") == 0 && json_integer_value(exit_code) == 0 &&
+		  json_is_integer(exit_code);
+	json_t *content = json_array(), *links = json_array();
+	json_t *files = result_files(m, job_id, rep, content, links);
+	json_t *sc = result_structured(m, job_id, rep, queue_ms, ok, files);
+	cleanup_free char *summary = result_summary(job_id, rep, files);
+
 	json_array_insert_new(content, 0, text_block(summary));
 	json_array_extend(content, links);
 	json_decref(links);
@@ -905,7 +938,7 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 	 * larger than a run takes, are the caller's, answered on arrival */
 	{
 		ab_error *e = NULL;
-		ab_spec *s = api_spec_from_tree(spec, &e);
+		ab_spec *s = ab_spec_from_jansson(spec, &e);
 
 		if (!s) {
 			err = argerr("%s%s%s%s", e ? ab_error_message(e) : "out of memory",

@@ -50,7 +50,9 @@
 #include <sys/socket.h>
 
 #include "init/landlock.h"
-#include "netpolicy.h"
+#include "proxy/netpolicy.h"
+#include "util/clock.h"
+#include "util/fdpass.h"
 
 #define CTL_FD          3
 #define MAX_CONNS       64
@@ -121,15 +123,6 @@ quote_head(char *out, size_t size, const char *in, size_t len)
 	}
 	out[o++] = '\'';
 	out[o] = '\0';
-}
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -513,27 +506,17 @@ static int
 ctl_recv(pthread_attr_t *attr)
 {
 	char buf[NP_HOST_MAX + 64];
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
-	struct msghdr m = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm)
-	};
-	struct cmsghdr *c;
-	ssize_t n = recvmsg(CTL_FD, &m, MSG_CMSG_CLOEXEC);
+	size_t nfds = 0;
 	int fd = -1;
+	ssize_t n = fd_recv(CTL_FD, buf, sizeof(buf) - 1, 0, &fd, 1, &nfds, NULL);
 
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+	if (n == -EINTR || n == -EAGAIN)
 		return -1;
 	if (n <= 0)
 		return -2;
+	if (nfds == 0)
+		fd = -1;
 	buf[n] = '\0';
-	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	if (fd < 0 && strncmp(buf, "probe ", 6) == 0) {
 		probe_start(buf + 6, attr);
 		return -1;

@@ -29,20 +29,20 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "../cfg.h"
-#include "../cgroup.h"
-#include "../cmds.h"
-#include "../prepare.h"
-#include "../report.h"
-#include "../result.h"
-#include "../run.h"
-#include "../spec.h"
-#include "../supervise.h"
+#include "../spec/cfg.h"
+#include "../spec/record.h"
+#include "../spec/report.h"
+#include "../spec/spec.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/proc.h"
 #include "../util/xalloc.h"
-#include "../warm.h"
+#include "../warm/warm.h"
+#include "cgroup/cgroup.h"
+#include "cmds.h"
+#include "prepare.h"
+#include "run.h"
+#include "supervise.h"
 
 #define SUP_FD_REQUEST  3
 #define SUP_FD_RESPONSE 4
@@ -112,7 +112,7 @@ respond(json_t *result, const struct ab_err *err)
 /* The report of a run: built and serialised here, with agentbox's own peak memory measured
  * last and patched in, written to the response and to a kept run's directory. */
 static int
-respond_report(struct ab_result *res)
+respond_report(struct ab_record *res)
 {
 	cleanup_free char *text = NULL;
 	size_t len = 0;
@@ -150,7 +150,7 @@ static int
 mode_run(const json_t *req)
 {
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_err err = { 0 };
 	int r, fds_before;
 
@@ -222,7 +222,7 @@ mode_slot(const json_t *req)
 	const json_t *spec = json_object_get(req, "spec");
 	struct ab_slot_opts so = { .ctl_fd = SUP_FD_CTL, .state = AB_WARM_STARTING };
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_err err = { 0 };
 	int r, fds_before = 0;
 
@@ -329,10 +329,7 @@ main(int argc, char **argv)
 		sigset_t set;
 
 		sigemptyset(&set);
-		sigaddset(&set, SIGINT);
-		sigaddset(&set, SIGTERM);
-		sigaddset(&set, SIGHUP);
-		sigaddset(&set, SIGQUIT);
+		proc_add_stop_signals(&set);
 		(void) sigprocmask(SIG_BLOCK, &set, NULL);
 	}
 	req = read_request();

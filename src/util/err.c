@@ -58,6 +58,28 @@ ab_err_fix(struct ab_err *err, const char *fmt, ...)
 	return err->code;
 }
 
+int
+ab_err_wrap(struct ab_err *err, const char *fmt, ...)
+{
+	char inner[sizeof(err->msg)];
+	size_t n;
+	va_list ap;
+
+	if (!err || err->code == 0)
+		return err ? err->code : -EINVAL;
+	memcpy(inner, err->msg, sizeof(inner));
+	va_start(ap, fmt);
+	(void) vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	n = strlen(err->msg);
+	if (n + 2 < sizeof(err->msg)) {
+		memcpy(err->msg + n, ": ", 3);
+		n += 2;
+		(void) strncat(err->msg + n, inner, sizeof(err->msg) - n - 1);
+	}
+	return err->code;
+}
+
 bool
 ab_err_is_set(const struct ab_err *err)
 {

@@ -1,5 +1,6 @@
-/* err.h: the one error type. Library code fills it and returns a negative errno;
- * only main.c prints it and picks the exit status. */
+/* err.h: the one internal error type (the library turns it into the public ab_error).
+ * Library code fills it and returns a negative errno; only main.c prints it and picks the
+ * exit status. */
 #pragma once
 
 #include <stdbool.h>
@@ -27,6 +28,12 @@ struct ab_err {
  * once an error is recorded, so the innermost cause wins. */
 int ab_err_set(struct ab_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Puts the outer context before an error already set, as a failure travels up (crun's
+ * crun_error_wrap): "collect" + "copy out x/y: Permission denied" reads "collect: copy out
+ * x/y: Permission denied". The innermost cause sets the code, the exit status and the fix;
+ * each level that knows where it was adds its words. Returns err->code (no-op when unset). */
+int ab_err_wrap(struct ab_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Adds the "how to fix it" text to an error already set. Returns err->code. */
 int ab_err_fix(struct ab_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -12,34 +12,8 @@
 
 #include <sys/socket.h>
 
-#include "../cfg.h"
 #include "macro.h"
 #include "xalloc.h"
-
-int
-fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds)
-{
-	union {
-		char buf[CMSG_SPACE(FD_SEND_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *) msg, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
-	struct cmsghdr *cm;
-
-	if (nfds == 0 || nfds > FD_SEND_MAX)
-		return -EINVAL;
-	memset(u.buf, 0, sizeof(u.buf));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	return RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 ? -errno : 0;
-}
 
 int
 write_all_deadline(int fd, const void *buf, size_t len, int64_t deadline_ms)
@@ -153,36 +127,25 @@ read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
 }
 
 int
+write_once(int fd, const void *buf, size_t len)
+{
+	ssize_t w = RETRY_EINTR(write(fd, buf, len));
+
+	if (w < 0)
+		return -errno;
+	return (size_t) w == len ? 0 : -EIO;
+}
+
+int
 write_small_file_at(int dirfd, const char *path, const char *s)
 {
 	cleanup_fd int fd = -1;
-	ssize_t w;
 	size_t len = strlen(s);
 
 	fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	w = RETRY_EINTR(write(fd, s, len));
-	if (w < 0)
-		return -errno;
-	if ((size_t) w != len)
-		return -EIO;
-	return 0;
-}
-
-int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-int64_t
-now_ms(void)
-{
-	return now_ns() / 1000000LL;
+	return write_once(fd, s, len);
 }
 
 int
@@ -198,17 +161,22 @@ fd_set_nonblock(int fd, int on)
 	return 0;
 }
 
+static int timing_on; /* set by timing_enable: the settings (spec/cfg.c) know, not util */
+
+void
+timing_enable(bool on)
+{
+	timing_on = on;
+}
+
 void
 timing_mark(const char *what)
 {
-	static int enabled = -1;
 	static int64_t t0;
 	int64_t now = now_ns();
 
-	if (enabled < 0) {
-		enabled = cfg()->timing;
+	if (!t0)
 		t0 = now;
-	}
-	if (enabled)
+	if (timing_on)
 		fprintf(stderr, "agentbox: timing %7.2f ms %s\n", (double) (now - t0) / 1e6, what);
 }

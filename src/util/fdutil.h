@@ -1,15 +1,22 @@
 /* fdutil.h: fd and clock helpers with stated contracts. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <sys/types.h>
 
+#include "clock.h"   /* now_ms, now_ns */
 #include "fdclose.h" /* fds_close_from, fds_count_from */
+#include "fdpass.h"  /* fd_send, fd_recv */
 
 /* Writes all of buf. Returns 0, or -errno (-ENOSPC on a zero-length write). */
 int write_all(int fd, const void *buf, size_t len);
+
+/* One write(2) of all len bytes (a kernel interface file: cgroup.procs, a sysctl), retried on
+ * EINTR; a short write is -EIO. write(2) only: async-signal-safe. Returns 0 or -errno. */
+int write_once(int fd, const void *buf, size_t len);
 
 /* Writes all of buf to fd, which may be non-blocking: waits for POLLOUT while the reader
  * is behind, until deadline_ms (CLOCK_MONOTONIC, now_ms()). Returns 0, or -errno
@@ -28,17 +35,10 @@ ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
  * Returns 0 or -errno. */
 int write_small_file_at(int dirfd, const char *path, const char *s);
 
-/* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
-int64_t now_ms(void);
-int64_t now_ns(void);
-
-/* Sends msg (len >= 1 bytes) on the socket with nfds (at most FD_SEND_MAX) fds attached
- * (SCM_RIGHTS), MSG_NOSIGNAL. Returns 0 or -errno. */
-#define FD_SEND_MAX 4
-int fd_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds);
-
 /* Makes fd blocking (on == false) or non-blocking (on == true). Returns 0 or -errno. */
 int fd_set_nonblock(int fd, int on);
 
 /* AGENTBOX_TIMING=1: print "agentbox: timing +N.NN ms what" to stderr (for bench/). */
+/* Whether timing_mark prints (AGENTBOX_TIMING; cfg_set and cfg() call it). */
+void timing_enable(bool on);
 void timing_mark(const char *what);

@@ -113,3 +113,12 @@ proc_self_peak_rss_kib(void)
 		return strtoll(p + 6, NULL, 10);
 	return -1;
 }
+
+void
+proc_add_stop_signals(sigset_t *set)
+{
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+}

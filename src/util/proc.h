@@ -1,6 +1,7 @@
 /* proc.h: facts about processes from /proc. */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,3 +29,8 @@ bool proc_is_alive(const char *proc_root, pid_t pid, uint64_t starttime);
 /* This process's peak resident set (VmHWM, KiB; not getrusage, whose ru_maxrss counts the
  * image our parent had before exec), or -1. */
 int64_t proc_self_peak_rss_kib(void);
+
+/* The signals that stop a run (SIGINT, SIGTERM, SIGHUP, SIGQUIT: a caller's cancel, a
+ * terminal's ^C, a closed terminal), added to set: the CLI forwards them, the supervisor
+ * blocks them from its start and answers them in its loop (docs/design.md, "Signals and time"). */
+void proc_add_stop_signals(sigset_t *set);

@@ -128,6 +128,13 @@ test_specs(void)
 	TAP_OK(j && strstr(j, "\"timeout\":\"10s\"") && strstr(j, "\"args\":[\"a\"]"),
 	       "the spec comes back as JSON (%s)", j ? j : "");
 	free(j);
+	j = ab_spec_get_json(s, "args");
+	TAP_OK(j && strcmp(j, "[\"a\"]") == 0, "ab_spec_get_json gives one key's value (%s)",
+	       j ? j : "NULL");
+	free(j);
+	j = ab_spec_get_json(s, "stdin_fd");
+	TAP_OK(!j, "... and NULL for a key the spec does not set");
+	free(j);
 	ab_spec_free(s);
 }
 

@@ -16,7 +16,7 @@ for (const p of ['/x', '/y', '/z', '/work/x', '/host', '/oldroot', '/newroot']) 
 }
 const EXPECTED = new Set(['/', '/usr', '/etc', '/proc', '/proc/sys', '/dev', '/dev/shm',
                           '/dev/pts', '/dev/mqueue', '/tmp', '/work', '/.agentbox/init']);
-// the curated host /etc entries (src/etcgen.c etcgen_host_entries), each bound on its own
+// the curated host /etc entries (src/supervisor/etcgen.c etcgen_host_entries), each bound on its own
 for (const e of ['alternatives', 'ld.so.cache', 'matplotlibrc', 'fonts', 'mime.types', 'ssl/certs',
                  'ssl/openssl.cnf', 'services', 'protocols', 'mailcap', 'magic', 'magic.mime',
                  'inputrc', 'debian_version'])

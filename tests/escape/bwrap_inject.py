@@ -21,7 +21,7 @@ for p in ("/x", "/y", "/z", "/work/x", "/host", "/oldroot", "/newroot", "/x/etc/
 
 EXPECTED = {"/", "/usr", "/etc", "/proc", "/proc/sys",
             "/dev", "/dev/shm", "/dev/pts", "/dev/mqueue", "/tmp", "/work", "/.agentbox/init"}
-# the curated host /etc entries (src/etcgen.c etcgen_host_entries), each bound on its own
+# the curated host /etc entries (src/supervisor/etcgen.c etcgen_host_entries), each bound on its own
 EXPECTED |= {"/etc/" + e for e in (
     "alternatives", "ld.so.cache", "matplotlibrc", "fonts", "mime.types", "ssl/certs",
     "ssl/openssl.cnf", "services", "protocols", "mailcap", "magic", "magic.mime", "inputrc",

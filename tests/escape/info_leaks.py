@@ -66,7 +66,7 @@ for where, text in texts.items():
             ("shows " + user) if hit else "clean")
 
 # where agentbox-init lives on the host is shown by design unless it is under /home or /root
-# (src/run.c mount_etc copies it then); the user-name check above is what must hold
+# (src/supervisor/run.c mount_etc copies it then); the user-name check above is what must hold
 init = [p for p in M.get("init_dir", []) if has_path(mi, p)]
 out("NOTE", "mountinfo-init-dir", ("shows " + init[0]) if init else "hidden")
 if os.path.exists("/sys") and os.listdir("/sys"):

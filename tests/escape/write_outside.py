@@ -107,7 +107,7 @@ attempt("open-w-proc-self-exe", lambda: open_w("/proc/self/exe"))
 attempt("open-w-proc-1-exe", lambda: open_w("/proc/1/exe"))
 attempt("open-w-agentbox-init", lambda: open_w("/.agentbox/init"))
 attempt("open-w-ld-so-cache", lambda: open_w("/etc/ld.so.cache"))
-# the host files bound into the sandbox's /etc for libraries (src/etcgen.c): read-only too
+# the host files bound into the sandbox's /etc for libraries (src/supervisor/etcgen.c): read-only too
 attempt("open-w-etc-matplotlibrc", lambda: open_w("/etc/matplotlibrc"))
 attempt("open-w-etc-mime-types", lambda: open_w("/etc/mime.types"))
 attempt("create-in-etc-fonts", lambda: open_w("/etc/fonts/agentbox-escape.conf", os.O_CREAT))

@@ -1,4 +1,4 @@
-/* fuzz-spec.c: libFuzzer over the run spec parser (src/spec.c), the first thing that reads
+/* fuzz-spec.c: libFuzzer over the run spec parser (src/spec/spec.c), the first thing that reads
  * what a caller of the library, the CLI's --spec or an MCP client sends. Every input must be
  * accepted or refused with a usage error and a message, never crash or leak; an accepted spec
  * must survive spec_build → spec_parse with the same options. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/cli.h"
-#include "src/spec.h"
+#include "src/spec/options.h"
+#include "src/spec/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

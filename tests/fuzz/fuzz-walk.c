@@ -32,10 +32,10 @@
 #include <linux/limits.h>
 #include <sys/stat.h>
 
+#include "src/fs/walk/walk.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
-#include "src/walk.h"
 
 #define FUZZ_MAX_OPS      64
 #define FUZZ_MAX_DEPTH    24 /* levels of "cd" the script may go down */

@@ -180,7 +180,7 @@ mkdir -m 0700 "$WORK/realruns"
 ln -s realruns "$WORK/runslink"
 refused "--runs-dir is a symlink" 125 setup_error "runs directory '[^']*runslink' is a symlink" - \
     --runs-dir "$WORK/runslink" "$WORK/ok.py"
-# issue 2: every bad input names the fix; this one does not (src/rundir.c rundir_open_root)
+# issue 2: every bad input names the fix; this one does not (src/supervisor/rundir.c rundir_open_root)
 check "--runs-dir is a symlink: the line says how to fix it" grep -q '(fix: ' "$WORK/err"
 is "$(ls -A "$WORK/realruns")" "" "--runs-dir symlink: nothing was created in its target"
 refused "--runs-dir relative" 2 usage_error "must be an absolute path" - --runs-dir relative/runs "$WORK/ok.py"

@@ -80,7 +80,7 @@ EOF
 abb 60 "$WORK/hello.py"
 [ "$rc" -eq 0 ] || bail "a plain run fails (rc $rc): $(head -c 300 "$WORK/err")"
 CG=$(jr .sandbox.cgroup.enforced)
-# Memory without a memory cgroup: the supervisor's watchdog (src/memwatch.h, issue 18)
+# Memory without a memory cgroup: the supervisor's watchdog (src/supervisor/memwatch.h, issue 18)
 MEMWATCH=false
 case $(jr .limits.memory.mechanism) in "agentbox watchdog"*) MEMWATCH=true ;; esac
 SAFE="--memory 256M --pids 64 --timeout 20s"

@@ -73,7 +73,7 @@ for pol in default strict; do
     is "$(jr .sandbox.seccomp.detail)" "policy $pol" "$pol: the report names the policy"
     is "$(got PROBE_EXIT)" 0 "$pol: ab-probe knew every name"
     # no memory cgroup: the memory watchdog's filter variant also refuses memfd_create
-    # (ENOSYS, src/filter.h AB_FILTER_NO_HIDDEN_MEM)
+    # (ENOSYS, src/supervisor/filter.h AB_FILTER_NO_HIDDEN_MEM)
     mw=false
     case $(jr .limits.memory.mechanism) in "agentbox watchdog"*) mw=true ;; esac
     while read -r name d s kind; do

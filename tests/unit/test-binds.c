@@ -20,8 +20,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "src/binds.h"
-#include "src/hostfs.h"
+#include "src/fs/hostfs.h"
+#include "src/supervisor/binds.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
@@ -41,12 +41,12 @@ tp(const char *rel)
 static void
 refusal_is(const char *real, const char *home, const char *want)
 {
-	const char *got = binds_refusal(real, home);
+	const char *got = refusal_mount(real, home);
 
 	if (want)
-		TAP_STREQ(got, want, "binds_refusal('%s') refuses", real);
+		TAP_STREQ(got, want, "refusal_mount('%s') refuses", real);
 	else
-		TAP_OK(got == NULL, "binds_refusal('%s') allows", real);
+		TAP_OK(got == NULL, "refusal_mount('%s') allows", real);
 	if (!want && got)
 		printf("#   got: '%s'\n", got);
 }
@@ -60,7 +60,7 @@ refusal_is(const char *real, const char *home, const char *want)
 #define R_ROOTDOT "a dot-directory of root's home"
 
 static void
-test_binds_refusal(void)
+test_refusal_mount(void)
 {
 	static const struct {
 		const char *path, *want; /* want NULL: allowed */
@@ -160,31 +160,30 @@ test_workspace_tokens(void)
 		    symlink("/nonexistent-ab/.pypirc", pypi) < 0)
 			abort();
 	}
-	got = binds_workspace_refusal(dir, NULL);
+	got = refusal_workspace(dir, NULL);
 	TAP_OK(got == NULL, "workspace with a .npmrc file and a .pypirc link: allowed (%s)",
 	       got ? got : "");
-	TAP_STREQ(binds_refusal(dir, NULL), holds,
+	TAP_STREQ(refusal_mount(dir, NULL), holds,
 		  "the same directory for --ro-bind or --input: still refused");
-	for (const char *const *t = binds_token_files; *t; t++)
-		TAP_OK(binds_is_token_file(*t), "%s is a token file", *t);
-	TAP_OK(!binds_is_token_file(".ssh") && !binds_is_token_file(".aws") &&
-		       !binds_is_token_file(".docker") && !binds_is_token_file("npmrc"),
+	for (const char *const *t = refusal_token_files; *t; t++)
+		TAP_OK(refusal_is_token_file(*t), "%s is a token file", *t);
+	TAP_OK(!refusal_is_token_file(".ssh") && !refusal_is_token_file(".aws") &&
+		       !refusal_is_token_file(".docker") && !refusal_is_token_file("npmrc"),
 	       "credential directories are not token files");
 	if (mkdir(ssh, 0700) < 0)
 		abort();
-	TAP_STREQ(binds_workspace_refusal(dir, NULL), holds,
-		  "workspace with a .ssh directory: refused");
+	TAP_STREQ(refusal_workspace(dir, NULL), holds, "workspace with a .ssh directory: refused");
 	(void) rmdir(ssh);
 	(void) unlink(npmrc);
 	if (mkdir(npmrc, 0700) < 0)
 		abort();
 	TAP_STREQ(
-		binds_workspace_refusal(dir, NULL), holds,
+		refusal_workspace(dir, NULL), holds,
 		"workspace with a .npmrc that is a directory: refused (nothing to lay a file on)");
 	(void) rmdir(npmrc);
-	TAP_STREQ(binds_workspace_refusal(npmrc, NULL), R_CRED,
+	TAP_STREQ(refusal_workspace(npmrc, NULL), R_CRED,
 		  "a token file itself as the workspace: refused");
-	TAP_STREQ(binds_workspace_refusal("/home/alice", NULL), R_HOME,
+	TAP_STREQ(refusal_workspace("/home/alice", NULL), R_HOME,
 		  "a home directory: still refused");
 	(void) unlink(pypi);
 	(void) rmdir(dir);
@@ -694,7 +693,7 @@ test_refusal(void)
 	refused_as("home", HOSTFS_USE_WORKSPACE, -1, &allow_all, home);
 	refused_as("home", HOSTFS_USE_COLLECT, -1, &allow_all, home);
 
-	/* system directories: read (--ro-bind, --input) by binds_refusal's rules */
+	/* system directories: read (--ro-bind, --input) by refusal_mount's rules */
 	refused_as("/usr", HOSTFS_USE_WORKSPACE, -1, NULL, sysdir);
 	refused_as("/usr", HOSTFS_USE_COLLECT, -1, NULL, sysdir);
 	refused_as("/usr", HOSTFS_USE_INPUT, -1, NULL, NULL);
@@ -897,7 +896,7 @@ test_etc(void)
 int
 main(void)
 {
-	test_binds_refusal();
+	test_refusal_mount();
 	test_workspace_tokens();
 	test_bad_dest();
 	if (mk() < 0) {

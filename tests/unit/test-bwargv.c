@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/bwargv.h"
+#include "src/supervisor/bwargv.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
 

@@ -29,12 +29,12 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
-#include "src/cfg.h"
-#include "src/cgroup.h"
-#include "src/cli.h"
-#include "src/limitplan.h"
-#include "src/result.h"
-#include "src/supervise.h"
+#include "src/spec/cfg.h"
+#include "src/spec/options.h"
+#include "src/spec/record.h"
+#include "src/supervisor/cgroup/cgroup.h"
+#include "src/supervisor/limitplan.h"
+#include "src/supervisor/supervise.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
@@ -1605,7 +1605,7 @@ real_v2_spawn(void)
 	struct ab_err err = { 0 };
 	struct ab_limits_plan lp;
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_outcome oc = { 0 };
 	static char *no_cmd[] = { NULL };
 	static const char script[] = "#!/bin/sh\ncat /proc/self/cgroup\n";

@@ -1,10 +1,10 @@
 /* Unit tests for cli.c: option parsing into struct ab_run_opts, and its errors. */
 #include <string.h>
 
-#include "src/cli.h"
-#include "src/spec.h"
+#include "src/spec/options.h"
+#include "src/spec/spec.h"
+#include "src/spec/words.h"
 #include "src/util/macro.h"
-#include "src/words.h"
 #include "tests/tap.h"
 
 #define ARGV(...)                        \

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "src/cpuclaim.h"
+#include "src/supervisor/cpuclaim.h"
 #include "tests/tap.h"
 
 int

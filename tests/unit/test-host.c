@@ -22,12 +22,12 @@
 #include <sys/wait.h>
 
 #include "config.h"
-#include "src/cfg.h"
-#include "src/cli.h"
-#include "src/cmds.h"
-#include "src/host.h"
-#include "src/result.h"
-#include "src/run.h"
+#include "src/spec/cfg.h"
+#include "src/spec/options.h"
+#include "src/spec/record.h"
+#include "src/supervisor/cmds.h"
+#include "src/supervisor/host.h"
+#include "src/supervisor/run.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
@@ -193,7 +193,7 @@ test_refusal(void)
 	if (pid == 0) {
 		/* run_main enters namespaces of its own: in a child, like doctor does */
 		struct ab_run_opts o;
-		struct ab_result res;
+		struct ab_record res;
 		struct ab_err err = { 0 };
 		int r;
 

@@ -8,7 +8,7 @@
 
 #include <sys/mman.h>
 
-#include "src/interp.h"
+#include "src/supervisor/interp.h"
 #include "tests/tap.h"
 
 /* The script's content in a memfd (interp_detect_lang preads the fd). */
@@ -33,9 +33,9 @@ detect_is(const char *name, const char *text, size_t len, enum ab_lang forced, e
 	int fd = text ? script(text, len) : -1; /* -1: the fd must not be read at all */
 	int r = interp_detect_lang(name, fd, forced, &got, &err);
 
-	TAP_OK(r == 0 && got == want, "%s: %s", what, interp_lang_name(want));
+	TAP_OK(r == 0 && got == want, "%s: %s", what, lang_name(want));
 	if (r != 0 || got != want)
-		printf("#   got: %d, %s (%s)\n", r, interp_lang_name(got), err.msg);
+		printf("#   got: %d, %s (%s)\n", r, lang_name(got), err.msg);
 	if (fd >= 0)
 		close(fd);
 }
@@ -54,7 +54,7 @@ unknown_is(const char *name, const char *text, size_t len, const char *what)
 	TAP_OK(r == -EINVAL && err.exit == AB_EXIT_USAGE && got == AB_LANG_AUTO,
 	       "%s: a usage error (exit 2)", what);
 	if (r != -EINVAL)
-		printf("#   got: %d, %s\n", r, interp_lang_name(got));
+		printf("#   got: %d, %s\n", r, lang_name(got));
 	TAP_STREQ(err.msg,
 		  "cannot tell the language of the script: no .py/.js/.mjs/.cjs extension and no "
 		  "python or node shebang",

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/limitplan.h"
+#include "src/supervisor/limitplan.h"
 #include "tests/tap.h"
 
 #define DEFAULT_FIX                                                                           \
@@ -33,7 +33,7 @@ enum host_kind {
 
 struct fx {
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct ab_host h;
 	struct ab_limits_plan lp;
 	struct ab_err err;

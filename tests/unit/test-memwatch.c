@@ -1,4 +1,4 @@
-/* test-memwatch.c: the memory watchdog (src/memwatch.c), TAP.
+/* test-memwatch.c: the memory watchdog (src/supervisor/memwatch.c), TAP.
  *
  *  1. The parsers: /proc/PID/status, smaps_rollup, smaps (shared tmpfs mappings), and the
  *     poll interval against the headroom.
@@ -35,8 +35,8 @@
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 
-#include "src/filter.h"
-#include "src/memwatch.h"
+#include "src/supervisor/filter.h"
+#include "src/supervisor/memwatch.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/proc.h"

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "src/netpolicy.h"
+#include "src/proxy/netpolicy.h"
 #include "tests/tap.h"
 
 static struct sockaddr_storage

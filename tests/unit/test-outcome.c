@@ -20,10 +20,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "src/hint.h"
-#include "src/netproxy.h"
-#include "src/run.h"
-#include "src/runctx.h"
+#include "src/supervisor/hint.h"
+#include "src/supervisor/netproxy.h"
+#include "src/supervisor/run.h"
+#include "src/supervisor/runctx.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
@@ -38,7 +38,7 @@
 
 struct fx {
 	struct ab_run_opts o;
-	struct ab_result res;
+	struct ab_record res;
 	struct run_ctx c;
 	struct ab_outcome oc;
 	struct ab_cg_usage u;
@@ -940,7 +940,7 @@ test_exit_codes(void)
 	bool all = true;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct ab_result r;
+		struct ab_record r;
 		int got;
 
 		result_init(&r, NULL);
@@ -960,7 +960,7 @@ test_exit_codes(void)
 }
 
 static const struct ab_protection *
-prot(const struct ab_result *r, const char *name)
+prot(const struct ab_record *r, const char *name)
 {
 	for (size_t i = 0; i < r->n_prot; i++)
 		if (strcmp(r->prot[i].name, name) == 0)
@@ -969,7 +969,7 @@ prot(const struct ab_result *r, const char *name)
 }
 
 static void
-prot_is(const struct ab_result *r, const char *case_name, const char *name, bool enforced,
+prot_is(const struct ab_record *r, const char *case_name, const char *name, bool enforced,
 	const char *detail)
 {
 	const struct ab_protection *p = prot(r, name);

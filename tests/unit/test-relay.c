@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "src/relay.h"
+#include "src/supervisor/relay.h"
 #include "src/util/fdutil.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"

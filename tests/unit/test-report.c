@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "src/report.h"
+#include "src/spec/report.h"
 #include "src/util/xalloc.h"
 #include "tests/tap.h"
 
@@ -42,7 +42,7 @@ read_file(const char *path)
 
 /* Every field set, every optional object present: an OOM-killed run of a root caller. */
 static void
-golden_result(struct ab_result *r, struct ab_run_opts *o)
+golden_result(struct ab_record *r, struct ab_run_opts *o)
 {
 	static const char *const prots[][3] = {
 		{ "namespaces", "1", "user, mount, pid, net, ipc, uts, cgroup" },
@@ -178,7 +178,7 @@ test_words(void)
 {
 	for (int flags = 0; flags < 2; flags++) {
 		struct ab_run_opts o;
-		struct ab_result r;
+		struct ab_record r;
 		json_t *j;
 		const char *what = flags ? "flags" : "a spec";
 		const char *t;
@@ -227,7 +227,7 @@ static void
 test_golden(void)
 {
 	struct ab_run_opts o;
-	struct ab_result r;
+	struct ab_record r;
 	const char *dir = getenv("AB_TESTDIR");
 	char *path, *text, *want;
 	json_t *j, *back;
@@ -272,7 +272,7 @@ static void
 patch_is_rebuild(const char *key, size_t field, int64_t from, int64_t to)
 {
 	struct ab_run_opts o;
-	struct ab_result r;
+	struct ab_record r;
 	json_t *j;
 	char *text, *want;
 	size_t len = 0, wlen = 0;
@@ -304,11 +304,11 @@ test_patch_rebuild(void)
 		const char *key;
 		size_t field;
 	} patched[] = {
-		{ "agentbox_max_rss_kib", offsetof(struct ab_result, supervisor_max_rss_kib) },
-		{ "agentbox_fds_left", offsetof(struct ab_result, supervisor_fds_left) },
-		{ "cpu_ms", offsetof(struct ab_result, cpu_ms) }, /* usage.cpu_ms is nested */
-		{ "wall_ms", offsetof(struct ab_result, wall_ms) },
-		{ "kill_to_reaped_ms", offsetof(struct ab_result, kill_to_reaped_ms) },
+		{ "agentbox_max_rss_kib", offsetof(struct ab_record, supervisor_max_rss_kib) },
+		{ "agentbox_fds_left", offsetof(struct ab_record, supervisor_fds_left) },
+		{ "cpu_ms", offsetof(struct ab_record, cpu_ms) }, /* usage.cpu_ms is nested */
+		{ "wall_ms", offsetof(struct ab_record, wall_ms) },
+		{ "kill_to_reaped_ms", offsetof(struct ab_record, kill_to_reaped_ms) },
 	};
 	static const int64_t values[][2] = {
 		{ -1, 0 },
@@ -331,7 +331,7 @@ static void
 test_patch(void)
 {
 	struct ab_run_opts o;
-	struct ab_result r;
+	struct ab_record r;
 	json_t *j, *back;
 	char *text;
 	size_t len = 0;
@@ -436,7 +436,7 @@ static void
 test_past_cap(void)
 {
 	struct ab_run_opts o;
-	struct ab_result r;
+	struct ab_record r;
 	json_t *j, *s;
 	const char *t;
 	char line[32];
@@ -492,7 +492,7 @@ static void
 test_excerpt(void)
 {
 	struct ab_run_opts o;
-	struct ab_result r;
+	struct ab_record r;
 	json_t *j, *s;
 	const char *t;
 	size_t n = 100000;
@@ -567,7 +567,7 @@ int
 main(void)
 {
 	struct ab_run_opts o;
-	struct ab_result r;
+	struct ab_record r;
 	json_t *j, *s;
 	char *text;
 

@@ -31,11 +31,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-/* libseccomp's header (for seccomp_version()); ours is src/filter.h. */
+/* libseccomp's header (for seccomp_version()); ours is src/supervisor/filter.h. */
 #include <seccomp.h>
 
 #include "config.h"
-#include "src/filter.h"
+#include "src/supervisor/filter.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/strv.h"

@@ -1,7 +1,7 @@
 /* Unit tests for units.c: limits parse as people write them; nonsense is rejected. */
 #include <errno.h>
 
-#include "src/units.h"
+#include "src/spec/units.h"
 #include "tests/tap.h"
 
 static void

@@ -31,10 +31,10 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "src/fs/walk/walk.h"
 #include "src/util/fdutil.h"
 #include "src/util/macro.h"
 #include "src/util/xalloc.h"
-#include "src/walk.h"
 #include "tests/tap.h"
 
 #define SHA_HELLO "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"

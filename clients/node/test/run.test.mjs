@@ -122,7 +122,7 @@ async function pngOk(r) {
 test('a matplotlib PNG', { skip: !hasMatplotlib && 'python3-matplotlib is not installed on the host' }, async () => {
   const r = await run({ code: MPL, timeout: 60 });
   // the sandbox's curated /etc carries the host's /etc/matplotlibrc, where Debian's
-  // python3-matplotlib keeps its defaults (src/etcgen.c)
+  // python3-matplotlib keeps its defaults (src/supervisor/etcgen.c)
   assert.ok(!r.stderr.text.includes('Could not find matplotlibrc'), r.stderr.text.slice(-500));
   await pngOk(r);
 });

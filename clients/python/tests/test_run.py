@@ -163,7 +163,7 @@ def test_matplotlib_png():
     pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed on the host")
     r = agentbox.run(MPL, timeout=60)
     # the sandbox's curated /etc carries the host's /etc/matplotlibrc, where Debian's
-    # python3-matplotlib keeps its defaults (src/etcgen.c)
+    # python3-matplotlib keeps its defaults (src/supervisor/etcgen.c)
     assert "Could not find matplotlibrc" not in r.stderr.text, r.stderr.text[-500:]
     _png_ok(r)
 

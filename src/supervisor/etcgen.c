@@ -1,0 +1,377 @@
+#include "etcgen.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "../fs/hostfs.h"
+#include "../util/fdutil.h"
+#include "../util/macro.h"
+#include "../util/xalloc.h"
+#include "../warm/warm.h"
+#include "binds.h"
+#include "plan.h"
+
+/* The curated set (issue 15): what interpreters and common packages read from /etc, and
+ * nothing secret. Bound read-only at the same path when it exists on the host, after the
+ * checks in add_host_entry. docs/design.md "The sandbox's /etc" lists and explains them. */
+const char *const etcgen_host_entries[] = {
+	"/etc/alternatives", /* Debian's alternatives links in /usr/bin point here */
+	"/etc/ld.so.cache",  /* the dynamic linker's cache: faster startup */
+	/* Read-only configuration that libraries the scripts import need, and nothing secret:
+	 * Debian's matplotlib refuses to import without its matplotlibrc, fontconfig reads
+	 * fonts/, Python's mimetypes and others read mime.types. */
+	"/etc/matplotlibrc",
+	"/etc/fonts",
+	"/etc/mime.types",
+	/* CA certificates for offline verification (ssl's default paths, Node's https);
+	 * certs/ only, never ssl/ whole: ssl/private holds the host's keys */
+	"/etc/ssl/certs",
+	"/etc/ssl/openssl.cnf", /* OpenSSL's defaults (Debian's security level, providers) */
+	"/etc/services",        /* getservbyname(), socket.getservbyname */
+	"/etc/protocols",       /* getprotobyname(), socket.getprotobyname */
+	"/etc/mailcap",         /* Python's mailcap, and MIME handlers */
+	"/etc/magic",           /* libmagic's local additions (python3-magic, file) */
+	"/etc/magic.mime",
+	"/etc/inputrc",        /* readline in REPLs driven through a pty */
+	"/etc/debian_version", /* platform checks of build and packaging tools */
+	NULL,
+};
+
+struct etc_file {
+	const char *name;
+	const char *text;
+};
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+
+/* The sandbox user's passwd and group lines, e.g. "agent:x:1000:1000:sandbox user:/work:..." */
+#define PASSWD_AGENT                                                                       \
+	AB_SANDBOX_USER                                                                    \
+	":x:" STR(AB_SANDBOX_UID) ":" STR(AB_SANDBOX_GID) ":sandbox user:" AB_SANDBOX_WORK \
+							  ":/usr/sbin/nologin\n"
+#define GROUP_AGENT AB_SANDBOX_USER ":x:" STR(AB_SANDBOX_GID) ":\n"
+
+static const struct etc_file etc_files[] = {
+	{ "passwd", "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" PASSWD_AGENT
+		    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
+	{ "group", "root:x:0:\n" GROUP_AGENT "nogroup:x:65534:\n" },
+	{ "hostname", AB_SANDBOX_HOSTNAME "\n" },
+	{ "hosts", "127.0.0.1\tlocalhost " AB_SANDBOX_HOSTNAME "\n"
+		   "::1\tlocalhost ip6-localhost ip6-loopback\n" },
+	{ "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+			   "networks: files\nprotocols: files\nservices: files\n" },
+	{ "timezone", "Etc/UTC\n" }, /* with localtime: UTC, no host timezone */
+};
+
+/* Generated links: the sandbox's clock is UTC (deterministic, no host timezone leak), and
+ * os-release is the one /usr already shows. */
+static const struct etc_file etc_links[] = {
+	{ "localtime", "/usr/share/zoneinfo/Etc/UTC" },
+	{ "os-release", "../usr/lib/os-release" },
+};
+
+/* Bound from the host only when the sandbox keeps the network (`agentbox prepare`). */
+static const char *const net_entries[] = { "/etc/resolv.conf", NULL };
+
+bool
+etcgen_is_generated(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++)
+		if (strcmp(name, etc_files[i].name) == 0)
+			return true;
+	for (size_t i = 0; i < ARRAY_SIZE(etc_links); i++)
+		if (strcmp(name, etc_links[i].name) == 0)
+			return true;
+	/* the warm-slot hooks (warm.h) */
+	if (strncmp(name, "agentbox", 8) == 0 && (name[8] == '\0' || name[8] == '/'))
+		return true;
+	return strcmp(name, "resolv.conf") == 0;
+}
+
+bool
+etcgen_is_curated(const char *name)
+{
+	for (const char *const *h = etcgen_host_entries; *h; h++) {
+		const char *e = *h + strlen("/etc/");
+		size_t l = strlen(e);
+
+		if (strncmp(name, e, l) == 0 && (name[l] == '\0' || name[l] == '/'))
+			return true;
+	}
+	return false;
+}
+
+static int
+write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t group)
+{
+	cleanup_fd int fd = -1;
+	int r;
+
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, text, strlen(text));
+	if (r < 0)
+		return r;
+	if (owner != (uid_t) -1 && fchown(fd, owner, group) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Regular files up to this size are copied into the generated /etc rather than bound (its
+ * tmpfs is 2 MiB; the curated files total about 200 KiB on Debian 12). */
+#define ETC_COPY_MAX (128 * 1024)
+
+/* Copies the file open on fd (fstat st) to a new `name` below efd. -EAGAIN: it grew past
+ * ETC_COPY_MAX while read, nothing left behind, bind it instead. */
+static int
+copy_small_file(int efd, const char *name, int fd, const struct stat *st)
+{
+	cleanup_fd int in = hostfs_reopen(fd, O_RDONLY);
+	cleanup_fd int out = -1;
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int r = 0;
+
+	if (in < 0)
+		return -EAGAIN;
+	buf = xmalloc(ETC_COPY_MAX + 1);
+	while (len <= ETC_COPY_MAX && (n = read(in, buf + len, ETC_COPY_MAX + 1 - len)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			return -EAGAIN;
+		}
+		len += (size_t) n;
+	}
+	if (len > ETC_COPY_MAX) {
+		free(buf);
+		return -EAGAIN;
+	}
+	out = openat(efd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		     st->st_mode & 0644);
+	if (out < 0)
+		r = -errno;
+	else
+		r = write_all(out, buf, len);
+	free(buf);
+	return r < 0 ? r : 0;
+}
+
+/* AB_WARM_DIR with the warm-slot hooks (warm.h): in every sandbox, cold or warm, so that both
+ * see the same /etc; they act only in a slot's interpreter, started to load them. */
+static int
+write_warm_hooks(int efd, uid_t owner, gid_t group)
+{
+	static const char *const dirs[] = { "agentbox", "agentbox/warm" };
+	cleanup_fd int wfd = -1;
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		if (mkdirat(efd, dirs[i], 0755) < 0)
+			return -errno;
+		if (owner != (uid_t) -1 &&
+		    fchownat(efd, dirs[i], owner, group, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	wfd = openat(efd, "agentbox/warm", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (wfd < 0)
+		return -errno;
+	r = write_file_at(wfd, "sitecustomize.py", ab_warm_sitecustomize_py, owner, group);
+	if (r == 0)
+		r = write_file_at(wfd, "hook.js", ab_warm_hook_js, owner, group);
+	return r;
+}
+
+/* The curated tree behind fd (an O_RDONLY directory fd, taken over) must hold nothing but
+ * what every host user may read: regular files o+r, directories o+rx, links (they resolve
+ * inside the sandbox, which shows /usr and this /etc only), and no file or directory whose
+ * name binds_etc_denied() matches. Bounded: depth 4, *budget entries. Returns NULL, or why
+ * with the entry's name in buf. */
+static const char *
+tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
+{
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	const char *why = NULL;
+
+	if (!d) {
+		if (fd >= 0)
+			(void) close(fd);
+		return "cannot be listed";
+	}
+	while (!why && (de = readdir(d))) {
+		struct stat st;
+		int sub;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(buf, bufsz, "%s", de->d_name);
+		if (--*budget < 0)
+			why = "too many entries to check";
+		else if (de->d_type == DT_LNK)
+			continue; /* most of alternatives/ and ssl/certs/: no stat needed */
+		else if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			why = "an entry cannot be examined";
+		else if (S_ISLNK(st.st_mode))
+			continue; /* alternatives/keytool, certs/..._Authentication_....pem */
+		else if (binds_etc_denied(de->d_name))
+			why = "an entry's name marks a secret";
+		else if (S_ISREG(st.st_mode))
+			why = (st.st_mode & S_IROTH) ? NULL
+						     : "a file is not readable by every user";
+		else if (!S_ISDIR(st.st_mode))
+			why = "not a file, directory or link";
+		else if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+			why = "a directory is not open to every user";
+		else if (depth >= 4)
+			why = "too deep to check";
+		else if ((sub = openat(dirfd(d), de->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			why = "a directory cannot be opened";
+		else
+			why = tree_public(sub, depth + 1, budget, buf, bufsz);
+	}
+	closedir(d);
+	return why;
+}
+
+/* One curated entry: opened once (only root's symlinks followed), judged by its fd
+ * (world-readable, everything inside public), then cloned from that fd onto a mount point in
+ * the generated /etc. Bound here, in agentbox's own mount namespace, rather than by bwrap:
+ * bwrap's one recursive --ro-bind of this /etc carries it and makes it read-only, which
+ * costs less than a bwrap --ro-bind (mount, mountinfo parse, remount) each. An entry that
+ * does not exist is skipped; one that fails a check is skipped and named in *skipped. */
+static int
+add_host_entry(int efd, const char *path, int src_fd, struct strv *skipped, struct ab_err *err)
+{
+	const char *base = path + strlen("/etc/");
+	cleanup_fd int fd = -1, tfd = -1;
+	struct ab_err ignored = { 0 };
+	const char *slash;
+	char what[300], name[256];
+	struct stat st;
+
+	if (src_fd >= 0) {
+		fd = fcntl(src_fd, F_DUPFD_CLOEXEC, 3);
+	} else {
+		fd = hostfs_open(path, 0, "/etc", &ignored);
+	}
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return 0; /* not on this host */
+	if (src_fd < 0) {
+		const char *why = NULL;
+		long budget = 4096;
+
+		name[0] = '\0';
+		if (S_ISREG(st.st_mode))
+			why = (st.st_mode & S_IROTH) ? NULL : "not readable by every user";
+		else if (!S_ISDIR(st.st_mode))
+			why = "not a file or directory";
+		else if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+			why = "not open to every user";
+		else
+			why = tree_public(hostfs_reopen(fd, O_RDONLY | O_DIRECTORY), 0, &budget,
+					  name, sizeof(name));
+		if (why) {
+			if (name[0])
+				snprintf(what, sizeof(what), "%s (%s)", why, name);
+			strv_pushf(skipped, "%s: %s", path, name[0] ? what : why);
+			return 0;
+		}
+	}
+	for (slash = strchr(base, '/'); slash; slash = strchr(slash + 1, '/')) {
+		/* the parents inside the generated /etc (ssl for ssl/certs) */
+		cleanup_free char *parent = xstrndup(base, (size_t) (slash - base));
+
+		if (mkdirat(efd, parent, 0755) < 0 && errno != EEXIST)
+			return ab_err_set(err, -errno, "create /etc/%s: %s", parent,
+					  strerror(errno));
+	}
+	if (S_ISREG(st.st_mode) && st.st_size <= ETC_COPY_MAX) {
+		/* a small file is copied (the whole /etc is read-only in the sandbox): a bind
+		 * costs a mount here and a remount and mountinfo parse in bwrap, about 0.15 ms
+		 * each; a copy of these tens of KiB costs a few microseconds */
+		int r = copy_small_file(efd, base, fd, &st);
+
+		if (r != -EAGAIN) {
+			if (r < 0)
+				return ab_err_set(err, r, "copy %s into the sandbox /etc: %s", path,
+						  strerror(-r));
+			return 0;
+		}
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdirat(efd, base, 0755) < 0)
+			return ab_err_set(err, -errno, "create mount point /etc/%s: %s", base,
+					  strerror(errno));
+	} else {
+		int r = write_file_at(efd, base, "", (uid_t) -1, (gid_t) -1);
+
+		if (r < 0)
+			return ab_err_set(err, r, "create mount point /etc/%s: %s", base,
+					  strerror(-r));
+	}
+	tfd = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+	if (tfd < 0 || move_mount(tfd, "", efd, base, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return ab_err_set(err, -errno, "bind %s into the sandbox /etc: %s", path,
+				  strerror(errno));
+	return 0;
+}
+
+int
+etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra,
+	    size_t n_extra, struct strv *skipped, struct ab_err *err)
+{
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++) {
+		r = write_file_at(efd, etc_files[i].name, etc_files[i].text, owner, group);
+		if (r < 0)
+			return ab_err_set(err, r, "write the sandbox /etc/%s: %s",
+					  etc_files[i].name, strerror(-r));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(etc_links); i++)
+		if (symlinkat(etc_links[i].text, efd, etc_links[i].name) < 0)
+			return ab_err_set(err, -errno, "write the sandbox /etc/%s: %s",
+					  etc_links[i].name, strerror(errno));
+	r = write_warm_hooks(efd, owner, group);
+	if (r < 0)
+		return ab_err_set(err, r, "write the sandbox " AB_WARM_DIR ": %s", strerror(-r));
+	if (!net) {
+		r = write_file_at(efd, "resolv.conf", "# no network in the sandbox\n", owner,
+				  group);
+		if (r < 0)
+			return ab_err_set(err, r, "write the sandbox /etc/resolv.conf");
+	}
+	for (const char *const *h = etcgen_host_entries; *h; h++) {
+		r = add_host_entry(efd, *h, -1, skipped, err);
+		if (r < 0)
+			return r;
+	}
+	for (const char *const *h = net_entries; net && *h; h++) {
+		r = add_host_entry(efd, *h, -1, skipped, err);
+		if (r < 0)
+			return r;
+	}
+	/* --ro-bind /etc/NAME: checked by binds_add_etc, bound from its fd */
+	for (size_t i = 0; i < n_extra; i++) {
+		cleanup_free char *path = xasprintf("/etc/%s", extra[i].dest);
+
+		r = add_host_entry(efd, path, extra[i].fd, skipped, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
