@@ -26,6 +26,10 @@ function skip(desc, why) {
     console.log(`ok ${n} - ${desc} # SKIP ${why}`);
 }
 let keptRun = null;
+// the ASan pass (tests/run-suite sets AB_SANITIZED): the server is several times bigger and
+// slower there, so the budget test's memory and time bounds are checked in the plain build only
+const SAN = process.env.AB_SANITIZED === '1';
+const SAN_WHY = 'under ASan the server is several times bigger and slower; the plain build checks this bound';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function serverEnv() {
@@ -396,16 +400,21 @@ async function budgetTests() {
     t0 = Date.now();
     await write(JSON.stringify(call('c32', { language: 'python', code: '#' + 'y'.repeat(32 * MiB) })));
     m = await s.reply('c32', 30000);
-    ok(m.error && m.error.code === -32600 && /too large/.test(m.error.message) && Date.now() - t0 < 5000,
+    ok(m.error && m.error.code === -32600 && /too large/.test(m.error.message) && (SAN || Date.now() - t0 < 5000),
         'a 32 MiB call (over --max-message) is refused on arrival, by its id', [m, Date.now() - t0]);
     await listTime();
     await sleep(500);
     const busy = [...Array(64).keys()].filter((i) => s.msgs.some((x) => x.id === 'b' + i && x.result && x.result.isError && /busy.*max-pending-bytes/.test(JSON.stringify(x.result.content))));
     const answered = [...Array(64).keys()].filter((i) => s.msgs.some((x) => x.id === 'b' + i));
-    ok(busy.length >= 48 && busy.length === answered.length && busy.length < 64,
-        `of 64 calls of 15 MiB, the budget took ${64 - busy.length} and answered ${busy.length} busy at once`, [busy.length, answered.length]);
-    rss();
-    ok(peak > 0 && peak * 1024 < 192 * MiB, `the server held at most ${Math.round(peak / 1024)} MiB (its budget 128M + 64 MiB)`, peak);
+    if (SAN) {
+        ok(busy.length >= 48 && busy.length < 64, `of 64 calls of 15 MiB, the budget took ${64 - busy.length} and answered ${busy.length} busy`, [busy.length, answered.length]);
+        skip('the server held at most its budget + 64 MiB', SAN_WHY);
+    } else {
+        ok(busy.length >= 48 && busy.length === answered.length && busy.length < 64,
+            `of 64 calls of 15 MiB, the budget took ${64 - busy.length} and answered ${busy.length} busy at once`, [busy.length, answered.length]);
+        rss();
+        ok(peak > 0 && peak * 1024 < 192 * MiB, `the server held at most ${Math.round(peak / 1024)} MiB (its budget 128M + 64 MiB)`, peak);
+    }
 
     // the slot frees: the calls the budget took run, and tools/list still answers meanwhile
     await s.request('cx', 'tools/call', { _meta: meta, name: 'cancel_run', arguments: { run_id: blk } });
@@ -418,7 +427,10 @@ async function budgetTests() {
     ok(taken.every((i) => s.msgs.some((x) => x.id === 'b' + i && x.result && x.result.structuredContent && x.result.structuredContent.exit_code === 0)),
         'each call the budget took ran, once the slot was free', taken.map((i) => (s.msgs.find((x) => x.id === 'b' + i) || {}).result));
     clearInterval(sampler);
-    ok(lat.length > 20 && Math.max(...lat) < 1000, `tools/list answered within a second all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, lat);
+    if (SAN)
+        skip(`tools/list answered within a second all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, SAN_WHY);
+    else
+        ok(lat.length > 20 && Math.max(...lat) < 1000, `tools/list answered within a second all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, lat);
     ok(s.nonJson === 0, 'stdout carried nothing but JSON-RPC messages', s.nonJson);
     await s.close();
 }
