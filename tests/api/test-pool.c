@@ -9,6 +9,7 @@
 #include <agentbox/agentbox.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -372,10 +373,30 @@ main(void)
 	{
 		ab_spec *s = spec("{\"language\":\"python\",\"code\":\"import time; print('up', "
 				  "flush=True); time.sleep(30)\",\"rm\":true}");
-		ab_run_handle *h = ab_pool_run_start(p, s, NULL, NULL);
-		struct pollfd pfd = { .fd = ab_run_fd(h), .events = POLLIN };
+		int out[2] = { -1, -1 };
+		ab_run_handle *h;
+		char got[64] = "";
+		size_t have = 0;
 
-		TAP_OK(h && poll(&pfd, 1, 500) == 0 && ab_run_cancel(h) == 0,
+		/* cancelled once the script has printed 'up' (its relayed stdout): the hand-over
+		 * is over then, however loaded the machine */
+		if (pipe2(out, O_CLOEXEC) < 0)
+			abort();
+		h = ab_pool_run_start(p, s, &(ab_io){ out[1], -1 }, NULL);
+		(void) close(out[1]);
+		while (h && have < sizeof(got) - 1 && !strstr(got, "up")) {
+			struct pollfd pin = { .fd = out[0], .events = POLLIN };
+			ssize_t n;
+
+			if (poll(&pin, 1, 60000) <= 0)
+				break;
+			n = read(out[0], got + have, sizeof(got) - 1 - have);
+			if (n <= 0)
+				break;
+			have += (size_t) n;
+			got[have] = '\0';
+		}
+		TAP_OK(h && strstr(got, "up") && ab_run_cancel(h) == 0,
 		       "a warm run is cancelled while it runs");
 		TAP_OK(ab_run_wait(h, &res, NULL) == 0 &&
 			       strcmp(ab_result_status(res), "interrupted") == 0 &&
@@ -383,6 +404,7 @@ main(void)
 		       "... and reports interrupted");
 		ab_result_free(res);
 		ab_spec_free(s);
+		(void) close(out[0]);
 	}
 
 	/* idle: after 1.5 s without a run the class lets its slots go; a run refills it */
