@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -570,35 +571,96 @@ report_patch_int(char **text, size_t *len, const char *key, int64_t v)
 	return 0;
 }
 
-/* An existing --report PATH that is not a regular file (a review during issue 24: a rename
- * over /dev/null made it a regular file). A character device or a FIFO is opened for writing,
- * and so is what a link of root's or the caller's leads to (/dev/stdout, a regular file: then
- * written over, as a shell's > does): returns the fd, and the name itself is never replaced.
- * Anything else is a usage error. */
-static int
-dest_open_special(int dir, const char *base, const struct stat *lst, const char *path,
-		  struct ab_err *err)
+/* Is a link's text one of this process's own fds (/proc/self/fd/N, /proc/PID/fd/N, /dev/fd/N:
+ * what /dev/stdout leads to)? Opening it reopens a file the caller gave us. */
+static bool
+own_fd_link(const char *t)
 {
-	bool link = S_ISLNK(lst->st_mode);
-	struct stat st;
-	int fd;
+	char self[48];
+	size_t n = 0;
 
-	if (link && lst->st_uid != 0 && lst->st_uid != geteuid()) {
-		ab_err_usage(err, "--report '%s' is a symbolic link of another user's (uid %u)",
-			     path, (unsigned) lst->st_uid);
-		return ab_err_fix(err, "pass a path of yours, or - for stdout");
+	snprintf(self, sizeof(self), "/proc/%d/fd/", (int) getpid());
+	if (strncmp(t, "/proc/self/fd/", 14) == 0)
+		n = 14;
+	else if (strncmp(t, "/dev/fd/", 8) == 0)
+		n = 8;
+	else if (strncmp(t, self, strlen(self)) == 0)
+		n = strlen(self);
+	return n > 0 && t[n] && strspn(t + n, "0123456789") == strlen(t + n);
+}
+
+/* An existing --report PATH that is not a regular file (a review during issue 24: a rename
+ * over /dev/null made it a regular file): a character device or a FIFO is opened and written
+ * to, and so is what a chain of links leads to when every link on it is root's or the
+ * caller's and every directory on the way is reached by hostfs's trusted walk (a link another
+ * user could plant or swap never points agentbox's write elsewhere); a regular file at the
+ * end is written over from its start, as a shell's > does. The name itself is never replaced.
+ * Returns the fd, or a usage error. */
+static int
+dest_open_special(int dir, const char *base, const char *path, struct ab_err *err)
+{
+	cleanup_fd int cur = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+	cleanup_free char *name = xstrdup(base);
+	struct stat st;
+	int fd = -1;
+
+	for (int hop = 0; hop < 16 && fd < 0 && cur >= 0; hop++) {
+		char target[PATH_MAX];
+		cleanup_free char *abs = NULL, *next = NULL;
+		ssize_t n;
+		int nd;
+
+		if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			break;
+		if (!S_ISLNK(st.st_mode)) {
+			if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISREG(st.st_mode)) {
+				ab_err_usage(err, "--report '%s' %s not a regular file", path,
+					     hop ? "leads to something" : "exists and is");
+				return ab_err_fix(err,
+						  "pass a new file name, a regular file, a "
+						  "character device or a FIFO, or - for stdout");
+			}
+			/* O_NONBLOCK: a FIFO no one reads is an error now, not a hang */
+			fd = openat(cur, name,
+				    O_WRONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+			break;
+		}
+		if (st.st_uid != 0 && st.st_uid != geteuid()) {
+			ab_err_usage(err,
+				     "--report '%s': a symbolic link of another user's (uid %u) "
+				     "on the way",
+				     path, (unsigned) st.st_uid);
+			return ab_err_fix(err, "pass a path of yours, or - for stdout");
+		}
+		n = readlinkat(cur, name, target, sizeof(target) - 1);
+		if (n <= 0)
+			break;
+		target[n] = '\0';
+		if (own_fd_link(target)) {
+			fd = open(target, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+			break;
+		}
+		if (target[0] != '/') {
+			cleanup_free char *here = hostfs_fd_path(cur);
+
+			if (!here)
+				break;
+			abs = xasprintf("%s/%s", here, target);
+		}
+		nd = hostfs_open_parent(abs ? abs : target, 0, "--report", &next, err);
+		if (nd < 0) {
+			err->exit = AB_EXIT_USAGE;
+			return ab_err_fix(err, "pass a path of yours, or - for stdout");
+		}
+		(void) close(cur);
+		cur = nd;
+		free(name);
+		name = steal_ptr(&next);
 	}
-	if (!link && !S_ISCHR(lst->st_mode) && !S_ISFIFO(lst->st_mode)) {
-		ab_err_usage(err, "--report '%s' exists and is not a regular file", path);
-		return ab_err_fix(err, "pass a new file name, a regular file, a character device "
-				       "or a FIFO, or - for stdout");
-	}
-	/* O_NONBLOCK: a FIFO no one reads is an error now, not a hang */
-	fd = openat(dir, base,
-		    O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | (link ? 0 : O_NOFOLLOW));
 	if (fd < 0) {
 		ab_err_usage(err, "--report '%s': cannot open it for writing: %s", path,
-			     errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
+			     errno == ENXIO ? "a FIFO with no reader"
+					    : strerror(errno ? errno : ELOOP));
 		return ab_err_fix(err, "pass a file name, or - for stdout");
 	}
 	if (fstat(fd, &st) < 0 ||
@@ -642,7 +704,7 @@ report_dest_open(const char *path, struct ab_report_dest *d, struct ab_err *err)
 		return ab_err_fix(err, "pass a file name, e.g. '%s/report.json'", path);
 	}
 	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-		int r = dest_open_special(dir, base, &st, path, err);
+		int r = dest_open_special(dir, base, path, err);
 
 		if (r < 0)
 			return r;

@@ -478,6 +478,18 @@ bounded 60 "$AGENTBOX" run --rm --report "$WORK/rep.sock" "$WORK/rep.py" >"$WORK
 is "$rc" 2 "--report a socket: refused"
 check "... and it is still a socket" test -S "$WORK/rep.sock"
 if is_root; then
+    # a link of root's whose target goes through another user's symlink: followed only by
+    # trusted links, so the report never lands in the file that user points it at
+    mkdir "$WORK/rep.eve" "$WORK/rep.secret"
+    printf 'precious\n' >"$WORK/rep.secret/f"
+    ln -s "$WORK/rep.secret" "$WORK/rep.eve/lnk"
+    chown -h nobody "$WORK/rep.eve/lnk" "$WORK/rep.eve"
+    ln -s "$WORK/rep.eve/lnk/f" "$WORK/rep.rootlink"
+    rc=0
+    bounded 60 "$AGENTBOX" run --rm --report "$WORK/rep.rootlink" "$WORK/rep.py" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    is "$rc" 2 "--report a root link through another user's symlink: refused"
+    is "$(cat "$WORK/rep.secret/f")" precious "... the file that user pointed it at is untouched"
+    check "... and the link is still a link" test -L "$WORK/rep.rootlink"
     mknod "$WORK/rep.null" c 1 3
     chmod 666 "$WORK/rep.null"
     rc=0
