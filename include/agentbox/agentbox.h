@@ -136,6 +136,49 @@ int ab_run_signal(ab_run_handle *r, int sig);
 /* Waits for the run to finish (at once when its fd was readable) and frees r. */
 int ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err);
 
+/* ---- sessions (docs/sessions.md) --------------------------------------------------------- */
+
+/* A session: one sandbox that outlives a call, one interpreter kept alive in it; cells run in
+ * it one at a time, in one namespace (Python) or context (Node). Its spec is a run spec
+ * without script, code, args or stdin, with "session": true or {"idle_timeout": "10m",
+ * "max_lifetime": "1h"}; limits.timeout is each cell's default timeout, the other limits bind
+ * the whole session. A cell's result is JSON (docs/sessions.md "A cell's result"). */
+typedef struct ab_session ab_session;
+
+/* Starts a session and returns at once (asynchronous: poll ab_session_fd with
+ * ab_session_timeout_ms, then ab_session_step); a cell started before it is ready waits. */
+ab_session *ab_session_start(ab_context *ctx, const ab_spec *s, ab_error **err);
+/* Starts a session and waits until its interpreter is ready. */
+ab_session *ab_session_new(ab_context *ctx, const ab_spec *s, ab_error **err);
+/* Readable when ab_session_step has something to do; and call it at the latest after
+ * ab_session_timeout_ms (-1: nothing is due). */
+int ab_session_fd(const ab_session *s);
+int ab_session_timeout_ms(const ab_session *s);
+/* Moves the session on (never blocks). 1 when a cell finished (*ret_cell: its result, free()
+ * it), 0 otherwise. Also ends an idle session (idle_timeout). */
+int ab_session_step(ab_session *s, char **ret_cell, ab_error **err);
+/* Starts a cell (timeout_ms <= 0: the spec's limits.timeout). -EPIPE once the session ended
+ * (the error says how), -EBUSY while a cell runs. */
+int ab_session_cell_start(ab_session *s, const char *code, size_t len, int64_t timeout_ms,
+			  ab_error **err);
+/* Interrupts the running cell (KeyboardInterrupt in Python): status "cancelled"; a cell that
+ * does not stop within 2 s ends the session. */
+int ab_session_interrupt(ab_session *s);
+/* Runs a cell and waits for its result (*ret_cell, free() it). */
+int ab_session_run(ab_session *s, const char *code, size_t len, int64_t timeout_ms, char **ret_cell,
+		   ab_error **err);
+/* "starting", "ready", "busy" or "ended". */
+const char *ab_session_state(const ab_session *s);
+const char *ab_session_id(const ab_session *s);
+/* The session as JSON (id, language, state, cells, how it ended...); free() it. */
+char *ab_session_info(const ab_session *s);
+/* An ended session: a fresh interpreter in a fresh sandbox from the same spec; the next
+ * cell's result says the state is gone ("session": {"restarted": ...}). */
+int ab_session_restart(ab_session *s, ab_error **err);
+/* Ends the session (its interpreter leaves; one that does not within 5 s is killed) and frees
+ * it. *ret: its report (a run's, with "session"), when it produced one. */
+int ab_session_close(ab_session *s, ab_result **ret, ab_error **err);
+
 /* ---- warm slots (docs/api.md "Warm slots", docs/warm.md) ------------------------------- */
 
 /* A pool of warm slots for a long-lived caller. A slot is one future run's sandbox, built

@@ -30,6 +30,7 @@
 #include "agentbox/agentbox.h"
 #include "config.h"
 #include "prepare-flags.h"
+#include "session.h"
 
 static const char main_help[] =
 	"usage: agentbox COMMAND [OPTIONS...]\n"
@@ -37,6 +38,7 @@ static const char main_help[] =
 	"Commands:\n"
 	"  run [OPTIONS] SCRIPT [ARGS...]   run SCRIPT in a sandbox (agentbox run --help)\n"
 	"  run --spec FILE|-                run what a JSON spec describes (docs/spec.md)\n"
+	"  session [--lang L] [OPTIONS]     cells in one live sandbox, as in a notebook\n"
 	"  prepare --python REQS | --node PKG  build a dependency environment (sandboxed)\n"
 	"  doctor [--json]                  check what this host supports, with fixes\n"
 	"  collect RUN_DIR DIR              copy what a kept run left into DIR\n"
@@ -969,6 +971,8 @@ command(int argc, char **argv)
 		return cmd_rm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "gc") == 0)
 		return cmd_gc(argc - 1, argv + 1);
+	if (strcmp(argv[1], "session") == 0)
+		return cmd_session(argc, argv);
 	if (strcmp(argv[1], "mcp") == 0)
 		return mcp_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

@@ -10,6 +10,9 @@
 #include "../util/err.h"
 #include "agentbox/agentbox.h"
 
+/* What the library exports (libagentbox.map: ab_* alone). */
+#define AB_EXPORT __attribute__((visibility("default")))
+
 /* One supervisor started by the library: a run, a command, or a warm slot (pool.c). */
 struct ab_run_handle {
 	pid_t pid;       /* the intermediate process (see intermediate()) */
@@ -38,6 +41,11 @@ const json_t *api_spec_json(const ab_spec *s);
 ab_run_handle *api_start(ab_context *ctx, const char *mode, const char *body_key,
 			 const json_t *body, const char *extra_key, const json_t *extra,
 			 const ab_io *io, int ctl_fd, int in_fd, ab_error **err);
+/* The context's: its runs' reports name the command line's flags (words.h). */
+bool api_context_flag_words(const ab_context *ctx);
+/* Sets key to v (stolen) in the report r holds, its text too. */
+void api_result_annotate(ab_result *r, const char *key, json_t *v);
+
 /* Waits for the supervisor to end (blocking), without reading its response. */
 int api_finish_quietly(ab_run_handle *r);
 /* Closes the handle's fds and frees it (a supervisor still running sees its watch pipe end,

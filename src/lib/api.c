@@ -32,8 +32,6 @@
 #include "agentbox/agentbox.h"
 #include "config.h"
 
-#define AB_EXPORT __attribute__((visibility("default")))
-
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
@@ -198,6 +196,12 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+bool
+api_context_flag_words(const ab_context *ctx)
+{
+	return ctx && ctx->flag_words;
 }
 
 AB_EXPORT void
@@ -819,6 +823,23 @@ struct ab_result {
 	char *out, *err_text;
 	size_t out_len, err_len;
 };
+
+void
+api_result_annotate(ab_result *r, const char *key, json_t *v)
+{
+	char *text;
+
+	if (!r || !r->json) {
+		json_decref(v);
+		return;
+	}
+	json_object_set_new(r->json, key, v);
+	text = json_dumps(r->json, JSON_COMPACT);
+	if (text) {
+		free(r->text);
+		r->text = text;
+	}
+}
 
 AB_EXPORT ab_run_handle *
 ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)

@@ -36,7 +36,6 @@
 #include "../warm/warm.h"
 #include "api-private.h"
 
-#define AB_EXPORT __attribute__((visibility("default")))
 
 #ifndef P_PIDFD
 #define P_PIDFD 3

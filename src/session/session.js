@@ -1,17 +1,17 @@
 // agentbox's session driver for Node (docs/sessions.md). A session's sandbox starts
-// `node --expose-internals /etc/agentbox/session/session.js` with fd 1000 a socket to
-// agentbox-supervisor; it runs the cells it is sent in this one global context, as Node's REPL
+// `node --expose-internals /.agentbox/script/agentbox-session.js` with fd 1000 a socket to
+// libagentbox (src/lib/session.c); it runs the cells it is sent in this one global context, as Node's REPL
 // does: `let`, `const`, `class` and `function` declarations persist from cell to cell (V8
 // keeps a script's top-level declarations for the next script in the same context), top-level
 // `await` works (Node's own REPL rewrite, internal/repl/await: --expose-internals is for that),
-// and the last expression's value is returned. stdout and stderr stay the process's own (the
-// supervisor's pipes; synchronous on Linux, so a cell's output is in them when it answers).
-// Everything this driver says is untrusted to the supervisor: a cell's status, its limits and
-// crashes come from the supervisor, never from here.
+// and the last expression's value is returned. stdout and stderr stay the process's own (pipes,
+// synchronous on Linux): after a cell it writes the cell's mark on each, so the library gives
+// each cell what it printed. Everything this driver says is untrusted to agentbox: a cell's
+// status, its limits and crashes come from the library and the supervisor, never from here.
 //
 // Messages both ways: a little-endian u32 length, then one JSON object.
 //   driver -> agentbox  {"ready": {"version": "v18.19.0"}}
-//   agentbox -> driver  {"cell": {"id": N, "code": "..."}}
+//   agentbox -> driver  {"cell": {"id": N, "code": "...", "mark": "..."}}
 //   driver -> agentbox  {"done": {"id": N, "value": {"text": inspect} | null, "images": [],
 //                        "error": {"type", "value", "traceback": [...]} | null}}
 // A cell is interrupted by SIGINT: synchronous code through vm's breakOnSigint, a pending
@@ -122,6 +122,14 @@
                 result.error = errorOf(e);
             } finally {
                 pending = null;
+            }
+            // the end of this cell's output on each stream: agentbox splits the streams there
+            for (const f of [1, 2]) {
+                try {
+                    fs.writeSync(f, String(cell.mark || ''));
+                } catch (e) {
+                    // the cell closed it
+                }
             }
             send({ done: result });
         }

@@ -1,15 +1,16 @@
 # agentbox's session driver for Python (docs/sessions.md). A session's sandbox starts
-# `python3 /etc/agentbox/session/session.py` with fd 1000 a socket to agentbox-supervisor;
-# it runs the cells it is sent in one namespace, as a notebook does, and answers each with its
-# value, figures and error. stdout and stderr stay the interpreter's own (the supervisor's
-# pipes): it flushes them before it answers, so the supervisor, which drains its pipes when
-# the answer comes, gives each cell what it printed. Everything this driver says is untrusted
-# to the supervisor (a cell can write to this socket too): the cell's status, its limits and
-# crashes come from the supervisor, never from here.
+# `python3 /.agentbox/script/agentbox-session.py` (read-only, outside /work) with fd 1000 a
+# socket to libagentbox (src/lib/session.c); it runs the cells it is sent in one namespace, as
+# a notebook does, and answers each with its value, figures and error. stdout and stderr stay
+# the interpreter's own (the supervisor relays them to the library): after a cell it flushes
+# them and writes the cell's mark on each, so the library gives each cell what it printed.
+# Everything this driver says is untrusted to agentbox (a cell can write to this socket and
+# its streams too): the cell's status, its limits and crashes come from the library and the
+# supervisor, never from here.
 #
 # Messages both ways: a little-endian u32 length, then one JSON object.
 #   driver -> agentbox  {"ready": {"version": "3.11.2"}}
-#   agentbox -> driver  {"cell": {"id": N, "code": "..."}}
+#   agentbox -> driver  {"cell": {"id": N, "code": "...", "mark": "..."}}
 #   driver -> agentbox  {"done": {"id": N, "value": {"text": repr, "html": ...} | null,
 #                        "images": [{"mime": "image/png", "data": BASE64}],
 #                        "error": {"type", "value", "traceback": [...]} | null}}
@@ -203,6 +204,7 @@ def _agentbox_session():
             continue
         cid = int(msg.get("id", 0))
         code = str(msg.get("code", ""))
+        mark = str(msg.get("mark", "")).encode()
         images.clear()
         result = {"id": cid, "value": None, "images": images, "error": None}
         while signal.sigtimedwait(sigint, 0) is not None:
@@ -227,6 +229,14 @@ def _agentbox_session():
             try:
                 stream.flush()
             except BaseException:
+                pass
+        # the end of this cell's output on each stream: agentbox splits the streams there
+        for f in (1, 2):
+            data = mark
+            try:
+                while data:
+                    data = data[os.write(f, data):]
+            except OSError:
                 pass
         send({"done": result})
 

@@ -173,6 +173,9 @@ run_opts_init(struct ab_run_opts *o)
 	 * report keeps its head and tail (issue 25) */
 	o->output_truncate = true;
 	o->env_dst_fd = -1;
+	o->session_idle_ms = AB_SESSION_IDLE_DEFAULT_MS;
+	o->session_lifetime_ms = AB_SESSION_LIFETIME_DEFAULT_MS;
+	o->session_fd = -1;
 	o->watch_fd = -1;
 	o->stdin_fd = -1;
 }

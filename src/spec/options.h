@@ -136,7 +136,19 @@ struct ab_run_opts {
 	struct ab_netproxy *netproxy;
 	/* Set by agentbox-supervisor's slot mode only (run.h): this run is a warm slot. */
 	struct ab_slot_opts *slot;
+	/* A session (spec "session", docs/sessions.md): the sandbox runs the session driver
+	 * (src/session/) for the cells the library sends on its socket, which agentbox-init keeps
+	 * at fd 1000 for the interpreter; there is no script. limits.timeout is then each
+	 * cell's default timeout (the library's to enforce); the run itself lasts at most
+	 * session_lifetime_ms (the supervisor's wall clock); session_idle_ms: the library ends a
+	 * session nobody used for that long. */
+	bool session;
+	uint64_t session_idle_ms, session_lifetime_ms;
+	int session_fd; /* the supervisor's: the library's socket to the driver (-1: none) */
 };
+
+#define AB_SESSION_IDLE_DEFAULT_MS     (10 * 60 * 1000ULL)
+#define AB_SESSION_LIFETIME_DEFAULT_MS (60 * 60 * 1000ULL)
 
 #define AB_INLINE_OUTPUT_DEFAULT (64u << 10)
 #define AB_INLINE_OUTPUT_MAX     (64u << 20)

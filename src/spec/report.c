@@ -15,6 +15,7 @@
 #include "../fs/hostfs.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
+#include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "config.h"
 #include "options.h"
@@ -138,54 +139,6 @@ result_set_message(struct ab_record *r, const char *msg, const char *fix)
 	free(r->fix);
 	r->message = msg && *msg ? xstrdup(msg) : NULL;
 	r->fix = fix && *fix ? xstrdup(fix) : NULL;
-}
-
-/* Copies buf into valid UTF-8, replacing each invalid byte with U+FFFD. Sets *lossy. */
-static char *
-sanitize_utf8(const char *buf, size_t len, size_t *ret_len, bool *lossy)
-{
-	const unsigned char *s = (const unsigned char *) buf;
-	char *out = xmalloc(len * 3 + 1), *q = out;
-	size_t i = 0;
-
-	*lossy = false;
-	while (i < len) {
-		unsigned char c = s[i];
-		size_t n = 0;
-		uint32_t cp = 0;
-
-		if (c < 0x80)
-			n = 1, cp = c;
-		else if ((c & 0xE0) == 0xC0)
-			n = 2, cp = c & 0x1F;
-		else if ((c & 0xF0) == 0xE0)
-			n = 3, cp = c & 0x0F;
-		else if ((c & 0xF8) == 0xF0)
-			n = 4, cp = c & 0x07;
-		if (n == 0 || i + n > len)
-			goto bad;
-		for (size_t k = 1; k < n; k++) {
-			if ((s[i + k] & 0xC0) != 0x80)
-				goto bad;
-			cp = (cp << 6) | (s[i + k] & 0x3F);
-		}
-		/* overlongs, surrogates, out of range, NUL (jansson rejects embedded NUL) */
-		if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-		    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0)
-			goto bad;
-		memcpy(q, s + i, n);
-		q += n;
-		i += n;
-		continue;
-	bad:
-		memcpy(q, "\xEF\xBF\xBD", 3);
-		q += 3;
-		i++;
-		*lossy = true;
-	}
-	*q = '\0';
-	*ret_len = (size_t) (q - out);
-	return out;
 }
 
 static void
@@ -313,7 +266,7 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_record 
 	if (s->file_kept && r->run_dir)
 		path = xasprintf("%s/%s", r->run_dir, name);
 	if (!s->excerpt) {
-		text = sanitize_utf8(s->buf ? s->buf : "", s->len, &len, &lossy);
+		text = utf8_sanitize(s->buf ? s->buf : "", s->len, &len, &lossy);
 	} else {
 		/* head + a marker line + the ring in order, cut at character boundaries */
 		size_t h = s->inline_max / 2, ring = s->inline_max - h;
@@ -359,7 +312,7 @@ stream_json(const struct ab_stream *s, const char *name, const struct ab_record 
 		memcpy(q + head + strlen(marker), raw + skip, tail_len);
 		free(raw);
 		raw = q;
-		text = sanitize_utf8(raw, raw_len, &len, &lossy);
+		text = utf8_sanitize(raw, raw_len, &len, &lossy);
 	}
 	if (!s->excerpt)
 		dropped = s->bytes - s->captured; /* read past the cap and not kept (kill) */

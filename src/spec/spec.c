@@ -9,6 +9,7 @@
 
 #include "../util/macro.h"
 #include "../util/xalloc.h"
+#include "units.h"
 #include "words.h"
 
 /* ---- reading ---------------------------------------------------------------------------- */
@@ -160,6 +161,48 @@ set_without(struct ab_run_opts *o, const char *s, struct ab_err *err)
 	return cli_set_without(o, s, err);
 }
 
+/* "session": true, or {"idle_timeout": "10m", "max_lifetime": "1h"} (docs/sessions.md). */
+static int
+parse_session(const json_t *v, struct ab_run_opts *o, struct ab_err *err)
+{
+	const char *key;
+	json_t *e;
+
+	if (json_is_boolean(v)) {
+		o->session = json_is_true(v);
+		return 0;
+	}
+	if (!json_is_object(v))
+		return ab_err_usage(err, "spec: \"session\" must be true or an object "
+					 "({\"idle_timeout\": \"10m\", \"max_lifetime\": \"1h\"})");
+	o->session = true;
+	json_object_foreach((json_t *) v, key, e)
+	{
+		bool idle = strcmp(key, "idle_timeout") == 0;
+		uint64_t *dst = idle ? &o->session_idle_ms : &o->session_lifetime_ms;
+		char text[64];
+
+		if (!idle && strcmp(key, "max_lifetime") != 0)
+			return ab_err_usage(err, "spec: unknown key \"session.%s\"", key),
+			       ab_err_fix(err, "a session takes idle_timeout and max_lifetime");
+		if (json_is_integer(e) && json_integer_value(e) >= 0)
+			snprintf(text, sizeof(text), "%" PRIu64 "ms",
+				 (uint64_t) json_integer_value(e));
+		else if (json_is_string(e))
+			snprintf(text, sizeof(text), "%s", json_string_value(e));
+		else
+			text[0] = '\0';
+		if (!text[0] || units_parse_duration_ms(text, dst) < 0 || *dst == 0 ||
+		    *dst > 7 * 24 * 3600 * 1000ULL)
+			return ab_err_usage(
+				err,
+				"spec: \"session.%s\" must be a duration from 1ms to 7d "
+				"(\"90s\", \"10m\", \"1h\")",
+				key);
+	}
+	return 0;
+}
+
 /* String-valued keys that map straight onto an ab_run_opts field. */
 #define STR_FIELD(name, field)                            \
 	{                                                 \
@@ -277,6 +320,8 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 		o->stdin_fd = (int) json_integer_value(v);
 		return 0;
 	}
+	if (strcmp(key, "session") == 0)
+		return parse_session(v, o, err);
 	if (strcmp(key, "rm") == 0)
 		return want_bool(key, v, &o->rm, err);
 	if (strcmp(key, "quiet") == 0)
@@ -307,6 +352,21 @@ parse_all(const json_t *spec, struct ab_run_opts *o, struct ab_err *err)
 		r = parse_key(key, v, o, err);
 		if (r < 0)
 			return r;
+	}
+	if (o->session) {
+		if (o->script || o->code || o->script_args.n)
+			return ab_err_usage(err, "spec: a session takes no \"script\", \"code\" "
+						 "or \"args\""),
+			       ab_err_fix(err,
+					  "send the code cell by cell once the session started");
+		if (o->stdin_path || o->stdin_data || o->stdin_fd >= 0)
+			return ab_err_usage(err, "spec: a session has no stdin"),
+			       ab_err_fix(err, "give the data as an input file instead");
+		if (o->limits[AB_LIM_NOFILE].value <= 1000)
+			return ab_err_usage(err, "spec: a session needs limits.nofile above 1000"),
+			       ab_err_fix(err, "raise limits.nofile (the default is 1024)");
+		o->script = "--session";
+		return cli_check(o, err);
 	}
 	if (!o->script == !o->code || (o->code && o->script && strcmp(o->script, "--code") != 0))
 		return ab_err_usage(err, "spec: give exactly one of \"script\" and \"code\""),
@@ -404,10 +464,19 @@ spec_build(const struct ab_run_opts *o)
 	json_t *j = json_object(), *lim = json_object(), *env = json_object(), *wo = json_array();
 
 	json_object_set_new(j, "spec_version", json_integer(AB_SPEC_VERSION));
-	if (o->code)
+	if (o->session) {
+		json_t *ses = json_object();
+
+		json_object_set_new(ses, "idle_timeout",
+				    json_sprintf("%" PRIu64 "ms", o->session_idle_ms));
+		json_object_set_new(ses, "max_lifetime",
+				    json_sprintf("%" PRIu64 "ms", o->session_lifetime_ms));
+		json_object_set_new(j, "session", ses);
+	} else if (o->code) {
 		json_object_set_new(j, "code", json_stringn(o->code, o->code_len));
-	else
+	} else {
 		put_str(j, "script", o->script);
+	}
 	if (o->lang != AB_LANG_AUTO)
 		json_object_set_new(j, "language",
 				    json_string(o->lang == AB_LANG_PYTHON ? "python" : "node"));

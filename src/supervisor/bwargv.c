@@ -128,13 +128,16 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 		if (p->landlock_scope)
 			strv_push(cmd, "--landlock-scope");
 	}
-	if (p->warm) {
-		/* the slot's socket, for the interpreter's hook alone (warm.h) */
+	if (p->warm || p->session) {
+		/* the slot's socket, for the interpreter's hook alone (warm.h); a session's, for
+		 * its driver (session.h): the same fd number */
 		strv_push(cmd, "--warm-fd");
 		strv_pushf(cmd, "%d", AB_WARM_FD);
 	}
 	strv_push(cmd, "--");
 	strv_push(cmd, p->interp);
+	if (p->session && p->lang == AB_LANG_NODE)
+		strv_push(cmd, "--expose-internals"); /* top-level await: session.js */
 	if (p->warm && p->lang == AB_LANG_NODE)
 		strv_push_n(cmd, 2, "--require", AB_WARM_JS_HOOK); /* the hook removes it again */
 	strv_push(cmd, p->script_sandbox);

@@ -316,7 +316,8 @@ void
 limits_plan_run(const struct ab_run_opts *o, struct ab_limits_plan *lp, struct ab_record *res)
 {
 	/* timeout: always ours */
-	lp->timeout_ms = o->limits[AB_LIM_TIMEOUT_MS].value;
+	/* a session: limits.timeout is each cell's (the library's); the run lasts its lifetime */
+	lp->timeout_ms = o->session ? o->session_lifetime_ms : o->limits[AB_LIM_TIMEOUT_MS].value;
 	set_limit(res, AB_LIM_TIMEOUT_MS, lp->timeout_ms, "agentbox monotonic deadline + SIGKILL",
 		  true, NULL);
 	lp->output_bytes = o->limits[AB_LIM_OUTPUT].value;

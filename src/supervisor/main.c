@@ -8,7 +8,9 @@
  *   fd 3         the request: {"config": {...}, "spec"|"request": {...}} (sealed memfd)
  *   fd 4         the response: a run's report text, or {"result": ...} / {"error": ...}
  *   fd 5         the caller's watch pipe: EOF means the caller is gone; the run is stopped
- *   fd 6         slot mode only: the pool's control socket (SOCK_SEQPACKET, src/lib/pool.c)
+ *   fd 6         slot mode: the pool's control socket (SOCK_SEQPACKET, src/lib/pool.c); a
+ *                session (run mode, spec "session"): the library's socket to the driver,
+ *                which the sandbox gets at fd 1000 (src/session/session.h)
  * Exit status 0 when a response was written.
  *
  * Slot mode (warm.h, docs/design.md "Warm slots"): the request is {"config", "spec": the
@@ -29,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "../session/session.h"
 #include "../spec/cfg.h"
 #include "../spec/record.h"
 #include "../spec/report.h"
@@ -146,6 +149,22 @@ enter_scope(const struct ab_run_opts *o)
 	}
 }
 
+/* A session (docs/sessions.md): the driver is the code, the library's socket is on fd 6. */
+static int
+session_request(struct ab_run_opts *o, struct ab_err *err)
+{
+	if (fcntl(SUP_FD_CTL, F_GETFD) < 0)
+		return ab_err_usage(err, "a session needs the library's socket on fd %d",
+				    SUP_FD_CTL),
+		       ab_err_fix(err, "start sessions through ab_session_start (libagentbox)");
+	if (o->lang == AB_LANG_AUTO)
+		o->lang = AB_LANG_PYTHON;
+	o->code = o->lang == AB_LANG_NODE ? ab_session_js : ab_session_py;
+	o->code_len = strlen(o->code);
+	o->session_fd = SUP_FD_CTL;
+	return 0;
+}
+
 static int
 mode_run(const json_t *req)
 {
@@ -160,6 +179,8 @@ mode_run(const json_t *req)
 	/* the command line asked: its messages name flags (words.h) */
 	o.flag_words = json_is_string(json_object_get(req, "words")) &&
 		       strcmp(json_string_value(json_object_get(req, "words")), "flags") == 0;
+	if (r == 0 && o.session)
+		r = session_request(&o, &err);
 	if (r == 0) {
 		enter_scope(&o);
 		fds_before = fds_count_from(3);

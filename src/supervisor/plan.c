@@ -173,6 +173,7 @@ plan_sandbox(struct ab_plan *p, const struct ab_run_opts *o, const struct ab_pla
 	p->libx32 = f->libx32;
 	p->memwatch = memwatch;
 	p->warm = o->slot != NULL;
+	p->session = o->session;
 	/* a slot's interpreter starts without them: the run hands its own over (slot.c) */
 	if (!o->slot)
 		STRV_FOREACH (a, &o->script_args)

@@ -85,6 +85,9 @@ struct ab_plan {
 	bool warm;
 	char *spec_pythonpath; /* a warm Python slot: PYTHONPATH as the spec set it (the hook
 				* restores it), or NULL */
+	/* A session (docs/sessions.md): agentbox-init keeps the library's socket at
+	 * AB_SESSION_FD for the driver, which Node runs with --expose-internals. */
+	bool session;
 };
 
 /* Facts about the host the planner is told, found by run.c (plan.c looks at nothing). */

@@ -452,9 +452,12 @@ stage_fresh_workspace(struct run_ctx *c, struct ab_err *err)
 		r = ws_copy_inputs(c, err);
 	if (r >= 0 && !c->o->slot)
 		r = ws_snapshot_workspace(c, err);
+	if (r >= 0 && c->o->session)
+		r = ws_place_script(c, err); /* the driver, read-only outside /work */
 	if (r < 0)
 		return r;
-	c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
+	if (!c->o->session)
+		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
 	if (c->rd.path)
 		c->res->workspace = xasprintf("%s/work", c->rd.path);
 	return 0;
@@ -628,6 +631,7 @@ run_spawn(struct run *run, struct ab_err *err)
 		.progress = o->progress,
 		.watch_fd = o->watch_fd,
 		.memwatch = c->lp.memwatch || c->lp.sockguard ? &run->mw : NULL,
+		.session_fd = o->session ? o->session_fd : -1,
 	};
 	if (o->slot) {
 		r = slot_start(c, &sp, err);

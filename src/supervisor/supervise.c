@@ -99,6 +99,13 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	if (getppid() != parent)
 		_exit(127);
 
+	/* A session's socket (it may be any low number) to its fixed one first, for the
+	 * driver (session.h); --nofile is above it (spec.c). */
+	if (sp->session_fd > 2) {
+		if (errpipe == AB_WARM_FD || dup2(sp->session_fd, AB_WARM_FD) < 0)
+			child_fail(errpipe, "dup2 the session's socket");
+		keep[1] = AB_WARM_FD;
+	}
 	/* Every source fd is >= 10 (F_DUPFD_CLOEXEC in the parent), so dup2 onto 0..5 cannot
 	 * clobber another source (minijail's ensure_no_fd_conflict). */
 	fds[0] = in_fd;
@@ -1200,6 +1207,8 @@ sup_block_signals(struct sup *s, struct ab_err *err)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
+	if (s->sp->session_fd > 2)
+		sigaddset(&mask, SIGUSR1); /* a session: interrupt the cell (sup_interrupt_cell) */
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return ab_err_set(err, -errno, "sigprocmask");
 	s->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -1447,7 +1456,41 @@ sup_on_status(struct sup *s)
 	}
 }
 
-/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. */
+/* The first child listed in /proc/PID/task/PID/children, or -1. */
+static pid_t
+first_child(pid_t pid)
+{
+	char path[64], buf[64];
+	cleanup_fd int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) pid, (int) pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return (pid_t) strtol(buf, NULL, 10) > 0 ? (pid_t) strtol(buf, NULL, 10) : -1;
+}
+
+/* A session's SIGUSR1 (the library's ab_session_interrupt): SIGINT to the interpreter, the
+ * first child of agentbox-init, bwrap's only child (--as-pid-1). The driver turns it into
+ * KeyboardInterrupt (Python) or an interrupted script (Node); whether the cell stopped in time
+ * is the library's to judge. */
+static void
+sup_interrupt_cell(struct sup *s)
+{
+	pid_t init = s->pid > 0 ? first_child(s->pid) : -1;
+	pid_t interp = init > 0 ? first_child(init) : -1;
+
+	if (interp > 0)
+		(void) kill(interp, SIGINT);
+}
+
+/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: stop the run, then report. A session's SIGUSR1: interrupt
+ * its cell. */
 static void
 sup_on_signals(struct sup *s)
 {
@@ -1456,6 +1499,10 @@ sup_on_signals(struct sup *s)
 	while (read(s->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
 		if (si.ssi_signo == SIGCHLD || s->killed)
 			continue;
+		if (si.ssi_signo == SIGUSR1) {
+			sup_interrupt_cell(s);
+			continue;
+		}
 		s->oc->interrupted_by = (int) si.ssi_signo;
 		sup_kill(s);
 	}

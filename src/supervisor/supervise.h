@@ -92,6 +92,10 @@ struct ab_spawn {
 	struct ab_memwatch *memwatch; /* the memory watchdog (memwatch.h), or NULL */
 	struct ab_warm *warm;         /* a warm slot, or NULL: a run */
 	uint64_t cg_cpu_base_usec;    /* the cgroup's CPU time when the run started (warm) */
+	/* a session: the library's socket, the driver's at AB_WARM_FD; SIGUSR1 to us then
+	 * interrupts the running cell (SIGINT to the interpreter) instead of stopping the run.
+	 * -1 (or 0, as in a zero-initialised struct): none */
+	int session_fd;
 };
 
 struct ab_outcome {

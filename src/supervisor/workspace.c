@@ -716,7 +716,10 @@ base_name(const char *path)
 void
 ws_name_script(struct run_ctx *c)
 {
-	if (ws_script_is_code(c))
+	if (c->o->session)
+		c->script_name = xstrdup(c->plan.lang == AB_LANG_NODE ? "agentbox-session.js"
+								      : "agentbox-session.py");
+	else if (ws_script_is_code(c))
 		c->script_name = xstrdup(c->plan.lang == AB_LANG_NODE ? "script.js" : "script.py");
 	else
 		c->script_name = base_name(c->o->script);
@@ -801,12 +804,14 @@ ws_copy_inputs(struct run_ctx *c, struct ab_err *err)
 	gid_t og = c->owner_gid;
 	int r;
 
-	r = rundir_copy_file(c->script_fd, c->work_fd, c->script_name, ou, og);
+	/* a session's driver is not the caller's: it stays outside /work (ws_place_script) */
+	r = c->o->session ? 0 : rundir_copy_file(c->script_fd, c->work_fd, c->script_name, ou, og);
 	if (r < 0) {
 		ab_err_set(err, r, "copy the script into the workspace: %s", strerror(-r));
 		return r == -ENOSPC ? ab_err_fix(err, "raise --disk") : r;
 	}
-	c->script_rel = xstrdup(c->script_name);
+	if (!c->o->session)
+		c->script_rel = xstrdup(c->script_name);
 	c->res->inputs = json_array();
 	STRV_FOREACH (in, &c->o->inputs) {
 		cleanup_fd int fd = -1;
