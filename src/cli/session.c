@@ -177,33 +177,40 @@ struct lines {
 	bool eof;
 };
 
-/* Reads what is there (blocking when wait). Returns the next whole line (in l->buf, NUL
- * instead of its newline; lines_drop() it after) or NULL. */
+/* One read(2) of stdin (it blocks when nothing is there: poll first). */
+static void
+lines_fill(struct lines *l)
+{
+	ssize_t n;
+
+	if (l->eof)
+		return;
+	if (l->cap - l->len < 65536)
+		l->buf = xrealloc(l->buf, l->cap = l->cap ? 2 * l->cap : 131072);
+	do
+		n = read(0, l->buf + l->len, l->cap - l->len - 1);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		l->eof = true;
+	else
+		l->len += (size_t) n;
+}
+
+/* The next whole line read so far (in l->buf, NUL instead of its newline; lines_drop() it
+ * after), reading more until there is one when wait; else NULL. */
 static char *
 lines_next(struct lines *l, bool wait)
 {
 	for (;;) {
 		char *nl = l->buf ? memchr(l->buf, '\n', l->len) : NULL;
-		ssize_t n;
 
 		if (nl) {
 			*nl = '\0';
 			return l->buf;
 		}
-		if (l->eof)
+		if (!wait || l->eof)
 			return NULL;
-		if (l->cap - l->len < 65536)
-			l->buf = xrealloc(l->buf, l->cap = l->cap ? 2 * l->cap : 131072);
-		n = read(0, l->buf + l->len, l->cap - l->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			l->eof = true;
-			return NULL;
-		}
-		l->len += (size_t) n;
-		if (!wait && !memchr(l->buf + l->len - (size_t) n, '\n', (size_t) n))
-			return NULL;
+		lines_fill(l);
 	}
 }
 
@@ -264,16 +271,8 @@ next_is_interrupt(struct lines *l)
 	struct pollfd p = { .fd = 0, .events = POLLIN };
 	char *nl;
 
-	if (!l->eof && poll(&p, 1, 0) > 0) {
-		if (l->cap - l->len < 65536)
-			l->buf = xrealloc(l->buf, l->cap = l->cap ? 2 * l->cap : 131072);
-		ssize_t n = read(0, l->buf + l->len, l->cap - l->len - 1);
-
-		if (n <= 0)
-			l->eof = true;
-		else
-			l->len += (size_t) n;
-	}
+	if (!l->eof && poll(&p, 1, 0) > 0)
+		lines_fill(l);
 	nl = l->buf ? memchr(l->buf, '\n', l->len) : NULL;
 	return nl && memmem(l->buf, (size_t) (nl - l->buf), "\"interrupt\"", 11) != NULL;
 }
@@ -382,7 +381,7 @@ run_jsonl(ab_session *s, struct lines *in)
 		if (poll(p, 2, ab_session_timeout_ms(s)) < 0 && errno != EINTR)
 			return 125;
 		if (p[0].revents & (POLLIN | POLLHUP))
-			(void) lines_next(in, false);
+			lines_fill(in);
 	}
 }
 
