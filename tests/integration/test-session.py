@@ -160,6 +160,18 @@ ok(text(c) == "True" and procs_with(token), "a cell leaves a background process 
 rep = s.close()
 time.sleep(0.5)
 ok(not procs_with(token), "closing the session kills its processes", procs_with(token))
+rep_path = os.path.join(WORK, "session-report.json")
+with open(rep_path, "w") as f:
+    json.dump(rep, f)
+schema = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas",
+                      "report.schema.json")
+if not os.path.exists(schema):
+    schema = os.path.join(os.environ.get("AB_SRCDIR", ""), "schemas", "report.schema.json")
+v = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "validate-schema.py"), "--strict", schema,
+                    rep_path], capture_output=True, text=True)
+ok(v.returncode == 0, "the session's report validates against schemas/report.schema.json "
+   "(strict)", v.stdout + v.stderr)
 ok(isinstance(rep, dict) and rep.get("session", {}).get("cells", 0) >= 10
    and rep.get("status") == "exited",
    "the session's report at close says it ran its cells and ended", (rep or {}).get("session"))
