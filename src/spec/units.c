@@ -6,35 +6,36 @@
 #include <string.h>
 #include <strings.h>
 
-/* Parses "<number>[.<fraction>]" then a suffix looked up in table; value = number * mult.
- * Done with integers (no locale-dependent strtod): the fraction keeps up to 9 digits. */
-struct unit {
-	const char *suffix;
-	uint64_t mult;
+/* A number as people write it, "<digits>[.<digits>]", kept in integers (no locale-dependent
+ * strtod): the fraction keeps up to 9 digits. */
+struct number {
+	uint64_t whole, frac, frac_scale;
 };
 
+/* Reads the number s starts with; *ret_suffix: what follows it, spaces skipped. Returns 0, or
+ * -EINVAL (no digits) / -ERANGE (overflow). */
 static int
-parse_with_units(const char *s, const struct unit *units, uint64_t divisor, uint64_t *ret)
+parse_number(const char *s, struct number *n, const char **ret_suffix)
 {
-	uint64_t whole = 0, frac = 0, frac_scale = 1;
 	const char *p = s;
 	int digits = 0;
 
+	*n = (struct number){ .frac_scale = 1 };
 	if (!s || !*s)
 		return -EINVAL;
 	while (isdigit((unsigned char) *p)) {
-		if (whole > (UINT64_MAX - 9) / 10)
+		if (n->whole > (UINT64_MAX - 9) / 10)
 			return -ERANGE;
-		whole = whole * 10 + (uint64_t) (*p - '0');
+		n->whole = n->whole * 10 + (uint64_t) (*p - '0');
 		p++;
 		digits++;
 	}
 	if (*p == '.') {
 		p++;
 		while (isdigit((unsigned char) *p)) {
-			if (frac_scale < 1000000000ULL) {
-				frac = frac * 10 + (uint64_t) (*p - '0');
-				frac_scale *= 10;
+			if (n->frac_scale < 1000000000ULL) {
+				n->frac = n->frac * 10 + (uint64_t) (*p - '0');
+				n->frac_scale *= 10;
 			}
 			p++;
 			digits++;
@@ -44,91 +45,114 @@ parse_with_units(const char *s, const struct unit *units, uint64_t divisor, uint
 		return -EINVAL;
 	while (*p == ' ')
 		p++;
-	for (const struct unit *u = units; u->suffix; u++) {
-		unsigned __int128 v;
+	*ret_suffix = p;
+	return 0;
+}
 
-		if (strcasecmp(p, u->suffix) != 0)
-			continue;
-		v = (unsigned __int128) whole * u->mult +
-		    (unsigned __int128) frac * u->mult / frac_scale;
-		v /= divisor;
-		if (v > UINT64_MAX)
-			return -ERANGE;
-		*ret = (uint64_t) v;
-		return 0;
-	}
+/* *ret = n * mult, or -ERANGE. */
+static int
+scale(const struct number *n, uint64_t mult, uint64_t *ret)
+{
+	unsigned __int128 v = (unsigned __int128) n->whole * mult +
+			      (unsigned __int128) n->frac * mult / n->frac_scale;
+
+	if (v > UINT64_MAX)
+		return -ERANGE;
+	*ret = (uint64_t) v;
+	return 0;
+}
+
+/* A suffix, and what one of it is worth in the unit the parser returns. */
+struct unit {
+	const char *suffix;
+	uint64_t mult;
+};
+
+/* A number, then one of units' suffixes (any case): *ret = number * mult. */
+static int
+parse_with_units(const char *s, const struct unit *units, uint64_t *ret)
+{
+	struct number n;
+	const char *suffix;
+	int r = parse_number(s, &n, &suffix);
+
+	if (r < 0)
+		return r;
+	for (const struct unit *u = units; u->suffix; u++)
+		if (strcasecmp(suffix, u->suffix) == 0)
+			return scale(&n, u->mult, ret);
 	return -EINVAL;
+}
+
+static const struct unit duration_ms_units[] = {
+	{ "", 1000 },       { "s", 1000 },        { "sec", 1000 },      { "ms", 1 },
+	{ "m", 60 * 1000 }, { "min", 60 * 1000 }, { "h", 3600 * 1000 }, { "d", 24 * 3600 * 1000 },
+	{ NULL, 0 },
+};
+
+static const struct unit cpus_milli_units[] = {
+	{ "", 1000 },
+	{ NULL, 0 },
+};
+
+static const struct unit count_units[] = {
+	{ "", 1 },
+	{ "k", 1000 },
+	{ "m", 1000000 },
+	{ NULL, 0 },
+};
+
+/* What one of a size suffix is worth in bytes: none or "b" is 1; k, m, g and t are powers of
+ * 1024, alone or followed by "b" or "ib" ("k", "kb", "kib"); any case. 0: not a size suffix. */
+static uint64_t
+size_mult(const char *suffix)
+{
+	static const char multiples[] = "kmgt";
+	const char *m = *suffix ? strchr(multiples, tolower((unsigned char) *suffix)) : NULL;
+	uint64_t mult = 1;
+
+	if (m) {
+		mult <<= 10 * (unsigned) (m - multiples + 1);
+		suffix++;
+		if (strcasecmp(suffix, "ib") == 0)
+			return mult;
+	}
+	return *suffix == '\0' || strcasecmp(suffix, "b") == 0 ? mult : 0;
 }
 
 int
 units_parse_size(const char *s, uint64_t *ret_bytes)
 {
-	static const struct unit units[] = {
-		{ "", 1 },
-		{ "b", 1 },
-		{ "k", 1ULL << 10 },
-		{ "kb", 1ULL << 10 },
-		{ "kib", 1ULL << 10 },
-		{ "m", 1ULL << 20 },
-		{ "mb", 1ULL << 20 },
-		{ "mib", 1ULL << 20 },
-		{ "g", 1ULL << 30 },
-		{ "gb", 1ULL << 30 },
-		{ "gib", 1ULL << 30 },
-		{ "t", 1ULL << 40 },
-		{ "tb", 1ULL << 40 },
-		{ "tib", 1ULL << 40 },
-		{ NULL, 0 },
-	};
+	struct number n;
+	const char *suffix;
+	uint64_t mult;
+	int r = parse_number(s, &n, &suffix);
 
-	return parse_with_units(s, units, 1, ret_bytes);
+	if (r < 0)
+		return r;
+	mult = size_mult(suffix);
+	return mult ? scale(&n, mult, ret_bytes) : -EINVAL;
 }
 
 int
 units_parse_duration_ms(const char *s, uint64_t *ret_ms)
 {
-	static const struct unit units[] = {
-		{ "", 1000 },         { "s", 1000 },
-		{ "sec", 1000 },      { "ms", 1 },
-		{ "m", 60 * 1000 },   { "min", 60 * 1000 },
-		{ "h", 3600 * 1000 }, { "d", 24 * 3600 * 1000 },
-		{ NULL, 0 },
-	};
-
-	return parse_with_units(s, units, 1, ret_ms);
+	return parse_with_units(s, duration_ms_units, ret_ms);
 }
 
 int
 units_parse_cpus_milli(const char *s, uint64_t *ret_milli)
 {
-	static const struct unit units[] = {
-		{ "", 1000 },
-		{ NULL, 0 },
-	};
-
-	return parse_with_units(s, units, 1, ret_milli);
+	return parse_with_units(s, cpus_milli_units, ret_milli);
 }
 
 int
 units_parse_count(const char *s, uint64_t *ret)
 {
-	static const struct unit units[] = {
-		{ "", 1 },
-		{ "k", 1000 },
-		{ "m", 1000000 },
-		{ NULL, 0 },
-	};
-	uint64_t v;
-	int r;
-
 	/* counts are whole: reject fractions that would be silently truncated */
 	if (s && strchr(s, '.'))
 		return -EINVAL;
-	r = parse_with_units(s, units, 1, &v);
-	if (r < 0)
-		return r;
-	*ret = v;
-	return 0;
+	return parse_with_units(s, count_units, ret);
 }
 
 char *

@@ -55,6 +55,18 @@ main(void)
 	size_bad("M");
 	size_bad("99999999999999999999");
 	size_bad("20000000T"); /* overflows 64 bits */
+	/* every spelling of a binary multiple: alone, with "b", with "ib", in any case */
+	size_ok("3b", 3);
+	size_ok("2 KiB", 2048);
+	size_ok("1kb", 1024);
+	size_ok("1mib", 1ULL << 20);
+	size_ok("1gB", 1ULL << 30);
+	size_ok("1TIB", 1ULL << 40);
+	size_bad("1ib");
+	size_bad("1ki");
+	size_bad("1kibb");
+	size_bad("1bb");
+	size_bad("1pb");
 
 	dur_ok("90s", 90000);
 	dur_ok("60", 60000);

@@ -101,6 +101,18 @@ walk_entry_at(struct walk *w, size_t i)
 
 /* ---- walk.c ---- */
 
+/* How the walk touches an entry of each type. Only these three kinds are ever opened: a
+ * fifo, socket, device or unknown type is known by its metadata alone (never blocked on).
+ * Decided once, here, for the walk and for the origins. */
+enum walk_access {
+	WALK_READ,      /* a regular file: read (hashed, copied) */
+	WALK_ENTER,     /* a directory: listed and walked */
+	WALK_READLINK,  /* a symlink: its target read, never followed */
+	WALK_STAT_ONLY, /* everything else: never opened */
+};
+
+enum walk_access walk_access_of(enum ab_entry_type type);
+
 /* Reasons that only inform: the entry is still collected. Any other reason replaces them. */
 extern const char walk_reason_setid[];
 extern const char walk_reason_sparse[];

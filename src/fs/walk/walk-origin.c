@@ -75,8 +75,8 @@ walk_origin_set(struct walk *w, struct ab_entry *e)
 		e->origin = AB_ORIGIN_CREATED; /* another kind of entry in its place */
 		return;
 	}
-	switch (e->type) {
-	case AB_ENTRY_FILE:
+	switch (walk_access_of(e->type)) {
+	case WALK_READ:
 		if (p->sha256[0] && e->sha256[0]) {
 			same = strcmp(p->sha256, e->sha256) == 0;
 		} else {
@@ -85,19 +85,14 @@ walk_origin_set(struct walk *w, struct ab_entry *e)
 			e->origin_by_metadata = true;
 		}
 		break;
-	case AB_ENTRY_SYMLINK:
+	case WALK_READLINK:
 		same = p->link_target && e->link_target &&
 		       strcmp(p->link_target, e->link_target) == 0;
 		break;
-	case AB_ENTRY_DIR:
+	case WALK_ENTER:
 		same = true; /* the directory itself; what it holds has origins of its own */
 		break;
-	case AB_ENTRY_FIFO:
-	case AB_ENTRY_SOCKET:
-	case AB_ENTRY_CHARDEV:
-	case AB_ENTRY_BLOCKDEV:
-	case AB_ENTRY_OTHER:
-	case AB_ENTRY_TYPE_COUNT:
+	case WALK_STAT_ONLY:
 	default:
 		/* never opened: the same inode, not changed since */
 		same = p->ino == e->ino && ts_eq(p->ctime, e->ctime);

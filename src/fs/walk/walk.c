@@ -55,6 +55,27 @@ type_of(mode_t mode)
 	}
 }
 
+enum walk_access
+walk_access_of(enum ab_entry_type type)
+{
+	switch (type) {
+	case AB_ENTRY_FILE:
+		return WALK_READ;
+	case AB_ENTRY_DIR:
+		return WALK_ENTER;
+	case AB_ENTRY_SYMLINK:
+		return WALK_READLINK;
+	case AB_ENTRY_FIFO:
+	case AB_ENTRY_SOCKET:
+	case AB_ENTRY_CHARDEV:
+	case AB_ENTRY_BLOCKDEV:
+	case AB_ENTRY_OTHER:
+	case AB_ENTRY_TYPE_COUNT:
+		break;
+	}
+	return WALK_STAT_ONLY;
+}
+
 void
 manifest_done(struct ab_manifest *m)
 {
@@ -476,16 +497,16 @@ walk_one(struct walk *w, const char *name)
 		goto done;
 	}
 
-	switch (e->type) {
-	case AB_ENTRY_FILE:
+	switch (walk_access_of(e->type)) {
+	case WALK_READ:
 		r = walk_file(w, e, name, &st);
 		break;
-	case AB_ENTRY_DIR:
+	case WALK_ENTER:
 		r = walk_dir(w, e, idx, reserved, name, path_len, &st);
 		if (w->n > frames)
 			return r; /* entered: its listing settles when the level is done */
 		break;
-	case AB_ENTRY_SYMLINK:
+	case WALK_READLINK:
 		if (link && w->o.copy_symlinks && f->has_dst && f->dst_fd >= 0 &&
 		    link_stays_inside(link, f->depth)) {
 			if (symlinkat(link, f->dst_fd, name) == 0) {
@@ -504,12 +525,7 @@ walk_one(struct walk *w, const char *name)
 		if (!link)
 			e->flags |= AB_FLAG_UNREADABLE;
 		break;
-	case AB_ENTRY_FIFO:
-	case AB_ENTRY_SOCKET:
-	case AB_ENTRY_CHARDEV:
-	case AB_ENTRY_BLOCKDEV:
-	case AB_ENTRY_OTHER:
-	case AB_ENTRY_TYPE_COUNT:
+	case WALK_STAT_ONLY:
 		walk_entry_mark(e, AB_FLAG_SPECIAL,
 				"special file (fifo, socket or device; not opened)");
 		break;

@@ -71,32 +71,61 @@ kill_verified(pid_t pid, const char *name)
 	return r;
 }
 
+/* Calls visit with what cgroup.procs lists in each hierarchy where the run has a group: the
+ * pids and their count, or no pids and the read's -errno. Stops at the first visit that returns
+ * nonzero and returns that; else 0. */
+static int
+each_procs(struct ab_cg *cg, int (*visit)(const pid_t *pids, int n, void *ctx), void *ctx)
+{
+	for (int i = 0; i < CG_N; i++) {
+		cleanup_free pid_t *pids = NULL;
+		int n, r;
+
+		if (cg->dirfd[i] < 0)
+			continue;
+		n = cg_read_procs(cg->dirfd[i], &pids);
+		r = visit(pids, n, ctx);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+struct kill_round {
+	const char *name; /* the run's cgroup */
+	size_t live;      /* processes listed (other than ourselves) */
+};
+
+/* each_procs: SIGKILLs what one hierarchy lists; a group already gone lists nothing. */
+static int
+kill_listed(const pid_t *pids, int n, void *ctx)
+{
+	struct kill_round *round = ctx;
+
+	if (n == -ENOENT)
+		return 0;
+	if (n < 0)
+		return n;
+	for (int k = 0; k < n; k++) {
+		if (pids[k] == getpid())
+			continue; /* never ourselves (and never counted as live) */
+		(void) kill_verified(pids[k], round->name);
+		round->live++;
+	}
+	return 0;
+}
+
 /* Rounds of: read every cgroup.procs, SIGKILL what is listed; until all are empty. */
 static int
 kill_loop(struct ab_cg *cg)
 {
-	for (int round = 0; round < CG_KILL_ROUNDS; round++) {
-		size_t live = 0;
+	for (int i = 0; i < CG_KILL_ROUNDS; i++) {
+		struct kill_round round = { .name = cg->name };
+		int r = each_procs(cg, kill_listed, &round);
 
-		for (int i = 0; i < CG_N; i++) {
-			cleanup_free pid_t *pids = NULL;
-			int n;
-
-			if (cg->dirfd[i] < 0)
-				continue;
-			n = cg_read_procs(cg->dirfd[i], &pids);
-			if (n == -ENOENT)
-				continue;
-			if (n < 0)
-				return n;
-			for (int k = 0; k < n; k++) {
-				if (pids[k] == getpid())
-					continue; /* never ourselves (and never counted as live) */
-				(void) kill_verified(pids[k], cg->name);
-				live++;
-			}
-		}
-		if (live == 0)
+		if (r < 0)
+			return r;
+		if (round.live == 0)
 			return 0;
 		cg_sleep_ms(1);
 	}
@@ -127,28 +156,34 @@ cg_kill(struct ab_cg *cg)
 	return kill_loop(cg);
 }
 
+struct proc_count {
+	bool have; /* a read succeeded */
+	int best;  /* the largest count read; while none was, the last error */
+};
+
+/* each_procs: keeps the largest count (v1: every member is in each hierarchy). */
+static int
+count_most(const pid_t *pids, int n, void *ctx)
+{
+	struct proc_count *c = ctx;
+
+	(void) pids;
+	if (n >= 0 && (!c->have || n > c->best)) {
+		c->best = n;
+		c->have = true;
+	} else if (n < 0 && !c->have) {
+		c->best = n;
+	}
+	return 0;
+}
+
 int
 cg_count_procs(struct ab_cg *cg)
 {
-	bool have = false;
-	int best = -EBADF;
+	struct proc_count c = { .best = -EBADF };
 
 	if (!cg || cg->name[0] == '\0')
 		return -EBADF;
-	/* v1: every member is in each hierarchy; the largest count wins */
-	for (int i = 0; i < CG_N; i++) {
-		cleanup_free pid_t *pids = NULL;
-		int n;
-
-		if (cg->dirfd[i] < 0)
-			continue;
-		n = cg_read_procs(cg->dirfd[i], &pids);
-		if (n >= 0 && (!have || n > best)) {
-			best = n;
-			have = true;
-		} else if (n < 0 && !have) {
-			best = n;
-		}
-	}
-	return best;
+	(void) each_procs(cg, count_most, &c);
+	return c.best;
 }
