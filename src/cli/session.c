@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,14 +453,47 @@ next_cell(FILE *f, bool tty)
 	return cell;
 }
 
+static volatile sig_atomic_t interrupted;
+
+static void
+on_sigint(int sig)
+{
+	(void) sig;
+	interrupted = 1;
+}
+
+/* One cell to its result; Ctrl-C interrupts it (KeyboardInterrupt) rather than ending us. */
+static int
+run_one(ab_session *s, const char *code, char **ret, ab_error **e)
+{
+	int r = ab_session_cell_start(s, code, strlen(code), 0, e);
+
+	interrupted = 0;
+	while (r == 0) {
+		struct pollfd p = { .fd = ab_session_fd(s), .events = POLLIN };
+
+		r = ab_session_step(s, ret, e);
+		if (r != 0 || strcmp(ab_session_state(s), "ended") == 0)
+			break;
+		if (poll(&p, 1, ab_session_timeout_ms(s)) < 0 && errno == EINTR && interrupted) {
+			interrupted = 0;
+			(void) ab_session_interrupt(s);
+		}
+	}
+	return r < 0 ? r : 0;
+}
+
 static int
 run_person(ab_session *s, const char *cells)
 {
+	struct sigaction sa = { .sa_handler = on_sigint };
 	FILE *f = cells ? fopen(cells, "re") : stdin;
 	bool tty = !cells && isatty(0);
 	int status = 0;
 	char *code;
 
+	sigemptyset(&sa.sa_mask);
+	(void) sigaction(SIGINT, &sa, NULL);
 	if (!f) {
 		fprintf(stderr, "agentbox session: --cells '%s': %s\n", cells, strerror(errno));
 		(void) ab_session_close(s, NULL, NULL);
@@ -469,7 +503,7 @@ run_person(ab_session *s, const char *cells)
 		cleanup_free char *result = NULL;
 		ab_error *e = NULL;
 
-		if (ab_session_run(s, code, strlen(code), 0, &result, &e) < 0) {
+		if (run_one(s, code, &result, &e) < 0) {
 			free(code);
 			fprintf(stderr, "agentbox: %s\n", ab_error_message(e));
 			ab_error_free(e);

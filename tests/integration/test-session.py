@@ -249,6 +249,33 @@ m = s.recv(15)
 ok("ended" in m and "idle" in m["ended"].get("ended", ""), "an idle session is ended", m)
 s.close()
 
+# -- inside a virtualenv ----------------------------------------------------------------------
+venv = os.path.join(WORK, "venv")
+subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", venv], check=True)
+os.chmod(WORK, 0o711)
+s = Session({"language": "python", "venv": venv})
+c = s.cell("import sys\nsys.prefix")
+ok(text(c) == repr(venv), "a session runs inside a --venv environment", [c, venv])
+s.close()
+
+# -- the command line: cells from a file, Ctrl-C interrupts the cell, not the session --------
+cells = os.path.join(WORK, "cells.txt")
+with open(cells, "w") as f:
+    f.write("x = 1\n%%\nx += 1; x\n%%\nimport time\nfor i in range(600): time.sleep(0.1)\n"
+            "%%\nprint('after', x)\n")
+p = subprocess.Popen([AGENTBOX, "session", "--runs-dir", RUNS, "--cells", cells],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+time.sleep(3)
+p.send_signal(2)
+try:
+    out, err = p.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    p.kill()
+    out, err = p.communicate()
+ok(p.returncode == 0 and out.decode() == "2\nafter 2\n" and b"KeyboardInterrupt" in err,
+   "agentbox session --cells: values printed, Ctrl-C interrupts the running cell and the "
+   "session goes on", [p.returncode, out, err[-600:]])
+
 # -- four at once -------------------------------------------------------------------------------
 many = [Session({"language": "python"}) for _ in range(4)]
 for i, x in enumerate(many):
