@@ -176,6 +176,14 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 		{ "path", offsetof(struct ab_cfg, path) },
 		{ "keep_runs", offsetof(struct ab_cfg, keep_runs) },
 		{ "keep_age", offsetof(struct ab_cfg, keep_age) },
+		/* the operator's policy for requirements (docs/requirements.md) */
+		{ "requirements", offsetof(struct ab_cfg, requirements) },
+		{ "allow_packages", offsetof(struct ab_cfg, allow_packages) },
+		{ "max_requirements", offsetof(struct ab_cfg, max_requirements) },
+		{ "install_timeout", offsetof(struct ab_cfg, install_timeout) },
+		{ "index_url", offsetof(struct ab_cfg, index_url) },
+		{ "find_links", offsetof(struct ab_cfg, find_links) },
+		{ "cache_max", offsetof(struct ab_cfg, cache_max) },
 	};
 
 	if (!ctx || !key)

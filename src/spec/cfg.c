@@ -30,6 +30,13 @@ static const struct {
 	CFG_STR("path", "PATH", path),
 	CFG_STR("xdg_runtime_dir", "XDG_RUNTIME_DIR", xdg_runtime_dir),
 	CFG_STR("dbus_address", "DBUS_SESSION_BUS_ADDRESS", dbus_address),
+	CFG_STR("requirements", "AGENTBOX_REQUIREMENTS", requirements),
+	CFG_STR("allow_packages", "AGENTBOX_ALLOW_PACKAGES", allow_packages),
+	CFG_STR("max_requirements", "AGENTBOX_MAX_REQUIREMENTS", max_requirements),
+	CFG_STR("install_timeout", "AGENTBOX_INSTALL_TIMEOUT", install_timeout),
+	CFG_STR("index_url", "AGENTBOX_INDEX_URL", index_url),
+	CFG_STR("find_links", "AGENTBOX_FIND_LINKS", find_links),
+	CFG_STR("cache_max", "AGENTBOX_CACHE_MAX", cache_max),
 };
 #define CFG_BOOL(key, env, field)                        \
 	{                                                \

@@ -20,8 +20,17 @@ struct ab_cfg {
 	char *path;            /* PATH */
 	char *xdg_runtime_dir; /* XDG_RUNTIME_DIR (the systemd user scope) */
 	char *dbus_address;    /* DBUS_SESSION_BUS_ADDRESS (likewise) */
-	bool timing;           /* AGENTBOX_TIMING=1 */
-	bool no_systemd_scope; /* AGENTBOX_NO_SYSTEMD_SCOPE */
+	/* The operator's policy for requirements (docs/requirements.md) */
+	char *requirements;     /* AGENTBOX_REQUIREMENTS: "allow" (the default) or "deny" */
+	char *allow_packages;   /* AGENTBOX_ALLOW_PACKAGES: names, comma-separated; unset: any */
+	char *max_requirements; /* AGENTBOX_MAX_REQUIREMENTS: at most this many (default 32) */
+	char *install_timeout;  /* AGENTBOX_INSTALL_TIMEOUT: an install's timeout (default 10m) */
+	char *index_url;        /* AGENTBOX_INDEX_URL: the package index (fixes it: a spec may
+				 * not name another) */
+	char *find_links;       /* AGENTBOX_FIND_LINKS: a directory of wheels (likewise) */
+	char *cache_max;        /* AGENTBOX_CACHE_MAX: the environment cache's size cap (4G) */
+	bool timing;            /* AGENTBOX_TIMING=1 */
+	bool no_systemd_scope;  /* AGENTBOX_NO_SYSTEMD_SCOPE */
 	/* Tests only, never from the environment nor the request: the /proc the host probe
 	 * reads sysctls from (e.g. a fake kernel.apparmor_restrict_unprivileged_userns); NULL is
 	 * "/proc". Set with cfg_set() by a unit test. */

@@ -22,6 +22,10 @@ enum {
 	OPT_INLINE_OUTPUT,
 	OPT_INODES,
 	OPT_INPUT,
+	OPT_INDEX_URL,
+	OPT_FIND_LINKS,
+	OPT_REQUIREMENT,
+	OPT_REQUIREMENTS_FILE,
 	OPT_LANG,
 	OPT_MEMORY,
 	OPT_NET_STRICT,
@@ -67,6 +71,8 @@ static const struct option run_options[] = {
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "inline-output", required_argument, NULL, OPT_INLINE_OUTPUT },
 	{ "inodes", required_argument, NULL, OPT_INODES },
+	{ "index-url", required_argument, NULL, OPT_INDEX_URL },
+	{ "find-links", required_argument, NULL, OPT_FIND_LINKS },
 	{ "input", required_argument, NULL, OPT_INPUT },
 	{ "lang", required_argument, NULL, OPT_LANG },
 	{ "memory", required_argument, NULL, OPT_MEMORY },
@@ -83,6 +89,8 @@ static const struct option run_options[] = {
 	{ "no-summary", no_argument, NULL, OPT_NO_SUMMARY },
 	{ "report", required_argument, NULL, OPT_REPORT },
 	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
+	{ "requirement", required_argument, NULL, OPT_REQUIREMENT },
+	{ "requirements-file", required_argument, NULL, OPT_REQUIREMENTS_FILE },
 	{ "rm", no_argument, NULL, OPT_RM },
 	{ "ro-bind", required_argument, NULL, OPT_RO_BIND },
 	{ "runs-dir", required_argument, NULL, OPT_RUNS_DIR },
@@ -188,6 +196,7 @@ run_opts_done(struct ab_run_opts *o)
 	free(o->code_owned);
 	free(o->stdin_data_owned);
 	strv_done(&o->inputs);
+	strv_done(&o->requirements);
 	strv_done(&o->env);
 	strv_done(&o->ro_binds);
 	strv_done(&o->allow_binds);
@@ -486,6 +495,60 @@ cli_set_without(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 			       "doctor says which this host needs)");
 }
 
+/* One requirement as a pip or npm line takes it: no option (a leading '-' would be one:
+ * "-r /etc/shadow", "--index-url"), no line break, no control character. */
+int
+cli_add_requirement(struct ab_run_opts *o, const char *req, struct ab_err *err)
+{
+	size_t len = strlen(req);
+
+	if (len == 0 || len > 256 || req[0] == '-' || req[0] == ' ')
+		return ab_err_usage(err, "invalid requirement '%.80s'", req),
+		       ab_err_fix(err, "give a package and its version, like 'requests==2.31.0' "
+				       "(Python) or 'is-number@7.0.0' (Node), at most 256 bytes, "
+				       "not an installer option");
+	for (const char *p = req; *p; p++)
+		if ((unsigned char) *p < 0x20 || *p == 0x7f)
+			return ab_err_usage(err, "invalid requirement '%.80s': a control character",
+					    req),
+			       ab_err_fix(err, "give one requirement per entry");
+	if (o->requirements.n >= 256)
+		return ab_err_usage(err, "more than 256 requirements"),
+		       ab_err_fix(err, "install fewer packages");
+	strv_push(&o->requirements, req);
+	return 0;
+}
+
+/* --requirements-file FILE: one requirement a line; blank lines and # comments skipped. */
+int
+cli_add_requirements_file(struct ab_run_opts *o, const char *path, struct ab_err *err)
+{
+	FILE *f = fopen(path, "re");
+	cleanup_free char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int r = 0;
+
+	if (!f)
+		return ab_err_usage(err, "--requirements-file '%s': %s", path, strerror(errno)),
+		       ab_err_fix(err, "pass a readable file, one requirement a line");
+	while (r == 0 && (n = getline(&line, &cap, f)) >= 0) {
+		char *s = line, *e;
+
+		if ((e = strchr(s, '#')))
+			*e = '\0';
+		while (*s == ' ' || *s == '\t')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+			*--e = '\0';
+		if (*s)
+			r = cli_add_requirement(o, s, err);
+	}
+	fclose(f);
+	return r;
+}
+
 int
 cli_set_inline_output(struct ab_run_opts *o, const char *arg, struct ab_err *err)
 {
@@ -589,6 +652,18 @@ cli_parse_run(int argc, char **argv, struct ab_run_opts *o, struct ab_err *err)
 			break;
 		case OPT_INPUT:
 			strv_push(&o->inputs, optarg);
+			break;
+		case OPT_REQUIREMENT:
+			r = cli_add_requirement(o, optarg, err);
+			break;
+		case OPT_REQUIREMENTS_FILE:
+			r = cli_add_requirements_file(o, optarg, err);
+			break;
+		case OPT_INDEX_URL:
+			o->req_index_url = optarg;
+			break;
+		case OPT_FIND_LINKS:
+			o->req_find_links = optarg;
 			break;
 		case OPT_LANG:
 			r = cli_set_lang(o, optarg, err);

@@ -144,6 +144,13 @@ struct ab_run_opts {
 	 * session nobody used for that long. */
 	bool session;
 	uint64_t session_idle_ms, session_lifetime_ms;
+	/* Packages on request (spec "requirements", --requirement; docs/requirements.md): pip
+	 * requirement specifiers (Python) or NAME@RANGE (Node), installed by prepare's install
+	 * sandbox into a cached environment the run then mounts read-only (requirements.c);
+	 * the package index for them (spec "index", --index-url/--find-links), else the
+	 * operator's. */
+	struct strv requirements;
+	const char *req_index_url, *req_find_links;
 	int session_fd; /* the supervisor's: the library's socket to the driver (-1: none) */
 };
 
@@ -172,6 +179,8 @@ int cli_set_limit(struct ab_run_opts *o, enum ab_limit_id id, const char *arg, s
 int cli_set_env(struct ab_run_opts *o, const char *name_eq_value, struct ab_err *err);
 int cli_set_without(struct ab_run_opts *o, const char *name, struct ab_err *err);
 int cli_set_inline_output(struct ab_run_opts *o, const char *size, struct ab_err *err);
+int cli_add_requirement(struct ab_run_opts *o, const char *req, struct ab_err *err);
+int cli_add_requirements_file(struct ab_run_opts *o, const char *path, struct ab_err *err);
 int cli_set_on_output_limit(struct ab_run_opts *o, const char *kill_or_truncate,
 			    struct ab_err *err);
 int cli_limit_id(const char *name); /* -1 when unknown */

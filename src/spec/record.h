@@ -135,6 +135,7 @@ struct ab_record {
 	 * the registry proxy); NULL before the plan */
 	const char *net_mode;
 	json_t *environment; /* prepare: what was copied into the cache (owned), or NULL */
+	json_t *pre_run;     /* requirements: how the environment was found or built (owned) */
 	bool env_copied;     /* prepare: the environment was copied out */
 	struct strv warnings;
 	/* defaults this host cannot apply as documented ("cpus", "pids", "hostname"): each has

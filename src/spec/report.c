@@ -82,6 +82,7 @@ result_done(struct ab_record *r)
 	json_decref(r->files_summary);
 	json_decref(r->collected);
 	json_decref(r->environment);
+	json_decref(r->pre_run);
 	json_decref(r->inputs);
 	for (int i = 0; i < AB_LIM_COUNT; i++)
 		free(r->limits[i].note);
@@ -451,6 +452,8 @@ report_build(const struct ab_record *r)
 		json_object_set_new(o, "collected", json_incref(r->collected));
 	if (r->environment)
 		json_object_set_new(o, "environment", json_incref(r->environment));
+	if (r->pre_run)
+		json_object_set_new(o, "pre_run", json_incref(r->pre_run));
 	json_object_set_new(o, "limits", limits_json(r));
 	usage = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "memory_peak_bytes",
 			  int_or_null(r->usage.memory_peak_bytes), "cpu_ms",

@@ -322,6 +322,48 @@ parse_key(const char *key, const json_t *v, struct ab_run_opts *o, struct ab_err
 	}
 	if (strcmp(key, "session") == 0)
 		return parse_session(v, o, err);
+	if (strcmp(key, "requirements") == 0) {
+		size_t i;
+		json_t *e;
+
+		if (!json_is_array(v))
+			return ab_err_usage(err,
+					    "spec: \"requirements\" must be a list of strings");
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e))
+				return ab_err_usage(err, "spec: \"requirements\" must be a list of "
+							 "strings");
+			r = cli_add_requirement(o, json_string_value(e), err);
+			if (r < 0)
+				return r;
+		}
+		return 0;
+	}
+	if (strcmp(key, "index") == 0) {
+		const char *k;
+		json_t *e;
+
+		if (!json_is_object(v))
+			return ab_err_usage(err, "spec: \"index\" must be an object "
+						 "({\"url\": ..., \"find_links\": ...})");
+		json_object_foreach((json_t *) v, k, e)
+		{
+			bool url = strcmp(k, "url") == 0;
+
+			if (!url && strcmp(k, "find_links") != 0)
+				return ab_err_usage(err, "spec: unknown key \"index.%s\"", k),
+				       ab_err_fix(err, "an index takes url and find_links");
+			r = want_string(k, e, &s, err);
+			if (r < 0)
+				return r;
+			if (url)
+				o->req_index_url = cli_own(o, s);
+			else
+				o->req_find_links = cli_own(o, s);
+		}
+		return 0;
+	}
 	if (strcmp(key, "rm") == 0)
 		return want_bool(key, v, &o->rm, err);
 	if (strcmp(key, "quiet") == 0)
@@ -501,6 +543,14 @@ spec_build(const struct ab_run_opts *o)
 	if (json_object_size(env))
 		json_object_set(j, "env", env);
 	put_strv(j, "inputs", &o->inputs);
+	put_strv(j, "requirements", &o->requirements);
+	if (o->req_index_url || o->req_find_links) {
+		json_t *ix = json_object();
+
+		put_str(ix, "url", o->req_index_url);
+		put_str(ix, "find_links", o->req_find_links);
+		json_object_set_new(j, "index", ix);
+	}
 	put_strv(j, "ro_binds", &o->ro_binds);
 	put_strv(j, "allow_binds", &o->allow_binds);
 	for (int i = 0; i < AB_LIM_COUNT; i++)

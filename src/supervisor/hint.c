@@ -139,8 +139,76 @@ input_hint(const struct ab_run_opts *o, const char *dir, const char *name, const
 			 name, dir, sep, entry, dir, dir);
 }
 
+/* The script tried to install a package, or missed one the sandbox does not have (issue
+ * 28): it cannot install there (no network), it can ask for it. name: the module named, or
+ * "". */
+static char *
+requirements_hint(const struct ab_run_opts *o, const char *text, size_t len, const char *name)
+{
+	static const char *const installs[] = { "externally-managed-environment",
+						"pip install",
+						"npm install",
+						"npm ERR!",
+						"npm error",
+						"No matching distribution found",
+						"Temporary failure in name resolution",
+						"getaddrinfo EAI_AGAIN" };
+	bool tried = false;
+	char pkg[128];
+
+	for (size_t i = 0; i < ARRAY_SIZE(installs) && !tried; i++)
+		tried = memmem(text, len, installs[i], strlen(installs[i])) != NULL;
+	if (!tried && !name[0])
+		return NULL;
+	snprintf(pkg, sizeof(pkg), "%s", name[0] ? name : "PACKAGE");
+	if (tried)
+		return o->flag_words
+			       ? xasprintf(
+					 "the sandbox has no network, so nothing installs inside "
+					 "it: ask for the package before the run with "
+					 "--requirement "
+					 "%s (agentbox installs it in a sandbox of its own and the "
+					 "run uses it offline)",
+					 pkg)
+			       : xasprintf("the sandbox has no network, so nothing installs inside "
+					   "it: ask for the package before the run with "
+					   "\"requirements\": [\"%s\"] (agentbox installs it in a "
+					   "sandbox of its own and the run uses it offline)",
+					   pkg);
+	return o->flag_words ? xasprintf("'%s' is not installed in the sandbox: ask for it with "
+					 "--requirement %s",
+					 pkg, pkg)
+			     : xasprintf("'%s' is not installed in the sandbox: ask for it with "
+					 "\"requirements\": [\"%s\"]",
+					 pkg, pkg);
+}
+
+static char *hint_local(const struct ab_run_opts *o, const char *text, size_t len);
+
 char *
 hint_for_run(const struct ab_run_opts *o, const char *text, size_t len)
+{
+	char *h = hint_local(o, text, len);
+	char name[256] = "";
+	enum ab_hint_kind kind;
+
+	if (h || !text || o->requirements.n > 0)
+		return h;
+	kind = hint_parse(text, len, name, sizeof(name));
+	if (kind == AB_HINT_PY_MODULE)
+		name[strcspn(name, ".")] = '\0';
+	else if (kind == AB_HINT_JS_MODULE && name[0] != '@')
+		name[strcspn(name, "/")] = '\0';
+	else
+		name[0] = '\0';
+	if (!name_ok(name) && name[0])
+		name[0] = '\0';
+	return requirements_hint(o, text, len, name);
+}
+
+/* A file or module the script named that lies next to it on the host. */
+static char *
+hint_local(const struct ab_run_opts *o, const char *text, size_t len)
 {
 	struct ab_err err = { 0 };
 	cleanup_free char *base = NULL, *dir = NULL, *entry = NULL, *cand = NULL;

@@ -24,7 +24,8 @@ enum ab_hint_kind {
  * printable ASCII. Pure. */
 enum ab_hint_kind hint_parse(const char *text, size_t len, char *name, size_t size);
 
-/* The hint for a run that failed (exit_code != 0) with that stderr, when what it named exists
- * next to the script on the host (looked at beneath the script's directory, no symlink
- * followed); malloc'd, or NULL. In the words of the interface that asked (o->flag_words). */
+/* The hint for a run that failed (exit_code != 0) with that stderr: what it named exists next
+ * to the script on the host (looked at beneath the script's directory, no symlink followed);
+ * or it tried to install a package, or missed a module, which requirements would give it
+ * (issue 28). malloc'd, or NULL. In the words of the interface that asked (o->flag_words). */
 char *hint_for_run(const struct ab_run_opts *o, const char *stderr_text, size_t len);

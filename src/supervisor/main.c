@@ -44,6 +44,7 @@
 #include "cgroup/cgroup.h"
 #include "cmds.h"
 #include "prepare.h"
+#include "requirements.h"
 #include "run.h"
 #include "supervise.h"
 
@@ -171,7 +172,7 @@ mode_run(const json_t *req)
 	struct ab_run_opts o;
 	struct ab_record res;
 	struct ab_err err = { 0 };
-	int r, fds_before;
+	int r, fds_before, env_lock = -1;
 
 	run_opts_init(&o);
 	result_init(&res, &o);
@@ -181,10 +182,14 @@ mode_run(const json_t *req)
 		       strcmp(json_string_value(json_object_get(req, "words")), "flags") == 0;
 	if (r == 0 && o.session)
 		r = session_request(&o, &err);
-	if (r == 0) {
+	if (r == 0)
 		enter_scope(&o);
+	/* packages on request: the environment first (its install a sandbox of its own) */
+	o.watch_fd = fcntl(SUP_FD_WATCH, F_GETFD) >= 0 ? SUP_FD_WATCH : -1;
+	if (r == 0 && o.requirements.n)
+		r = requirements_resolve(&o, &res, &env_lock, &err);
+	if (r == 0) {
 		fds_before = fds_count_from(3);
-		o.watch_fd = fcntl(SUP_FD_WATCH, F_GETFD) >= 0 ? SUP_FD_WATCH : -1;
 		r = run_main(&o, &res, &err);
 		/* every fd of the run is closed by now: one more than at the start is a leak */
 		res.supervisor_fds_left =
@@ -205,6 +210,8 @@ mode_run(const json_t *req)
 	}
 	r = res.status == AB_STATUS_DRY_RUN ? respond(json_string("dry_run"), NULL)
 					    : respond_report(&res);
+	if (env_lock >= 0)
+		(void) close(env_lock); /* the environment is no longer in use */
 	timing_mark("report written");
 	result_done(&res);
 	run_opts_done(&o);

@@ -1,5 +1,6 @@
 #include "prepare.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -943,4 +944,138 @@ out:
 	netproxy_done(&np);
 	free(es.lock);
 	return r;
+}
+
+/* ---- the cache's bound (requirements.c, agentbox gc) ------------------------------------ */
+
+/* Bytes under dirfd (files' blocks), bounded: at most *budget entries, 32 levels. */
+static uint64_t
+tree_bytes(int dirfd, long *budget, int depth)
+{
+	uint64_t sum = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			(void) close(fd);
+		return 0;
+	}
+	while (--*budget >= 0 && (de = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		sum += (uint64_t) st.st_blocks * 512;
+		if (S_ISDIR(st.st_mode) && depth < 32) {
+			int sub = openat(dirfd, de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				sum += tree_bytes(sub, budget, depth + 1);
+				(void) close(sub);
+			}
+		}
+	}
+	closedir(d);
+	return sum;
+}
+
+struct env_entry {
+	char name[40];
+	uint64_t bytes;
+	struct timespec used; /* the marker's mtime: touched at each use */
+};
+
+static int
+by_use(const void *a, const void *b)
+{
+	const struct env_entry *x = a, *y = b;
+
+	if (x->used.tv_sec != y->used.tv_sec)
+		return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+	return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
+}
+
+int
+prepare_evict(const char *cache_dir, uint64_t cap, const char *keep, json_t **ret,
+	      struct ab_err *err)
+{
+	cleanup_free char *path = NULL;
+	cleanup_fd int cfd = open_cache(cache_dir, &path, err);
+	struct env_entry *e = NULL;
+	size_t n = 0;
+	uint64_t total = 0;
+	json_t *gone = json_array();
+	struct dirent *de;
+	DIR *d;
+	int dfd;
+
+	*ret = NULL;
+	if (cfd < 0) {
+		json_decref(gone);
+		return cfd;
+	}
+	dfd = dup(cfd);
+	d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		json_decref(gone);
+		return ab_err_set(err, -errno, "read the cache '%s': %s", path, strerror(errno));
+	}
+	while ((de = readdir(d)) && n < 4096) {
+		cleanup_free char *marker = xasprintf("%s/" AB_ENV_MARKER, de->d_name);
+		struct stat st;
+		long budget = 1000000;
+		int sub;
+
+		if (strlen(de->d_name) != 32 || strspn(de->d_name, "0123456789abcdef") != 32 ||
+		    !env_published(cfd, de->d_name) ||
+		    fstatat(cfd, marker, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		e = xrealloc(e, (n + 1) * sizeof(*e));
+		snprintf(e[n].name, sizeof(e[n].name), "%s", de->d_name);
+		e[n].used = st.st_mtim;
+		sub = openat(cfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		e[n].bytes = sub >= 0 ? tree_bytes(sub, &budget, 0) : 0;
+		if (sub >= 0)
+			(void) close(sub);
+		total += e[n].bytes;
+		n++;
+	}
+	closedir(d);
+	qsort(e, n, sizeof(*e), by_use);
+	/* the least recently used first, while over the cap; never the one just used, nor one
+	 * a run holds (its marker flock()ed shared) or an install of its key holds */
+	for (size_t i = 0; i < n && total > cap; i++) {
+		cleanup_free char *marker = xasprintf("%s/" AB_ENV_MARKER, e[i].name);
+		char lockname[48];
+		cleanup_fd int mfd = -1;
+		int lfd;
+
+		if (keep && strcmp(e[i].name, keep) == 0)
+			continue;
+		mfd = openat(cfd, marker, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (mfd < 0 || flock(mfd, LOCK_EX | LOCK_NB) < 0)
+			continue;
+		snprintf(lockname, sizeof(lockname), "%s.lock", e[i].name);
+		lfd = openat(cfd, lockname, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+			if (lfd >= 0)
+				(void) close(lfd);
+			continue;
+		}
+		if (remove_entry(cfd, e[i].name, NULL) == 0) {
+			total -= e[i].bytes;
+			json_array_append_new(gone, json_pack("{s:s, s:I}", "env", e[i].name,
+							      "bytes", (json_int_t) e[i].bytes));
+		}
+		cache_unlock(cfd, lockname, &lfd);
+	}
+	*ret = json_pack("{s:s, s:I, s:I, s:I, s:o}", "cache_dir", path, "entries",
+			 (json_int_t) (n - json_array_size(gone)), "bytes", (json_int_t) total,
+			 "cap_bytes", (json_int_t) cap, "evicted", gone);
+	free(e);
+	return 0;
 }

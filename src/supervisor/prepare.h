@@ -30,3 +30,14 @@ int prepare_lookup(const char *spec, const char *cache_dir, const char *python, 
 /* The default cache directory for environments (malloc'd): $AGENTBOX_CACHE_DIR, else
  * <runs root>/envs. */
 char *prepare_default_cache(void);
+
+/* The cache's bound: removes the least recently used environments (the mtime of their
+ * marker, which each run that uses one touches) until the cache holds at most cap bytes,
+ * never keep (a name, or NULL), one a run holds (its marker flock()ed shared) or one an
+ * install of its key holds. *ret: {"cache_dir", "entries", "bytes", "cap_bytes",
+ * "evicted": [{"env", "bytes"}]}. cache_dir NULL: the default. Returns 0 or -errno. */
+int prepare_evict(const char *cache_dir, uint64_t cap, const char *keep, json_t **ret,
+		  struct ab_err *err);
+
+/* The cache's default bound (AGENTBOX_CACHE_MAX unset): 4 GiB. */
+#define AB_CACHE_MAX_DEFAULT (4ULL << 30)
