@@ -947,6 +947,20 @@ cmd_gc(int argc, char **argv)
 			json_string_value(n));
 	printf("%s %zu run%s, kept %lld\n", dry ? "would remove" : "removed", removed,
 	       removed == 1 ? "" : "s", (long long) json_integer_value(json_object_get(j, "kept")));
+	{
+		const json_t *envs = json_object_get(j, "envs");
+		size_t ev = json_array_size(json_object_get(envs, "evicted"));
+
+		if (envs)
+			printf("environments of requirements: %s%zu, kept %lld (%.1f MiB of a %.0f "
+			       "MiB cap)\n",
+			       dry ? "(none removed with --dry-run) " : "removed ", ev,
+			       (long long) json_integer_value(json_object_get(envs, "entries")),
+			       (double) json_integer_value(json_object_get(envs, "bytes")) /
+				       (1 << 20),
+			       (double) json_integer_value(json_object_get(envs, "cap_bytes")) /
+				       (1 << 20));
+	}
 	r = json_integer_value(json_object_get(j, "failed")) > 0 ? AB_EXIT_SETUP : 0;
 	json_decref(j);
 	return r;

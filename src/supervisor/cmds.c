@@ -28,6 +28,7 @@
 #include "config.h"
 #include "filter.h"
 #include "host.h"
+#include "prepare.h"
 #include "run.h"
 #include "rundir.h"
 
@@ -134,6 +135,13 @@ gc_do(int64_t older_ms, bool dry, json_t **ret, struct ab_err *err)
 	closedir(d);
 	*ret = json_pack("{s:s, s:o, s:i, s:i, s:b}", "runs_dir", root, "removed", removed, "kept",
 			 kept, "failed", failed, "dry_run", dry);
+	{
+		/* the environments requirements built: down to their cap (AGENTBOX_CACHE_MAX) */
+		json_t *envs = NULL;
+
+		if (prepare_cache_bound(!dry, &envs) == 0 && envs)
+			json_object_set_new(*ret, "envs", envs);
+	}
 	return 0;
 }
 

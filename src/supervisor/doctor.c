@@ -28,6 +28,7 @@
 #include "filter.h"
 #include "host.h"
 #include "limitplan.h"
+#include "prepare.h"
 #include "run.h"
 #include "rundir.h"
 
@@ -160,6 +161,30 @@ probe_like_a_run(struct ab_host *h, bool drop, uid_t uid, gid_t gid)
 	(void) close(p[0]);
 	if (pid > 0)
 		(void) RETRY_EINTR(waitpid(pid, &ws, 0));
+}
+
+/* The environments requirements built (issue 28), against their cap. */
+static void
+doctor_env_cache(struct doctor *d)
+{
+	json_t *c = NULL;
+	char detail[600];
+	json_int_t bytes, cap;
+
+	if (prepare_cache_bound(false, &c) < 0 || !c) {
+		report_check(d, "envs", CHECK_OK, "no environment cache yet", NULL);
+		return;
+	}
+	bytes = json_integer_value(json_object_get(c, "bytes"));
+	cap = json_integer_value(json_object_get(c, "cap_bytes"));
+	snprintf(detail, sizeof(detail), "%s: %lld environment%s, %.1f MiB of a %.0f MiB cap",
+		 json_string_value(json_object_get(c, "cache_dir")),
+		 (long long) json_integer_value(json_object_get(c, "entries")),
+		 json_integer_value(json_object_get(c, "entries")) == 1 ? "" : "s",
+		 (double) bytes / (1 << 20), (double) cap / (1 << 20));
+	report_check(d, "envs", bytes > cap ? CHECK_WARN : CHECK_OK, detail,
+		     bytes > cap ? "agentbox gc (or raise AGENTBOX_CACHE_MAX)" : NULL);
+	json_decref(c);
 }
 
 /* What the kept runs hold, and the retention that bounds them. */
@@ -386,6 +411,7 @@ doctor_checks(json_t **ret, struct ab_err *err)
 		     access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "not installed",
 		     "apt-get install python3");
 	doctor_runs_dir(&d);
+	doctor_env_cache(&d);
 	/* the sandbox runs themselves: ab_probe makes them through the library, the path every
 	 * run takes (a supervisor of their own, its scope and cgroup), after these checks */
 	if (d.fails)

@@ -1000,6 +1000,26 @@ by_use(const void *a, const void *b)
 }
 
 int
+prepare_cache_bound(bool evict, json_t **ret)
+{
+	cleanup_free char *path = prepare_default_cache();
+	struct ab_err ignored = { 0 };
+	uint64_t cap = AB_CACHE_MAX_DEFAULT;
+	struct stat st;
+	int r;
+
+	*ret = NULL;
+	if (cfg()->cache_max)
+		(void) units_parse_size(cfg()->cache_max, &cap);
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0; /* no cache yet */
+	r = prepare_evict(path, evict ? cap : UINT64_MAX, NULL, ret, &ignored);
+	if (r == 0 && *ret)
+		json_object_set_new(*ret, "cap_bytes", json_integer((json_int_t) cap));
+	return r;
+}
+
+int
 prepare_evict(const char *cache_dir, uint64_t cap, const char *keep, json_t **ret,
 	      struct ab_err *err)
 {

@@ -39,5 +39,9 @@ char *prepare_default_cache(void);
 int prepare_evict(const char *cache_dir, uint64_t cap, const char *keep, json_t **ret,
 		  struct ab_err *err);
 
+/* For agentbox gc (evict: down to the cap) and doctor (measure only): the default cache's
+ * entries and bytes, as prepare_evict says them; *ret NULL when there is no cache. */
+int prepare_cache_bound(bool evict, json_t **ret);
+
 /* The cache's default bound (AGENTBOX_CACHE_MAX unset): 4 GiB. */
 #define AB_CACHE_MAX_DEFAULT (4ULL << 30)
