@@ -66,6 +66,8 @@ class Session:
             req["timeout_ms"] = timeout_ms
         self.send({"cell": req})
         m = self.recv()
+        if "cell" in m:
+            CELLS.append(m["cell"])
         return m.get("cell", m)
 
     def close(self):
@@ -97,6 +99,9 @@ def procs_with(token):
         except OSError:
             pass
     return found
+
+
+CELLS = []
 
 
 def text(c, key="result"):
@@ -284,6 +289,21 @@ res = [x.recv().get("cell", {}) for x in many]
 ok([text(r) for r in res] == [str(i * i) for i in range(4)], "4 concurrent sessions", res)
 for x in many:
     x.close()
+
+# every cell result seen follows schemas/cell.schema.json
+cells_path = os.path.join(WORK, "cells")
+os.makedirs(cells_path, exist_ok=True)
+files = []
+for i, c in enumerate(CELLS):
+    files.append(os.path.join(cells_path, "%d.json" % i))
+    with open(files[-1], "w") as f:
+        json.dump(c, f)
+here = os.path.dirname(os.path.abspath(__file__))
+v = subprocess.run([sys.executable, os.path.join(here, "validate-schema.py"),
+                    os.path.join(here, "..", "..", "schemas", "cell.schema.json")] + files,
+                   capture_output=True, text=True)
+ok(v.returncode == 0 and len(files) >= 20,
+   "all %d cell results follow schemas/cell.schema.json" % len(files), v.stdout + v.stderr)
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
