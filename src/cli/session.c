@@ -399,6 +399,8 @@ run_jsonl(ab_session *s, struct lines *in)
 			continue;
 		}
 		in_eof = in->eof && !lines_whole(in);
+		if (in_eof && strcmp(ab_session_state(s), "busy") != 0)
+			continue; /* closed above */
 		/* stdin is watched but at its end, while starting, and while a cell runs once a
 		 * whole line waits (until then, for an interrupt) */
 		if (in->eof || strcmp(ab_session_state(s), "starting") == 0 ||
