@@ -4,6 +4,8 @@ cell by cell, state kept; timeouts, interrupts and crashes said as they are."""
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -224,3 +226,21 @@ def test_async_session():
             await s.run("1")
 
     asyncio.run(main())
+
+
+def test_a_session_never_closed_ends_with_its_program():
+    token = "agentbox-session-test-" + uuid.uuid4().hex
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import agentbox_bwrap\n"
+        "s = agentbox_bwrap.Session()\n"
+        "print(s.run(\"import subprocess; subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; : %s']); 'up'\").result)\n"
+        % (os.path.dirname(os.path.dirname(os.path.abspath(agentbox.__file__))), token))
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == "'up'\n", p.stderr
+    # agentbox saw its stdin end and closed the session: nothing of it is left
+    for _ in range(100):
+        if not procs_with(token):
+            break
+        time.sleep(0.1)
+    assert not procs_with(token)
