@@ -244,3 +244,25 @@ def test_a_session_never_closed_ends_with_its_program():
             break
         time.sleep(0.1)
     assert not procs_with(token)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the memory limit is enforced by a memory cgroup, "
+                    "which this host gives to root only (unprivileged: cgroup v2 delegation)")
+def test_the_memory_limit_binds_the_session_across_cells():
+    with agentbox.Session(limits={"memory": "256M"}) as s:
+        grab = "keep.append(bytearray(100 * 1024 * 1024)); len(keep)"
+        s.run("keep = []")
+        # each cell alone fits; together they do not: the limit is the session's
+        assert s.run(grab).result == "1"
+        c = None
+        for _ in range(4):
+            c = s.run(grab)
+            if c.status is not agentbox.CellStatus.OK:
+                break
+        assert c is not None and c.status is agentbox.CellStatus.LOST, c
+        assert s.info["report_status"] == "oom", s.info
+        with pytest.raises(agentbox.SessionEnded) as e:
+            s.run("1")
+        assert e.value.report_status == "oom"
+    report = s.close()
+    assert isinstance(report, agentbox.Result) and report.status is agentbox.Status.OOM
