@@ -234,7 +234,8 @@ def test_a_session_never_closed_ends_with_its_program():
         "import sys; sys.path.insert(0, %r)\n"
         "import agentbox_bwrap\n"
         "s = agentbox_bwrap.Session()\n"
-        "print(s.run(\"import subprocess; subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; : %s']); 'up'\").result)\n"
+        "print(s.run(\"import subprocess; \"\n"
+        "            \"subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; : %s']); 'up'\").result)\n"
         % (os.path.dirname(os.path.dirname(os.path.abspath(agentbox.__file__))), token))
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout == "'up'\n", p.stderr
