@@ -182,3 +182,15 @@ test('a session never closed does not keep Node alive, and ends with it', async 
   for (let i = 0; i < 100 && procsWith(token).length; i++) await sleep(100);
   assert.deepEqual(procsWith(token), []);
 });
+
+test('four sessions at once, each with its own state', async () => {
+  const sessions = await Promise.all([0, 1, 2, 3].map((i) => Session.create({ language: i % 2 ? 'node' : 'python' })));
+  try {
+    assert.equal(new Set(sessions.map((s) => s.id)).size, 4);
+    await Promise.all(sessions.map((s, i) => s.run(i % 2 ? `var n = ${i}` : `n = ${i}`)));
+    const cells = await Promise.all(sessions.map((s) => s.run('n * 10')));
+    assert.deepEqual(cells.map((c) => c.result), ['0', '10', '20', '30']);
+  } finally {
+    await Promise.all(sessions.map((s) => s.close()));
+  }
+});

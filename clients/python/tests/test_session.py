@@ -267,3 +267,19 @@ def test_the_memory_limit_binds_the_session_across_cells():
         assert e.value.report_status == "oom"
     report = s.close()
     assert isinstance(report, agentbox.Result) and report.status is agentbox.Status.OOM
+
+
+def test_four_async_sessions_at_once():
+    async def main():
+        sessions = [agentbox.AsyncSession("node" if i % 2 else "python") for i in range(4)]
+        await asyncio.gather(*(s.start() for s in sessions))
+        try:
+            assert len({s.id for s in sessions}) == 4
+            await asyncio.gather(*(s.run("var n = %d" % i if i % 2 else "n = %d" % i)
+                                   for i, s in enumerate(sessions)))
+            cells = await asyncio.gather(*(s.run("n * 10") for s in sessions))
+            assert [c.result for c in cells] == ["0", "10", "20", "30"]
+        finally:
+            await asyncio.gather(*(s.close() for s in sessions))
+
+    asyncio.run(main())
