@@ -601,8 +601,493 @@ async function run(options = {}) {
   }
 }
 
+// Sessions (issue 27): one sandbox kept alive, code run in it cell by cell as in a notebook.
+//
+// A Session drives one `agentbox session --jsonl` (docs/sessions.md): the spec goes first,
+// then one request a line ({"cell": ...}, {"interrupt": {}}, {"restart": {}}, {"close": {}});
+// agentbox answers a line each ({"ready": info}, {"cell": result}, {"error": ...},
+// {"closed": report}) and says {"ended": info} when the session ended on its own (a crash,
+// the idle timeout, its lifetime). A cell's status, limits and crashes come from agentbox's
+// supervisor, never from what the cell printed. This process exiting closes agentbox's stdin,
+// and agentbox then closes the session.
+
+const CELL_SCHEMAS = Object.freeze(['agentbox.cell/1']);
+const CELL_STATUSES = Object.freeze(['ok', 'error', 'timeout', 'cancelled', 'lost']);
+// how long an interrupted cell gets to come back (agentbox ends the session 2 s after an
+// interrupt the interpreter ignores), and close() its report
+const INTERRUPT_GRACE_MS = 30000;
+const CLOSE_GRACE_MS = 60000;
+const STDERR_KEEP = 65536;
+const EPIPE = -32;
+const EINVAL = -22;
+
+class SessionEndedError extends AgentboxError {
+  constructor(message, fix = null, info = {}) {
+    super(message, fix);
+    this.name = 'SessionEndedError';
+    /** The session's last info. */
+    this.info = { ...info };
+    /** How it ended, in agentbox's words. */
+    this.reason = info.ended ?? null;
+    /** The run report's status when the sandbox ended (exited, oom, ...). */
+    this.reportStatus = info.report_status ?? null;
+  }
+}
+
+class CellFailedError extends Error {
+  constructor(cell) {
+    let what = `cell ${cell.id} ended ${cell.status}`;
+    if (cell.error) what += `: ${cell.error.type}${cell.error.value ? `: ${cell.error.value}` : ''}`;
+    else if (cell.message) what += `: ${cell.message}`;
+    super(what);
+    this.name = 'CellFailedError';
+    this.cell = cell;
+  }
+}
+
+class Cell {
+  constructor(raw) {
+    if (!CELL_SCHEMAS.includes(raw.schema)) {
+      throw new IncompatibleAgentboxError(`a cell result of schema ${JSON.stringify(raw.schema)}; this client reads ${CELL_SCHEMAS.join('/')}`,
+        'use the client from the same agentbox release as the binary');
+    }
+    const text = (s) => (s && typeof s.text === 'string' ? s.text : '');
+    const res = raw.result && typeof raw.result === 'object' ? raw.result : null;
+    const err = raw.error && typeof raw.error === 'object' ? raw.error : null;
+    this.id = Number(raw.id) || 0;
+    this.status = raw.status;
+    this.stdout = text(raw.stdout);
+    this.stderr = text(raw.stderr);
+    this.result = res && res.text != null ? String(res.text) : null;
+    this.result_html = res && res.html != null ? String(res.html) : null;
+    this.images = (raw.images || []).map((i) => ({ mime: String(i.mime || ''), data: Buffer.from(String(i.data || ''), 'base64') }));
+    this.error = err ? { type: String(err.type || ''), value: String(err.value || ''), traceback: (err.traceback || []).map(String) } : null;
+    this.message = raw.message != null ? String(raw.message) : null;
+    this.wall_ms = Number.isInteger(raw.wall_ms) ? raw.wall_ms : null;
+    this.session = { ...(raw.session || {}) };
+    Object.defineProperty(this, 'raw', { value: raw, enumerable: false });
+  }
+
+  /** The cell ran to its end without an exception. */
+  get ok() { return this.status === 'ok'; }
+
+  /** Set when the cell ran in a restarted interpreter: the earlier state is gone. */
+  get restarted() { return this.session.restarted ?? null; }
+
+  /** Throws CellFailedError unless `ok`; returns the cell so calls chain. */
+  raiseForStatus() {
+    if (!this.ok) throw new CellFailedError(this);
+    return this;
+  }
+}
+
+// Seconds (a number) as the spec's milliseconds, or a duration string ("10m") as it is.
+function duration(name, v) {
+  if (typeof v === 'string') return v;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new TypeError(`${name}: seconds (a number) or a duration string like '10m'`);
+  if (v <= 0) throw new RangeError(`${name} must be more than 0 seconds`);
+  return Math.max(1, Math.round(v * 1000));
+}
+
+/** The session's spec, the staging directory of `files` (kept until close: a restart copies
+ * the inputs in again), where the files out go at close. */
+function prepareSession(o) {
+  const inv = { staging: null, owned: null, filesDir: null, spec: null };
+  try {
+    const language = o.language ?? 'python';
+    if (language !== 'python' && language !== 'node') {
+      throw new RangeError(`language must be 'python' or 'node', not ${JSON.stringify(language)}`);
+    }
+    const session = {};
+    if (o.idleTimeout != null) session.idle_timeout = duration('idleTimeout', o.idleTimeout);
+    if (o.maxLifetime != null) session.max_lifetime = duration('maxLifetime', o.maxLifetime);
+    const spec = { spec_version: 1, language, rm: true, session: Object.keys(session).length ? session : true };
+    if (o.env) spec.env = Object.fromEntries(Object.entries(o.env).map(([k, v]) => [k, String(v)]));
+    const limits = {};
+    for (const [k, v] of Object.entries(o.limits || {})) {
+      limits[k.replace(/_/g, '-').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v;
+    }
+    if (o.timeout != null) limits.timeout = o.timeout;
+    if (Object.keys(limits).length) spec.limits = limits;
+    if (o.files != null) {
+      if (Array.isArray(o.files)) {
+        spec.inputs = o.files.map((p) => path.resolve(String(p)));
+      } else {
+        inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-'));
+        fs.chmodSync(inv.staging, 0o711);
+        const dir = path.join(inv.staging, 'files');
+        fs.mkdirSync(dir, { mode: 0o755 });
+        for (const [name, content] of Object.entries(o.files)) {
+          const dest = path.join(dir, ...relName(name));
+          fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o755 });
+          fs.writeFileSync(dest, content, { mode: 0o644 });
+        }
+        spec.inputs = fs.readdirSync(dir).sort().map((n) => path.join(dir, n));
+      }
+    }
+    if (o.envDir != null) spec.env_dir = path.resolve(String(o.envDir));
+    if (o.collect === true) throw new TypeError('collect is a directory, or false for no files out');
+    if (o.collect != null && o.collect !== false) {
+      spec.collect = path.resolve(String(o.collect));
+      inv.filesDir = spec.collect;
+    } else if (o.collect == null) {
+      inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
+      spec.collect = inv.owned;
+      inv.filesDir = inv.owned;
+    }
+    if (o.spec) Object.assign(spec, o.spec);
+    inv.spec = spec;
+    return inv;
+  } catch (e) {
+    cleanup(inv, true);
+    throw e;
+  }
+}
+
+/**
+ * One live sandbox with one interpreter in it, for code run cell by cell as in a notebook:
+ * variables, imports and files are kept between cells. `await Session.create({...})`, then
+ * `await session.run(code)` (one cell at a time; calls queue), `await session.close()`.
+ */
+class Session {
+  constructor(child, inv, token) {
+    if (token !== SESSION_TOKEN) throw new TypeError('use Session.create()');
+    this._child = child;
+    this._inv = inv;
+    this._info = {};
+    this._busy = false;
+    this._closed = false;
+    this._report = undefined;
+    this._lines = []; // parsed lines not yet taken
+    this._waiter = null; // resolves when a line comes
+    this._ended = false; // agentbox's stdout ended
+    this._stderr = [];
+    this._stderrLen = 0;
+    this._chain = Promise.resolve(); // one request at a time
+    this._refs = 0;
+    let buf = '';
+    const decoder = new StringDecoder('utf8');
+    const push = (msg) => {
+      this._lines.push(msg);
+      if (msg && typeof msg === 'object') {
+        for (const k of ['ready', 'ended']) if (msg[k] && typeof msg[k] === 'object') this._info = { ...msg[k] };
+      }
+      if (this._waiter) this._waiter();
+    };
+    child.stdout.on('data', (d) => {
+      buf += decoder.write(d);
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        let msg = {};
+        try { msg = JSON.parse(line); } catch { /* not a line of the protocol */ }
+        push(msg && typeof msg === 'object' && !Array.isArray(msg) ? msg : {});
+      }
+    });
+    child.stdout.on('end', () => {
+      this._ended = true;
+      if (this._waiter) this._waiter();
+    });
+    child.stderr.on('data', (d) => {
+      this._stderr.push(d);
+      this._stderrLen += d.length;
+      if (this._stderrLen > 2 * STDERR_KEEP) {
+        const all = Buffer.concat(this._stderr);
+        this._stderr = [all.subarray(all.length - STDERR_KEEP)];
+        this._stderrLen = STDERR_KEEP;
+      }
+    });
+    child.stdin.on('error', () => { /* agentbox is gone: reading says how */ });
+    this._exited = new Promise((resolve) => {
+      child.on('close', (code, sig) => resolve(code === null ? 128 + (os.constants.signals[sig] || 0) : code));
+    });
+  }
+
+  /** Starts a session; resolves once its interpreter is ready. Rejects with SetupError /
+   * UsageError when agentbox refuses it. */
+  static async create(options = {}) {
+    const info = await binaryInfo(options.binary);
+    const inv = prepareSession(options);
+    let child;
+    try {
+      child = spawn(info.path, ['session', '--jsonl'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    } catch (e) {
+      cleanup(inv, true);
+      throw new AgentboxNotFoundError(`cannot start ${info.path}: ${e.message}`, 'check the binary');
+    }
+    const s = new Session(child, inv, SESSION_TOKEN);
+    const spawned = new Promise((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', (e) => reject(new AgentboxNotFoundError(`cannot start ${info.path}: ${e.message}`, 'check the binary')));
+    });
+    try {
+      await spawned;
+      await s._locked(() => s._start());
+    } catch (e) {
+      s._closed = true;
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      cleanup(inv, true);
+      throw e;
+    }
+    return s;
+  }
+
+  // -- plumbing
+
+  _ref() {
+    if (this._refs++ === 0) {
+      this._child.ref();
+      for (const st of [this._child.stdin, this._child.stdout, this._child.stderr]) if (st && st.ref) st.ref();
+    }
+  }
+
+  _unref() {
+    if (--this._refs === 0) {
+      // an idle session does not keep the process alive (its exit closes the session)
+      this._child.unref();
+      for (const st of [this._child.stdin, this._child.stdout, this._child.stderr]) if (st && st.unref) st.unref();
+    }
+  }
+
+  _locked(fn) {
+    const next = this._chain.then(async () => {
+      this._ref();
+      try {
+        return await fn();
+      } finally {
+        this._unref();
+      }
+    });
+    this._chain = next.catch(() => {});
+    return next;
+  }
+
+  _send(obj) {
+    if (this._child.stdin.destroyed || this._child.stdin.writableEnded) throw this._closedError();
+    this._child.stdin.write(`${JSON.stringify(obj)}\n`);
+  }
+
+  _gone() {
+    const lines = Buffer.concat(this._stderr).toString('utf8').split('\n').filter((l) => l.startsWith('agentbox'));
+    const code = this._child.exitCode;
+    const msg = lines.length ? lines[lines.length - 1]
+      : `agentbox session exited${code == null ? '' : ` with status ${code}`} without a word`;
+    this._closed = true;
+    return new AgentboxError(`the session's agentbox is gone: ${msg}`, "start a new session; agentbox's stderr said the above");
+  }
+
+  _error(e, starting = false, rc = null) {
+    e = e && typeof e === 'object' ? e : {};
+    const message = String(e.message || 'agentbox refused the request');
+    const fix = e.fix ? String(e.fix) : null;
+    if (e.code === EPIPE) {
+      return new SessionEndedError(message, 'start a new session, or run(code, { restart: true }) / restart() ' +
+        'for a fresh interpreter (its state is gone)', this._info);
+    }
+    if (starting) return new (rc === 2 || e.code === EINVAL ? UsageError : SetupError)(message, fix);
+    return new AgentboxError(message, fix);
+  }
+
+  _closedError() {
+    const info = { ended: 'closed by its caller', ...this._info };
+    return new SessionEndedError(`session ${info.id || '?'} is closed`, 'start a new session', info);
+  }
+
+  // The next answer to a request (a key in `want`, or 'error'), skipping what agentbox says
+  // on its own ({"ended"}, which the line handler took into info).
+  async _expect(want, timeoutMs = null) {
+    const deadline = timeoutMs == null ? null : Date.now() + timeoutMs;
+    for (;;) {
+      if (this._lines.length) {
+        const msg = this._lines.shift();
+        const keys = Object.keys(msg);
+        if (keys.length !== 1) continue;
+        if (want.includes(keys[0]) || keys[0] === 'error') return [keys[0], msg[keys[0]]];
+        continue;
+      }
+      if (this._ended) {
+        await Promise.race([this._exited, sleepMs(5000)]);
+        throw this._gone();
+      }
+      const wait = deadline == null ? null : deadline - Date.now();
+      if (wait != null && wait <= 0) throw new AgentboxError('agentbox did not answer in time');
+      let timer = null;
+      await new Promise((resolve) => {
+        this._waiter = resolve;
+        if (wait != null) timer = setTimeout(resolve, wait);
+      });
+      this._waiter = null;
+      if (timer) clearTimeout(timer);
+    }
+  }
+
+  // lines agentbox sent on its own while no request was made (info already has them)
+  _drain() {
+    this._lines = this._lines.filter((m) => !('ended' in m || 'ready' in m));
+  }
+
+  async _start() {
+    this._send({ spec: this._inv.spec });
+    const [key, val] = await this._expect(['ready', 'ended']);
+    if (key === 'ready') return;
+    if (key === 'ended') { // it ended before it was ready: its report says why
+      this._send({ close: {} });
+      const [k, report] = await this._expect(['closed'], CLOSE_GRACE_MS);
+      const rc = await this._finishChild();
+      const reason = this._info.ended || 'the session ended before it was ready';
+      if (k === 'closed' && report && typeof report === 'object') {
+        const res = finish(this._inv, JSON.stringify(report), '', rc); // throws SetupError / UsageError
+        res.close();
+        throw new SessionEndedError(reason, res.fix ?? null, this._info);
+      }
+      throw new SessionEndedError(reason, null, this._info);
+    }
+    const rc = await this._finishChild();
+    throw this._error(val, true, rc);
+  }
+
+  async _finishChild() {
+    this._closed = true;
+    if (!this._child.stdin.writableEnded) this._child.stdin.end();
+    let timer;
+    const rc = await Promise.race([this._exited, new Promise((r) => { timer = setTimeout(() => r(null), CLOSE_GRACE_MS); })]);
+    clearTimeout(timer);
+    if (rc === null) {
+      this._child.kill('SIGKILL');
+      return this._exited;
+    }
+    return rc;
+  }
+
+  async _restart() {
+    this._send({ restart: {} });
+    const [key, val] = await this._expect(['ready']);
+    if (key === 'error') throw this._error(val);
+    return { ...this._info };
+  }
+
+  // -- the API
+
+  /** The session's id. */
+  get id() { return String(this._info.id || ''); }
+
+  /** The session's last info: id, language, state ('ready', 'busy', 'ended'), cells,
+   * idle_timeout_ms, max_lifetime_ms, version; ended (how) and report_status once it has
+   * ended; restarted once restarted. */
+  get info() { return { ...this._info }; }
+
+  /** 'ready', 'busy', 'ended' (on its own: a restart may follow), or 'closed'. */
+  get state() { return this._closed ? 'closed' : String(this._info.state || ''); }
+
+  /**
+   * Runs one cell; resolves to its Cell once it ends (a cell that fails, times out or is
+   * interrupted resolves too: `cell.status`). timeout: seconds (default: the session's).
+   * signal: aborting interrupts the cell (its status is then 'cancelled'). restart: a session
+   * that has ended gets a fresh interpreter first (else: SessionEndedError).
+   */
+  run(code, options = {}) {
+    if (typeof code !== 'string') return Promise.reject(new TypeError('code must be a string'));
+    const { timeout, signal, restart = false } = options;
+    const cell = { code };
+    if (timeout != null) {
+      if (typeof timeout !== 'number' || !(timeout > 0)) return Promise.reject(new RangeError('timeout: seconds, more than 0'));
+      cell.timeout_ms = Math.max(1, Math.round(timeout * 1000));
+    }
+    return this._locked(async () => {
+      if (this._closed) throw this._closedError();
+      if (signal && signal.aborted) throw new AbortError('the cell was aborted before it started', null, abortReason(signal));
+      this._drain();
+      if (restart && this._info.state === 'ended') await this._restart();
+      for (let attempt = 0; ; attempt++) {
+        let key;
+        let val;
+        const onAbort = () => {
+          if (this._busy) this._send({ interrupt: {} });
+        };
+        this._busy = true;
+        try {
+          this._send({ cell });
+          if (signal) signal.addEventListener('abort', onAbort, { once: true });
+          [key, val] = await this._expect(['cell']);
+        } finally {
+          this._busy = false;
+          if (signal) signal.removeEventListener('abort', onAbort);
+        }
+        if (key === 'cell') {
+          const c = new Cell(val && typeof val === 'object' ? val : {});
+          this._info = { ...this._info, ...c.session };
+          return c;
+        }
+        const err = this._error(val);
+        if (!(restart && attempt === 0 && err instanceof SessionEndedError)) throw err;
+        await this._restart();
+      }
+    });
+  }
+
+  /** Interrupts the running cell (its status is then 'cancelled', or 'lost' if the
+   * interpreter does not recover within 2 s). False when no cell was running. */
+  interrupt() {
+    if (!this._busy || this._closed) return false;
+    this._send({ interrupt: {} });
+    return true;
+  }
+
+  /** A fresh interpreter in a fresh sandbox (the current one, if alive, is killed): its
+   * variables and files are gone. Resolves to the new info (its `restarted` says so). */
+  restart() {
+    return this._locked(async () => {
+      if (this._closed) throw this._closedError();
+      return this._restart();
+    });
+  }
+
+  /** Ends the session (a running cell is interrupted first) and resolves to its run report:
+   * a Result (usage, files: `read(path)`; `raw.session` its last info), or the report as an
+   * object if this client cannot parse it. Later calls resolve to the same report. */
+  close() {
+    if (this._busy) this.interrupt();
+    return this._locked(async () => {
+      if (this._closed) return this._report ?? null;
+      let key = 'error';
+      let val = null;
+      try {
+        this._send({ close: {} });
+        [key, val] = await this._expect(['closed'], CLOSE_GRACE_MS);
+      } catch { /* gone: no report */ }
+      const rc = await this._finishChild();
+      this._report = null;
+      if (key === 'closed' && val && typeof val === 'object') {
+        try {
+          this._report = finish(this._inv, JSON.stringify(val), Buffer.concat(this._stderr).toString('utf8'), rc);
+        } catch {
+          this._report = val;
+        }
+      } else {
+        cleanup(this._inv, true);
+      }
+      cleanup(this._inv, false);
+      return this._report;
+    });
+  }
+
+  /** `await using s = await Session.create()` closes it (where the runtime has it). */
+  async [Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')]() {
+    await this.close();
+  }
+}
+const SESSION_TOKEN = Symbol('agentbox-bwrap session');
+const sleepMs = (ms) => new Promise((r) => { setTimeout(r, ms).unref(); });
+
 module.exports = {
   run,
+  Session,
+  Cell,
+  SessionEndedError,
+  CellFailedError,
+  CELL_SCHEMAS,
+  CELL_STATUSES,
   binaryInfo,
   findBinary,
   Result,

@@ -408,6 +408,150 @@ export declare class RunFailedError extends Error {
   result: Result;
 }
 
+// Sessions (issue 27): one live sandbox, code run cell by cell.
+
+/** How a cell ended: 'timeout' and 'cancelled' were interrupted and the session goes on;
+ * 'lost': the session ended during the cell (its state is gone). */
+export type CellStatus = 'ok' | 'error' | 'timeout' | 'cancelled' | 'lost';
+
+/** A figure the cell showed (plt.show(), or left open at its end). */
+export interface CellImage {
+  mime: string;
+  data: Buffer;
+}
+
+/** The exception a cell raised; the traceback holds the cell's own frames. */
+export interface CellError {
+  type: string;
+  value: string;
+  traceback: string[];
+}
+
+/** A session as agentbox describes it (its {"ready"} and {"ended"} lines, a cell's
+ * `session`). */
+export interface SessionInfo {
+  id: string;
+  language: 'python' | 'node';
+  state: 'starting' | 'ready' | 'busy' | 'ended';
+  cells: number;
+  idle_timeout_ms: number;
+  max_lifetime_ms: number;
+  /** The interpreter's version. */
+  version?: string;
+  /** How it ended, once it has. */
+  ended?: string;
+  /** The run report's status when its sandbox ended. */
+  report_status?: Status;
+  /** Set once restarted: the state before is gone. */
+  restarted?: string;
+  idle_ms?: number;
+  age_ms?: number;
+}
+
+/** The result of one cell. All but `status` and `message` is what the code printed or
+ * returned: untrusted text. */
+export interface CellResult {
+  id: number;
+  status: CellStatus;
+  stdout: string;
+  stderr: string;
+  /** The repr of the cell's last expression (null: no value). */
+  result: string | null;
+  /** A rich form of that value, where the object offers one cheaply (a DataFrame's HTML). */
+  result_html: string | null;
+  images: CellImage[];
+  error: CellError | null;
+  /** timeout / cancelled / lost: what happened, in agentbox's words. */
+  message: string | null;
+  wall_ms: number | null;
+  session: SessionInfo;
+}
+
+export interface Cell extends CellResult {}
+export declare class Cell {
+  private constructor();
+  /** The cell result as agentbox wrote it (byte counts, truncation, ...). */
+  readonly raw: Record<string, unknown>;
+  /** The cell ran to its end without an exception. */
+  get ok(): boolean;
+  /** Set when the cell ran in a restarted interpreter: the earlier state is gone. */
+  get restarted(): string | null;
+  /** Throws CellFailedError unless `ok`; returns the cell. */
+  raiseForStatus(): this;
+}
+
+export interface SessionOptions {
+  /** 'python' (the default) or 'node'. */
+  language?: 'python' | 'node';
+  /** { name: content } written into the workspace, or host paths copied in. */
+  files?: Record<string, string | Uint8Array> | string[];
+  env?: Record<string, string>;
+  /** Bind the whole session (memory, pids, disk, ...). */
+  limits?: RunLimits;
+  /** Each cell's default timeout in seconds (default 60). */
+  timeout?: number;
+  /** Seconds, or a duration string ('10m'): ended after so long without a cell (default
+   * 10 min). */
+  idleTimeout?: number | string;
+  /** Seconds, or a duration string ('1h'): ended after so long in all (default 1 h). */
+  maxLifetime?: number | string;
+  /** A dependency environment `agentbox prepare` made (spec env_dir). */
+  envDir?: string;
+  /** Where the files left go at close (default: a temporary directory the report owns);
+   * false: none. */
+  collect?: string | false;
+  /** The agentbox binary (default: $AGENTBOX, else `agentbox` on PATH). */
+  binary?: string;
+  /** Any other spec keys: docs/spec.md. */
+  spec?: Record<string, unknown>;
+}
+
+export interface CellOptions {
+  /** This cell's timeout in seconds (status 'timeout'; default: the session's). */
+  timeout?: number;
+  /** Aborting interrupts the cell: it resolves with status 'cancelled'. */
+  signal?: AbortSignal;
+  /** A session that has ended gets a fresh interpreter first (else SessionEndedError). */
+  restart?: boolean;
+}
+
+/** One live sandbox with one interpreter in it, for code run cell by cell. */
+export declare class Session {
+  private constructor();
+  /** Resolves once the interpreter is ready; SetupError / UsageError when refused. */
+  static create(options?: SessionOptions): Promise<Session>;
+  readonly id: string;
+  /** The session's last info. */
+  readonly info: SessionInfo;
+  readonly state: 'starting' | 'ready' | 'busy' | 'ended' | 'closed';
+  /** One cell (calls queue, one runs at a time). Rejects with SessionEndedError when the
+   * session has ended (unless `restart`). */
+  run(code: string, options?: CellOptions): Promise<Cell>;
+  /** Interrupts the running cell; false when none was running. */
+  interrupt(): boolean;
+  /** A fresh interpreter: the variables and files are gone. */
+  restart(): Promise<SessionInfo>;
+  /** Ends the session; its run report (a Result, or the raw report if it does not parse). */
+  close(): Promise<Result | Record<string, unknown> | null>;
+}
+
+/** The session has ended (a crash, the idle timeout, its lifetime, or close()). */
+export declare class SessionEndedError extends AgentboxError {
+  constructor(message: string, fix?: string | null, info?: Partial<SessionInfo>);
+  info: Partial<SessionInfo>;
+  /** How it ended, in agentbox's words. */
+  reason: string | null;
+  reportStatus: Status | null;
+}
+/** cell.raiseForStatus(): the cell did not end 'ok'. */
+export declare class CellFailedError extends Error {
+  constructor(cell: Cell);
+  cell: Cell;
+}
+
+export declare const CELL_SCHEMAS: readonly string[];
+export declare const CELL_STATUSES: readonly CellStatus[];
+
 export declare const VERSION: string;
 export declare const SCHEMA_VERSIONS: readonly number[];
 export declare const SPEC_VERSIONS: readonly number[];

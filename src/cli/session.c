@@ -178,40 +178,66 @@ struct lines {
 	bool eof;
 };
 
-/* One read(2) of stdin (it blocks when nothing is there: poll first). */
+/* Reads what stdin has now, never blocking. */
 static void
 lines_fill(struct lines *l)
 {
+	struct pollfd p = { .fd = 0, .events = POLLIN };
 	ssize_t n;
 
-	if (l->eof)
+	if (l->eof || poll(&p, 1, 0) <= 0)
 		return;
 	if (l->cap - l->len < 65536)
 		l->buf = xrealloc(l->buf, l->cap = l->cap ? 2 * l->cap : 131072);
-	do
-		n = read(0, l->buf + l->len, l->cap - l->len - 1);
-	while (n < 0 && errno == EINTR);
+	n = read(0, l->buf + l->len, l->cap - l->len - 1);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
 	if (n <= 0)
 		l->eof = true;
 	else
 		l->len += (size_t) n;
 }
 
-/* The next whole line read so far (in l->buf, NUL instead of its newline; lines_drop() it
- * after), reading more until there is one when wait; else NULL. */
+/* A whole line is waiting in l->buf. */
+static bool
+lines_whole(const struct lines *l)
+{
+	return l->buf && memchr(l->buf, '\n', l->len) != NULL;
+}
+
+/* The next whole line (in l->buf, NUL instead of its newline; lines_drop() it after) or
+ * NULL: read with read(2) (poll sees what stdio would hide in its buffer), blocking when
+ * wait, else only what is there (the session's deadlines go on meanwhile). */
 static char *
 lines_next(struct lines *l, bool wait)
 {
 	for (;;) {
 		char *nl = l->buf ? memchr(l->buf, '\n', l->len) : NULL;
+		size_t before = l->len;
+		ssize_t n;
 
 		if (nl) {
 			*nl = '\0';
 			return l->buf;
 		}
-		if (!wait || l->eof)
+		if (l->eof)
 			return NULL;
-		lines_fill(l);
+		if (!wait) {
+			lines_fill(l);
+			if (l->len == before)
+				return NULL;
+			continue;
+		}
+		if (l->cap - l->len < 65536)
+			l->buf = xrealloc(l->buf, l->cap = l->cap ? 2 * l->cap : 131072);
+		n = read(0, l->buf + l->len, l->cap - l->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			l->eof = true;
+			return NULL;
+		}
+		l->len += (size_t) n;
 	}
 }
 
@@ -269,11 +295,9 @@ emit_info(const char *key, const ab_session *s)
 static bool
 next_is_interrupt(struct lines *l)
 {
-	struct pollfd p = { .fd = 0, .events = POLLIN };
 	char *nl;
 
-	if (!l->eof && poll(&p, 1, 0) > 0)
-		lines_fill(l);
+	lines_fill(l);
 	nl = l->buf ? memchr(l->buf, '\n', l->len) : NULL;
 	return nl && memmem(l->buf, (size_t) (nl - l->buf), "\"interrupt\"", 11) != NULL;
 }
@@ -375,10 +399,17 @@ run_jsonl(ab_session *s, struct lines *in)
 				ended_said = false; /* restarted */
 			continue;
 		}
-		in_eof = in->eof && in->len == 0;
-		if (strcmp(ab_session_state(s), "busy") == 0 ||
-		    strcmp(ab_session_state(s), "starting") == 0 || in_eof)
+		in_eof = in->eof && !lines_whole(in);
+		if (in_eof && strcmp(ab_session_state(s), "busy") != 0)
+			continue; /* closed above */
+		/* stdin is watched but at its end, while starting, and while a cell runs once a
+		 * whole line waits (until then, for an interrupt) */
+		if (in->eof || strcmp(ab_session_state(s), "starting") == 0 ||
+		    (strcmp(ab_session_state(s), "busy") == 0 && lines_whole(in)))
 			p[0].fd = -1;
+		/* an ended session's fd may stay readable: only a request can change it now */
+		if (strcmp(ab_session_state(s), "ended") == 0)
+			p[1].fd = -1;
 		if (poll(p, 2, ab_session_timeout_ms(s)) < 0 && errno != EINTR)
 			return 125;
 		if (p[0].revents & (POLLIN | POLLHUP))

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   run, findBinary, SetupError, STATUSES, LIMIT_NAMES, PROTECTION_NAMES, FILE_ORIGINS, NETWORK_MODES,
+  Session, CELL_STATUSES,
 } from '../index.mjs';
 import { PKG, SRCDIR } from './helpers.mjs';
 
@@ -221,6 +222,9 @@ export class Checker {
   }
 }
 
+// the sessions' types (issue 27): no report schema object; checked against real cells below
+const SESSION_TYPES = ['CellImage', 'CellError', 'SessionInfo', 'CellResult', 'Cell', 'SessionOptions', 'CellOptions'];
+
 const decl = parseDeclarations(fs.readFileSync(path.join(PKG, 'index.d.cts'), 'utf8'));
 
 test('the declarations parse, and index.d.mts re-exports them', () => {
@@ -245,7 +249,7 @@ test('the Report type matches schemas/report.schema.json field by field', (t) =>
   const schema = JSON.parse(fs.readFileSync(schemaPath, 'utf8'));
   const c = new Checker(schema, decl);
   c.object('Report', schema, 'Report');
-  const unused = Object.keys(decl.interfaces).filter((n) => !c.seen.has(n) && !['Result', 'RunOptions', 'RunLimits', 'BinaryInfo'].includes(n));
+  const unused = Object.keys(decl.interfaces).filter((n) => !c.seen.has(n) && !['Result', 'RunOptions', 'RunLimits', 'BinaryInfo', ...SESSION_TYPES].includes(n));
   assert.deepEqual(c.errors, []);
   assert.deepEqual(unused, [], 'interfaces no schema object maps to');
   // the runtime lists say what the schema says
@@ -346,5 +350,35 @@ test('real reports fit the declarations', async () => {
   }
   const errors = [];
   reports.forEach((rep, i) => fits(`report${i}`, rep, { kind: 'ref', name: 'Report' }, errors));
+  assert.deepEqual(errors, []);
+});
+
+test('real cells and session infos fit the declarations', async () => {
+  assert.deepEqual([...CELL_STATUSES], alternatives(decl.aliases.CellStatus, decl).map((a) => a.value));
+  const members = Object.keys(decl.interfaces.CellResult.members).sort();
+  const errors = [];
+  const cells = [];
+  const infos = [];
+  for (const language of ['python', 'node']) {
+    const s = await Session.create({ language });
+    infos.push(s.info);
+    const code = language === 'python'
+      ? ['x = 1', 'x', '1/0', 'import matplotlib.pyplot as plt; plt.plot([1]); plt.show()', 'while True: pass']
+      : ['let y = 1', 'y', 'null.x', 'while (true) {}'];
+    for (const c of code) cells.push(await s.run(c, { timeout: 1 }));
+    cells.push(await s.run(language === 'python' ? 'import os; os._exit(3)' : 'process.exit(3)'));
+    infos.push(s.info);
+    infos.push(await s.restart());
+    await s.close();
+  }
+  assert.deepEqual([...new Set(cells.map((c) => c.status))].sort(), ['error', 'lost', 'ok', 'timeout']);
+  cells.forEach((c, i) => {
+    assert.deepEqual(Object.keys(c).sort(), members, `cell ${i}: its own keys are the interface's`);
+    // images hold a Buffer (not JSON): checked apart
+    const plain = { ...c, images: [] };
+    fits(`cell${i}`, plain, { kind: 'ref', name: 'CellResult' }, errors);
+    c.images.forEach((im) => assert.ok(typeof im.mime === 'string' && Buffer.isBuffer(im.data)));
+  });
+  infos.forEach((info, i) => fits(`info${i}`, info, { kind: 'ref', name: 'SessionInfo' }, errors));
   assert.deepEqual(errors, []);
 });

@@ -6,6 +6,8 @@
 
 Each run is one `agentbox run --spec - --report-fd N` of the installed agentbox binary
 (`binary=`, else $AGENTBOX, else `agentbox` on PATH); the Result is its JSON report.
+A Session (AsyncSession for asyncio) keeps one sandbox and interpreter alive for code run
+cell by cell: one `agentbox session --jsonl`.
 """
 
 from __future__ import annotations
@@ -50,11 +52,23 @@ from ._run import (
     run_invocation,
     run_invocation_async,
 )
+from ._session import (
+    CELL_SCHEMAS,
+    AsyncSession,
+    Cell,
+    CellError,
+    CellImage,
+    CellStatus,
+    Session,
+    parse_cell,
+)
 from .errors import (
     AgentboxError,
     AgentboxNotFound,
+    CellFailed,
     IncompatibleAgentbox,
     RunFailed,
+    SessionEnded,
     SetupError,
     UsageError,
 )
@@ -65,7 +79,8 @@ __all__ = [
     "Collected", "Environment", "NetworkProxy", "Limit", "Usage", "Protection", "AgentboxError",
     "AgentboxNotFound", "IncompatibleAgentbox", "SetupError", "UsageError", "RunFailed",
     "BINARY_ENV", "FILE_ORIGINS", "LIMIT_NAMES", "NETWORK_MODES", "PROTECTION_NAMES",
-    "SCHEMA_VERSIONS", "__version__",
+    "SCHEMA_VERSIONS", "__version__", "Session", "AsyncSession", "Cell", "CellStatus",
+    "CellError", "CellImage", "SessionEnded", "CellFailed", "parse_cell", "CELL_SCHEMAS",
 ]
 
 Files = Union[Mapping[str, FileContent], Iterable[PathLike], None]

@@ -3,10 +3,11 @@ and what to do about it), like agentbox's own error line and report."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 if TYPE_CHECKING:
     from ._report import Result
+    from ._session import Cell
 
 
 class AgentboxError(Exception):
@@ -52,3 +53,33 @@ class RunFailed(Exception):
             what += ": " + result.message
         super().__init__(what)
         self.result = result
+
+
+class SessionEnded(AgentboxError):
+    """The session ended (a crash, os._exit, an OOM kill, the idle timeout, its lifetime, or
+    close()): its interpreter and state are gone. `reason` says how; `info` is the session's
+    last info. `run(..., restart=True)` or `restart()` start a fresh interpreter instead."""
+
+    def __init__(self, message: str, fix: Optional[str] = None,
+                 info: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(message, fix)
+        self.info: Dict[str, Any] = dict(info or {})
+        ended = self.info.get("ended")
+        #: how it ended, in agentbox's words
+        self.reason: Optional[str] = str(ended) if ended is not None else None
+        rs = self.info.get("report_status")
+        #: the run report's status when the session's sandbox ended (exited, oom...)
+        self.report_status: Optional[str] = str(rs) if rs is not None else None
+
+
+class CellFailed(Exception):
+    """Cell.raise_for_status(): the cell did not end `ok`. `cell` is the whole result."""
+
+    def __init__(self, cell: "Cell") -> None:
+        what = "cell %d ended %s" % (cell.id, cell.status)
+        if cell.error is not None:
+            what += ": %s" % cell.error
+        elif cell.message:
+            what += ": %s" % cell.message
+        super().__init__(what)
+        self.cell = cell
