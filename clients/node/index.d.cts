@@ -155,6 +155,39 @@ export interface Environment {
   truncated: boolean;
 }
 
+/** An environment the cache's bound removed (docs/requirements.md). */
+export interface EvictedEnv {
+  env: string;
+  bytes: number;
+}
+
+/** Packages on request (docs/requirements.md): how the run's environment was found. */
+export interface PreRun {
+  requirements: string[];
+  environment: 'cached' | 'installed';
+  ms: number;
+  env_dir: string;
+  /** every package in the environment: name -> version */
+  resolved: Record<string, string>;
+  index_url?: string | null;
+  find_links?: string | null;
+  evicted?: EvictedEnv[];
+}
+
+/** A session's report at its close (docs/sessions.md). */
+export interface SessionSummary {
+  id: string;
+  language: 'python' | 'node';
+  version?: string;
+  state: 'starting' | 'ready' | 'busy' | 'ended';
+  cells: number;
+  idle_timeout_ms?: number;
+  max_lifetime_ms?: number;
+  ended?: string;
+  report_status?: string;
+  restarted?: string;
+}
+
 /** `agentbox prepare` only. */
 export interface NetworkProxy {
   listen: string;
@@ -273,6 +306,10 @@ export interface Report {
   collected?: Collected;
   environment?: Environment;
   network_proxy?: NetworkProxy;
+  /** with requirements: how their environment was found or built */
+  pre_run?: PreRun;
+  /** a session's report at its close */
+  session?: SessionSummary;
   limits: Limits;
   usage: Usage;
   sandbox: Sandbox;

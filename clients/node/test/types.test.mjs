@@ -149,6 +149,11 @@ export class Checker {
       if (!(alts.length === 1 && alts[0].kind === 'array')) return this.err(where, `array in the schema, ${JSON.stringify(alts)} here`);
       return this.value(`${where}[]`, node.items, alternatives(alts[0].item, this.decl));
     }
+    if (types.length === 1 && types[0] === 'object' && !node.properties && typeof node.additionalProperties === 'object') {
+      // a map of any keys (pre_run.resolved): Record<string, T>
+      if (!(alts.length === 1 && alts[0].kind === 'record')) return this.err(where, `an open object in the schema, ${JSON.stringify(alts)} here`);
+      return this.value(`${where}{}`, node.additionalProperties, alternatives(alts[0].item, this.decl));
+    }
     if ((types.length === 1 && types[0] === 'object') || node.properties) {
       if (!(alts.length === 1 && alts[0].kind === 'ref' && this.decl.interfaces[alts[0].name])) {
         return this.err(where, `object in the schema, ${JSON.stringify(alts)} here`);

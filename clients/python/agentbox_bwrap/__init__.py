@@ -25,6 +25,9 @@ from ._report import (
     SCHEMA_VERSIONS,
     Collected,
     Environment,
+    EvictedEnv,
+    PreRun,
+    SessionSummary,
     FileEntry,
     InputEntry,
     Limit,
@@ -76,7 +79,7 @@ from .errors import (
 __all__ = [
     "run", "run_async", "binary_info", "find_binary", "parse_report", "BinaryInfo", "Result",
     "Status", "Stream", "StreamFile", "FileEntry", "WalkSummary", "SkippedEntry", "InputEntry",
-    "Collected", "Environment", "NetworkProxy", "Limit", "Usage", "Protection", "AgentboxError",
+    "Collected", "Environment", "EvictedEnv", "PreRun", "SessionSummary", "NetworkProxy", "Limit", "Usage", "Protection", "AgentboxError",
     "AgentboxNotFound", "IncompatibleAgentbox", "SetupError", "UsageError", "RunFailed",
     "BINARY_ENV", "FILE_ORIGINS", "LIMIT_NAMES", "NETWORK_MODES", "PROTECTION_NAMES",
     "SCHEMA_VERSIONS", "__version__", "Session", "AsyncSession", "Cell", "CellStatus",

@@ -230,6 +230,46 @@ class NetworkProxy:
 
 
 @dataclass
+class EvictedEnv:
+    """An environment the cache's bound removed (docs/requirements.md)."""
+
+    env: str
+    bytes: int
+
+
+@dataclass
+class PreRun:
+    """Packages on request (docs/requirements.md): how the run's environment was found."""
+
+    requirements: List[str]
+    #: "cached" or "installed"
+    environment: str
+    ms: int
+    env_dir: str
+    #: every package in the environment: name -> version
+    resolved: Dict[str, str] = field(metadata={"open": True})
+    index_url: Optional[str] = None
+    find_links: Optional[str] = None
+    evicted: Optional[List[EvictedEnv]] = None
+
+
+@dataclass
+class SessionSummary:
+    """A session's report at its close (docs/sessions.md)."""
+
+    id: str
+    language: str
+    state: str
+    cells: int
+    version: Optional[str] = None
+    idle_timeout_ms: Optional[int] = None
+    max_lifetime_ms: Optional[int] = None
+    ended: Optional[str] = None
+    report_status: Optional[str] = None
+    restarted: Optional[str] = None
+
+
+@dataclass
 class Limit:
     """One limit: asked for, in force, and how."""
 
@@ -323,6 +363,10 @@ class Result:
     collected: Optional[Collected] = None
     environment: Optional[Environment] = None
     network_proxy: Optional[NetworkProxy] = None
+    #: with requirements: how their environment was found or built
+    pre_run: Optional[PreRun] = None
+    #: a session's report at its close
+    session: Optional[SessionSummary] = None
     #: the report as agentbox wrote it (keys a newer agentbox added are here too)
     raw: Dict[str, Any] = _client()
     #: where `read()` finds the files the script left (the collect directory or workspace)

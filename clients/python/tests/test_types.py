@@ -122,6 +122,11 @@ class Checker:
 
     def obj(self, where, node, hint, field_meta=None):
         props = node.get("properties", {})
+        if typing.get_origin(hint) in (dict, Dict) and (field_meta or {}).get("open"):
+            # a map of any keys (pre_run.resolved): its values' type
+            if props or not isinstance(node.get("additionalProperties"), dict):
+                return self.err(where, "an open Dict, but the schema fixes its keys")
+            return self.value(where + "{}", node["additionalProperties"], typing.get_args(hint)[1])
         if typing.get_origin(hint) in (dict, Dict):
             keys = (field_meta or {}).get("keys")
             if keys is None:
@@ -220,6 +225,7 @@ def check_against_schema(schema) -> List[str]:
     for cls in (agentbox.Stream, agentbox.StreamFile, agentbox.FileEntry, agentbox.WalkSummary, agentbox.SkippedEntry,
                 agentbox.InputEntry, agentbox.Collected, agentbox.Environment,
                 agentbox.NetworkProxy, agentbox.Limit, agentbox.Usage, agentbox.Protection,
+                agentbox.PreRun, agentbox.SessionSummary, agentbox.EvictedEnv,
                 agentbox.Result):
         if cls not in c.seen:
             c.err(cls.__name__, "a class no schema object maps to")
