@@ -98,7 +98,9 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
         limits: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
         workspace: Optional[PathLike] = None, collect: Union[PathLike, bool, None] = None,
         binary: Optional[PathLike] = None, options: Optional[Mapping[str, Any]] = None,
-        on_stdout: Optional[Callback] = None, on_stderr: Optional[Callback] = None) -> Result:
+        on_stdout: Optional[Callback] = None, on_stderr: Optional[Callback] = None,
+        requirements: Optional[Iterable[str]] = None, index_url: Optional[str] = None,
+        find_links: Optional[PathLike] = None) -> Result:
     """Run `code` (or the file `script`) in a fresh sandbox and return its report.
 
     language: "python" (the default for `code`) or "node"; for a script, by its extension.
@@ -121,6 +123,16 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
     on_stdout, on_stderr: called with the script's output (str) as it comes (the live
               relay; agentbox's own warning lines are left out). Without them the run is
               quiet; the output is in the report either way.
+    requirements: packages the script needs (docs/requirements.md), one string each:
+              pip requirement specifiers for Python (["requests==2.31.0"]), NAME@RANGE for
+              Node (["is-number@7.0.0"]). agentbox installs them before the run, in its
+              install sandbox (only the package index reachable), into a cached environment
+              the run then uses read-only and offline; `result.pre_run` says whether it was
+              "cached" or "installed", how long it took, and the versions it holds.
+    index_url: the package index for `requirements` (spec `index.url`; default the
+              operator's, else PyPI / npm).
+    find_links: Python: a directory of wheels to install from (spec `index.find_links`);
+              the sandbox's user must be able to read it.
 
     The script failing, or a limit stopping it, is a Result (`result.ok` is False;
     `result.raise_for_status()` raises RunFailed). agentbox refusing the run raises
@@ -129,7 +141,8 @@ def run(code: Optional[str] = None, *, script: Optional[PathLike] = None,
     path = binary_info(binary).path
     streams = _Streams(on_stdout, on_stderr) if on_stdout or on_stderr else None
     inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
-                      workspace, collect, options, streams is not None)
+                      workspace, collect, options, streams is not None,
+                      requirements=requirements, index_url=index_url, find_links=find_links)
     return run_invocation(inv, path, streams)
 
 
@@ -143,7 +156,10 @@ async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = 
                     binary: Optional[PathLike] = None,
                     options: Optional[Mapping[str, Any]] = None,
                     on_stdout: Optional[Callback] = None,
-                    on_stderr: Optional[Callback] = None) -> Result:
+                    on_stderr: Optional[Callback] = None,
+                    requirements: Optional[Iterable[str]] = None,
+                    index_url: Optional[str] = None,
+                    find_links: Optional[PathLike] = None) -> Result:
     """run() for asyncio: many runs at once from one event loop. Cancelling the task stops
     the run (agentbox kills the sandbox and reaps it) before CancelledError propagates."""
     import asyncio
@@ -151,5 +167,6 @@ async def run_async(code: Optional[str] = None, *, script: Optional[PathLike] = 
     path = (await asyncio.get_running_loop().run_in_executor(None, binary_info, binary)).path
     streams = _Streams(on_stdout, on_stderr) if on_stdout or on_stderr else None
     inv = _Invocation(code, script, language, files, args, stdin, env, limits, timeout,
-                      workspace, collect, options, streams is not None)
+                      workspace, collect, options, streams is not None,
+                      requirements=requirements, index_url=index_url, find_links=find_links)
     return await run_invocation_async(inv, path, streams)

@@ -117,6 +117,33 @@ def _rm(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def requirements_spec(requirements: Optional[Iterable[str]], index_url: Optional[str],
+                      find_links: Optional[PathLike]) -> Dict[str, Any]:
+    """The spec's `requirements` and `index` (docs/requirements.md) from the keyword
+    arguments of run() and Session: each requirement one string as pip or npm takes it, the
+    index's URL, a directory of wheels (made absolute)."""
+    spec: Dict[str, Any] = {}
+    if requirements is not None:
+        if isinstance(requirements, (str, bytes)) or not isinstance(requirements, Iterable):
+            raise TypeError("requirements must be a list of strings, one requirement each "
+                            "(['requests==2.31.0']), not %s" % type(requirements).__name__)
+        reqs = list(requirements)
+        for r in reqs:
+            if not isinstance(r, str):
+                raise TypeError("requirements: each one is a str, not %r" % (r,))
+        spec["requirements"] = reqs
+    index: Dict[str, str] = {}
+    if index_url is not None:
+        if not isinstance(index_url, str):
+            raise TypeError("index_url must be a str (the package index's URL)")
+        index["url"] = index_url
+    if find_links is not None:
+        index["find_links"] = os.path.abspath(os.fspath(find_links))
+    if index:
+        spec["index"] = index
+    return spec
+
+
 class _Invocation:
     """One run being prepared: the spec, the staging directory of `files=`, where the
     files out go. cleanup() removes what it made (but the collect directory a Result owns)."""
@@ -127,7 +154,9 @@ class _Invocation:
                  env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                  timeout: Optional[float], workspace: Optional[PathLike],
                  collect: Union[PathLike, bool, None],
-                 options: Optional[Mapping[str, Any]], streaming: bool = False) -> None:
+                 options: Optional[Mapping[str, Any]], streaming: bool = False, *,
+                 requirements: Optional[Iterable[str]] = None, index_url: Optional[str] = None,
+                 find_links: Optional[PathLike] = None) -> None:
         self.streaming = streaming
         #: a stream for the script's stdin: our own duplicate of it, passed to agentbox as
         #: this fd (spec stdin_fd), closed by cleanup()
@@ -137,7 +166,8 @@ class _Invocation:
         self.files_dir: Optional[str] = None
         try:
             self.spec = self._build(code, script, language, files, args, stdin, env, limits,
-                                    timeout, workspace, collect, options)
+                                    timeout, workspace, collect, options,
+                                    requirements_spec(requirements, index_url, find_links))
         except BaseException:
             self.cleanup(True)
             raise
@@ -169,8 +199,8 @@ class _Invocation:
                args: Iterable[str], stdin: StdinArg,
                env: Optional[Mapping[str, str]], limits: Optional[Mapping[str, Any]],
                timeout: Optional[float], workspace: Optional[PathLike],
-               collect: Union[PathLike, bool, None], options: Optional[Mapping[str, Any]]
-               ) -> Dict[str, Any]:
+               collect: Union[PathLike, bool, None], options: Optional[Mapping[str, Any]],
+               reqs: Mapping[str, Any]) -> Dict[str, Any]:
         if (code is None) == (script is None):
             raise TypeError("run() needs exactly one of code and script")
         spec: Dict[str, Any] = {"spec_version": 1, "quiet": not self.streaming, "rm": True}
@@ -237,6 +267,7 @@ class _Invocation:
             self.owned = tempfile.mkdtemp(prefix="agentbox-bwrap-out-")
             spec["collect"] = self.owned
             self.files_dir = self.owned
+        spec.update(reqs)
         if options:
             spec.update(options)
         return spec

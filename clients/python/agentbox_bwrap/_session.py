@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ._report import Result
-from ._run import FileContent, PathLike, _Invocation, binary_info
+from ._run import FileContent, PathLike, _Invocation, binary_info, requirements_spec
 from .errors import (AgentboxError, AgentboxNotFound, CellFailed, IncompatibleAgentbox,
                      SessionEnded, SetupError, UsageError)
 
@@ -176,7 +176,8 @@ class _SessionSpec(_Invocation):
                  limits: Optional[Mapping[str, Any]], timeout: Optional[float],
                  idle_timeout: Duration, max_lifetime: Duration,
                  env_dir: Optional[PathLike], collect: Union[PathLike, bool, None],
-                 options: Optional[Mapping[str, Any]]) -> None:
+                 options: Optional[Mapping[str, Any]], requirements: Optional[Iterable[str]],
+                 index_url: Optional[str], find_links: Optional[PathLike]) -> None:
         self.streaming = False
         self.stdin_fd: Optional[int] = None
         self.staging: Optional[str] = None
@@ -185,6 +186,9 @@ class _SessionSpec(_Invocation):
         try:
             self.spec = self._session_spec(language, files, env, limits, timeout, idle_timeout,
                                            max_lifetime, env_dir, collect, options)
+            reqs = requirements_spec(requirements, index_url, find_links)
+            for k, v in reqs.items():  # `options` has the last word, as in run()
+                self.spec.setdefault(k, v)
         except BaseException:
             self.cleanup(True)
             raise
@@ -366,6 +370,9 @@ class Session:
     env_dir:  a dependency environment `agentbox prepare` made (spec `env_dir`).
     collect:  where the files left go at close (default: a temporary directory the report
               owns: `report.read(path)`); False: none.
+    requirements, index_url, find_links: packages the session needs, as for run(): installed
+              (or found in agentbox's cache) before the interpreter starts, then read-only
+              and offline for every cell; the report close() returns has them in `pre_run`.
 
     A cell that fails, times out or is interrupted is a Cell (`cell.status`); a session that
     has ended makes run() raise SessionEnded (unless `restart=True`). close() (or leaving the
@@ -378,10 +385,13 @@ class Session:
                  idle_timeout: Duration = None, max_lifetime: Duration = None,
                  env_dir: Optional[PathLike] = None, collect: Union[PathLike, bool, None] = None,
                  binary: Optional[PathLike] = None,
-                 options: Optional[Mapping[str, Any]] = None) -> None:
+                 options: Optional[Mapping[str, Any]] = None,
+                 requirements: Optional[Iterable[str]] = None, index_url: Optional[str] = None,
+                 find_links: Optional[PathLike] = None) -> None:
         path = binary_info(binary).path
         self._core = _Core(_SessionSpec(language, files, env, limits, timeout, idle_timeout,
-                                        max_lifetime, env_dir, collect, options))
+                                        max_lifetime, env_dir, collect, options, requirements,
+                                        index_url, find_links))
         self._lock = threading.RLock()  # one request at a time
         self._wlock = threading.Lock()  # one line at a time on agentbox's stdin
         self._lines: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
@@ -644,9 +654,14 @@ class AsyncSession:
                  idle_timeout: Duration = None, max_lifetime: Duration = None,
                  env_dir: Optional[PathLike] = None, collect: Union[PathLike, bool, None] = None,
                  binary: Optional[PathLike] = None,
-                 options: Optional[Mapping[str, Any]] = None) -> None:
+                 options: Optional[Mapping[str, Any]] = None,
+                 requirements: Optional[Iterable[str]] = None, index_url: Optional[str] = None,
+                 find_links: Optional[PathLike] = None) -> None:
+        # checked at once, as Session does; a generator is read here, once
+        reqs: Optional[List[str]] = requirements_spec(requirements, index_url,
+                                                      find_links).get("requirements")
         self._args = (language, files, env, limits, timeout, idle_timeout, max_lifetime,
-                      env_dir, collect, options)
+                      env_dir, collect, options, reqs, index_url, find_links)
         self._binary = binary
         self._core: Optional[_Core] = None
         self._proc: Optional["asyncio.subprocess.Process"] = None
