@@ -281,6 +281,31 @@ function relName(name) {
   return parts;
 }
 
+/** The spec's `requirements` and `index` (docs/requirements.md) from `requirements`,
+ * `indexUrl`, `findLinks` (made absolute). */
+function requirementsSpec(o) {
+  const spec = {};
+  if (o.requirements != null) {
+    const r = o.requirements;
+    if (typeof r === 'string' || typeof r[Symbol.iterator] !== 'function') {
+      throw new TypeError("requirements must be an array of strings, one requirement each (['is-number@7.0.0'])");
+    }
+    const reqs = Array.from(r);
+    for (const x of reqs) {
+      if (typeof x !== 'string') throw new TypeError(`requirements: each one is a string, not ${JSON.stringify(x) ?? typeof x}`);
+    }
+    spec.requirements = reqs;
+  }
+  const index = {};
+  if (o.indexUrl != null) {
+    if (typeof o.indexUrl !== 'string') throw new TypeError("indexUrl must be a string (the package index's URL)");
+    index.url = o.indexUrl;
+  }
+  if (o.findLinks != null) index.find_links = path.resolve(String(o.findLinks));
+  if (Object.keys(index).length) spec.index = index;
+  return spec;
+}
+
 /** The spec, the staging directory of `files`, and where the files out go. */
 function prepare(o) {
   const inv = { staging: null, owned: null, filesDir: null, spec: null, stdinStream: null };
@@ -360,6 +385,7 @@ function prepare(o) {
       spec.collect = inv.owned;
       inv.filesDir = inv.owned;
     }
+    Object.assign(spec, requirementsSpec(o));
     if (o.spec) Object.assign(spec, o.spec);
     inv.spec = spec;
     return inv;
@@ -490,6 +516,8 @@ function abortReason(signal) {
 
 /**
  * Runs `code` (or the file `script`) in a fresh sandbox; resolves to its report.
+ * With `requirements` (and `indexUrl`, `findLinks`), agentbox first installs them in its
+ * install sandbox, or finds them in its cache; `result.pre_run` says which.
  * The script failing or a limit stopping it resolves (result.ok is false); agentbox refusing
  * the run rejects with SetupError / UsageError; an abort rejects with AbortError once the
  * run is stopped and reaped.
@@ -735,6 +763,7 @@ function prepareSession(o) {
       spec.collect = inv.owned;
       inv.filesDir = inv.owned;
     }
+    Object.assign(spec, requirementsSpec(o));
     if (o.spec) Object.assign(spec, o.spec);
     inv.spec = spec;
     return inv;

@@ -406,6 +406,18 @@ export interface RunOptions {
   onStdout?: (text: string) => void;
   /** The script's stderr as it comes (agentbox's own lines are left out). */
   onStderr?: (text: string) => void;
+  /** Packages the script needs (docs/requirements.md), one string each: `NAME@RANGE` for
+   * Node ('is-number@7.0.0'), pip requirement specifiers for Python ('requests==2.31.0').
+   * agentbox installs them before the run, in its install sandbox (only the package index
+   * reachable), into a cached environment the run then uses read-only and offline;
+   * `result.pre_run` says whether it was 'cached' or 'installed' and what it holds. */
+  requirements?: string[];
+  /** The package index for `requirements` (spec index.url; default: the operator's, else
+   * npm / PyPI). */
+  indexUrl?: string;
+  /** Python: a directory of wheels to install from (spec index.find_links); the sandbox's
+   * user must be able to read it. */
+  findLinks?: string;
   /** Any other spec keys (without, seccomp_policy, venv, python, ...): docs/spec.md. */
   spec?: Record<string, unknown>;
 }
@@ -539,6 +551,14 @@ export interface SessionOptions {
   collect?: string | false;
   /** The agentbox binary (default: $AGENTBOX, else `agentbox` on PATH). */
   binary?: string;
+  /** Packages the session needs, as RunOptions.requirements: installed (or found in
+   * agentbox's cache) before the interpreter starts, read-only and offline for every cell;
+   * the report close() resolves to has them in `pre_run`. */
+  requirements?: string[];
+  /** As RunOptions.indexUrl. */
+  indexUrl?: string;
+  /** As RunOptions.findLinks. */
+  findLinks?: string;
   /** Any other spec keys: docs/spec.md. */
   spec?: Record<string, unknown>;
 }

@@ -13,9 +13,10 @@ import {
   AgentboxNotFoundError, IncompatibleAgentboxError, VERSION,
 } from '../index.mjs';
 import { procsWith, sleep, isRoot } from './helpers.mjs';
-// the session tests (issue 27) run with these: tests/integration/clients.sh names this file
-// (drop this line once it names test/session.test.mjs too)
+// the session tests (issue 27) and the requirements tests (issue 28) run with these:
+// tests/integration/clients.sh names this file (drop these lines once it names them too)
 import './session.test.mjs';
+import './requirements.test.mjs';
 
 const require = createRequire(import.meta.url);
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-node-test-'));
