@@ -794,6 +794,11 @@ async function signalTest() {
     // SIGTERM with a run going: every run killed, clean exit
     const s = raw();
     await s.request(1, 'initialize', { protocolVersion: '2025-11-25', capabilities: {} });
+    // and a session whose cell left a process behind (issue 27)
+    const cs = await s.request(3, 'tools/call', { name: 'create_session', arguments: {} }, 60000);
+    const sesId = cs && cs.result && cs.result.structuredContent && cs.result.structuredContent.session_id;
+    const cc = await s.request(4, 'tools/call', { name: 'run_code', arguments: { session_id: sesId || 'none', code: 'import subprocess\np = subprocess.Popen(["sleep", "4322.5"])' } }, 60000);
+    const sesBefore = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[s]leep 4322.5"'], { encoding: 'utf8' }).stdout.trim();
     s.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(60)' } } });
     await sleep(800);
     const t0 = Date.now();
@@ -802,6 +807,8 @@ async function signalTest() {
     ok(ex.code === 0 && Date.now() - t0 < 10000, 'SIGTERM: the server cancels its runs and exits 0', ex);
     const left = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[t]ime.sleep(60)"'], { encoding: 'utf8' }).stdout.trim();
     ok(left === '0', 'no sandboxed process survives the server', left);
+    const sesLeft = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[s]leep 4322.5"'], { encoding: 'utf8' }).stdout.trim();
+    ok(sesId && cc && cc.result && !cc.result.isError && sesBefore === '1' && sesLeft === '0', 'SIGTERM closes the sessions too: no process of theirs survives', { sesId, cc: cc && cc.result, sesBefore, sesLeft });
 }
 
 (async () => {
