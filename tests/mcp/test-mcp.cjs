@@ -787,6 +787,21 @@ async function sessionTests() {
     r = await c3.client.callTool({ name: 'run_code', arguments: { session_id: idle, code: '1' } });
     ok(listed && gone && r.isError === true && /idle/.test(ttext(r)), 'an idle session (idle_timeout 2 s) is reaped: gone from sandbox_info, a later call says why', { listed, gone, text: ttext(r) });
     await closed(c3.client, c3.transport);
+
+    // a session's memory limit counts against the server's memory budget, as a run's does
+    if (asUser) {
+        skip('a session whose memory limit does not fit beside another\'s is refused', 'unprivileged: no memory cgroup for this user here');
+    } else {
+        const c4 = await connect(['--max-sessions', '8']);
+        info = await c4.client.callTool({ name: 'sandbox_info', arguments: {} });
+        const big = Math.floor(sc(info).server.memory_budget_bytes * 0.6);
+        const a = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
+        const b = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
+        await c4.client.callTool({ name: 'close_session', arguments: { session_id: sc(a).session_id } });
+        const b2 = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
+        ok(!a.isError && b.isError === true && /budget/.test(ttext(b)) && !b2.isError, 'a session whose memory limit does not fit beside another\'s is refused (and fits once that one is closed)', [ttext(a), ttext(b), ttext(b2)]);
+        await closed(c4.client, c4.transport);
+    }
     ok(!/AddressSanitizer|LeakSanitizer|runtime error:/.test(log.join('')), 'the server said nothing of memory errors or leaks (sessions)', log.join('').slice(-2000));
 }
 
