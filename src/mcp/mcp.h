@@ -208,8 +208,9 @@ bool mcp_budget_fits(const struct mcp *m, uint64_t mem, uint64_t tasks);
 void mcp_session_create(struct mcp *m, const struct mcp_req *req, json_t *spec,
 			const char *staging);
 /* run_code with session_id: code (a JSON string) runs as a cell; answered when it ends. */
-void mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, json_t *code,
-		      int64_t timeout_ms, bool restart);
+/* lang: the call's language, or NULL; it must be the session's. */
+void mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, const char *lang,
+		      json_t *code, int64_t timeout_ms, bool restart);
 void mcp_session_close(struct mcp *m, const struct mcp_req *req, const char *sid);
 /* notifications/cancelled: interrupts the cell (or drops the starting session) the request
  * waits for; false when it is no session's. */

@@ -278,8 +278,8 @@ restart(struct mcp *m, const struct mcp_req *req, struct mcp_session *ss)
 }
 
 void
-mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, json_t *code,
-		 int64_t timeout_ms, bool want_restart)
+mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, const char *lang,
+		 json_t *code, int64_t timeout_ms, bool want_restart)
 {
 	struct mcp_session *ss = find(m, sid);
 	ab_error *e = NULL;
@@ -288,6 +288,13 @@ mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, json
 		mcp_reply(m, req,
 			  ss ? mcp_result_error("session %s is still starting", sid)
 			     : unknown(m, sid));
+		return;
+	}
+	if (lang && strcmp(lang, ss->lang) != 0) {
+		mcp_reply(m, req,
+			  mcp_result_error("session %s runs %s, not %s: leave out 'language', or "
+					   "create_session a %s session",
+					   sid, ss->lang, lang, lang));
 		return;
 	}
 	if (ss->busy) {

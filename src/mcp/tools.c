@@ -1232,7 +1232,7 @@ run_cell(struct mcp *m, const struct mcp_req *req, json_t *args)
 					    "limits",     "language", NULL };
 	json_t *err = NULL, *limits = json_object_get(args, "limits");
 	json_t *restart = json_object_get(args, "restart"), *v;
-	const char *sid, *key;
+	const char *sid, *key, *lang;
 	int64_t timeout_ms = 0;
 
 	if ((err = check_keys(args, keys))) {
@@ -1254,6 +1254,7 @@ run_cell(struct mcp *m, const struct mcp_req *req, json_t *args)
 		goto fail;
 	}
 	sid = get_str(args, "session_id", true, &err);
+	lang = err ? NULL : get_str(args, "language", false, &err);
 	if (err || !get_str(args, "code", true, &err))
 		goto fail;
 	if (restart && !json_is_boolean(restart)) {
@@ -1285,7 +1286,7 @@ run_cell(struct mcp *m, const struct mcp_req *req, json_t *args)
 			timeout_ms = (int64_t) ms;
 		json_decref(lim);
 	}
-	mcp_session_cell(m, req, sid, json_object_get(args, "code"), timeout_ms,
+	mcp_session_cell(m, req, sid, lang, json_object_get(args, "code"), timeout_ms,
 			 json_is_true(restart));
 	return;
 fail:

@@ -720,6 +720,8 @@ async function sessionTests() {
     const n1 = await cell(nid, 'let y = 5');
     const n2 = await cell(nid, 'y * 2');
     ok(!r.isError && !n1.isError && !n2.isError && sc(n2).result && sc(n2).result.text === '10', 'a Node session keeps let y = 5 and returns y * 2 -> 10', [sc(n1), sc(n2)]);
+    r = await cell(nid, 'y', { language: 'python' });
+    ok(r.isError === true && /runs node, not python/.test(ttext(r)), 'a cell whose language is not its session\'s is a tool error', ttext(r));
 
     // two sessions share nothing: not /tmp, not variables, not /work
     r = await client.callTool({ name: 'create_session', arguments: {} });
