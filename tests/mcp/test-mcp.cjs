@@ -714,6 +714,17 @@ async function sessionTests() {
     r = await cell(sid, '"x" in globals()', { restart: true });
     ok(!r.isError && sc(r).result && sc(r).result.text === 'False' && /restarted/.test(ttext(r)) && sc(r).session.restarted, 'restart: true starts it again and says the state is gone', { text: ttext(r), session: sc(r).session });
 
+    // a cell that ignores its interrupt: the session is killed after the grace (lost), and the
+    // server does not spin on the ended session's fd afterwards
+    r = await cell(sid, 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass', { limits: { timeout: '1s' } });
+    const ticks = () => { const f = require('fs').readFileSync(`/proc/${transport._process.pid}/stat`, 'utf8').split(')')[1].trim().split(/\s+/); return Number(f[11]) + Number(f[12]); };
+    const tk0 = ticks();
+    await sleep(2000);
+    const spent = ticks() - tk0;
+    ok(r.isError === true && sc(r).status === 'lost' && /did not stop/.test(sc(r).message || '') && spent < 30, 'a cell that ignores its interrupt: lost after the grace, and the server stays idle afterwards', { status: sc(r).status, message: sc(r).message, cpuTicksIn2s: spent });
+    r = await cell(sid, 'x = 2', { restart: true });
+    ok(!r.isError, 'restarted again for what follows', sc(r));
+
     // a Node session
     r = await client.callTool({ name: 'create_session', arguments: { language: 'node' } });
     const nid = sc(r).session_id;
