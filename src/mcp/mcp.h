@@ -207,8 +207,8 @@ bool mcp_budget_fits(const struct mcp *m, uint64_t mem, uint64_t tasks);
  * or NULL) is started; req is answered once the session is ready, or with why not. */
 void mcp_session_create(struct mcp *m, const struct mcp_req *req, json_t *spec,
 			const char *staging);
-/* run_code with session_id: code (a JSON string) runs as a cell; answered when it ends. */
-/* lang: the call's language, or NULL; it must be the session's. */
+/* run_code with session_id: code (a JSON string) runs as a cell; answered when it ends.
+ * lang: the call's language, or NULL; it must be the session's. */
 void mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, const char *lang,
 		      json_t *code, int64_t timeout_ms, bool restart);
 void mcp_session_close(struct mcp *m, const struct mcp_req *req, const char *sid);
