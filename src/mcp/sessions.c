@@ -310,7 +310,14 @@ mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, cons
 		return;
 	if (ab_session_cell_start(ss->s, json_string_value(code), json_string_length(code),
 				  timeout_ms, &e) < 0) {
-		const char *fix = e ? ab_error_fix(e) : "";
+		/* an ended session: the fix in this tool's words */
+		const char *fix =
+			e && ab_error_code(e) == -EPIPE
+				? "call create_session for a new session, or run_code with "
+				  "\"restart\": true to start this one again (its state is "
+				  "then gone)"
+			: e ? ab_error_fix(e)
+			    : "";
 
 		mcp_reply(m, req,
 			  mcp_result_error("%s%s%s%s", e ? ab_error_message(e) : "failed",
