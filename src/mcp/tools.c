@@ -828,6 +828,9 @@ cell_summary(json_t *c, size_t n_images)
 		   (double) json_integer_value(json_object_get(c, "wall_ms")) / 1000.0);
 	if (json_string_value(json_object_get(c, "message")))
 		strv_pushf(&sum, "\n%s", json_string_value(json_object_get(c, "message")));
+	if (strcmp(status, "lost") == 0)
+		strv_pushf(&sum, "\nto go on: run_code with \"restart\": true starts this session "
+				 "again (empty), or create_session a new one");
 	if (json_string_value(json_object_get(ses, "restarted")))
 		strv_pushf(&sum, "\nthe session was restarted: %s",
 			   json_string_value(json_object_get(ses, "restarted")));
