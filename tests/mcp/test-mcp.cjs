@@ -688,6 +688,18 @@ async function sessionTests() {
         ok(!r.isError && img && img.mimeType === 'image/png' && png.slice(1, 4).toString() === 'PNG' && png.length > 1000, 'plt.show() in a cell -> a PNG image block', { status: sc(r).status, text: ttext(r), types: (r.content || []).map((c) => c.type) });
     }
 
+    // a module imported in one cell is used in the next without being imported again (pandas
+    // where the sandbox has it, else numpy, which matplotlib brings)
+    r = await cell(sid, 'import importlib.util\n[m for m in ("pandas", "numpy") if importlib.util.find_spec(m)]');
+    const mod = sc(r).result && /pandas/.test(sc(r).result.text) ? 'pandas' : sc(r).result && /numpy/.test(sc(r).result.text) ? 'numpy' : null;
+    if (!mod) {
+        skip('a module imported in one cell is used in the next (well under 300 ms)', 'neither pandas nor numpy in the sandbox');
+    } else {
+        const imp = await cell(sid, mod === 'pandas' ? 'import pandas as pd' : 'import numpy as np', { limits: { timeout: '60s' } });
+        const use = await cell(sid, mod === 'pandas' ? 'int(pd.DataFrame({"a": [1, 2, 3]}).a.sum())' : 'int(np.arange(4).sum())');
+        ok(!imp.isError && !use.isError && sc(use).result && sc(use).result.text === '6' && sc(use).wall_ms < 300, `${mod} imported in one cell is used in the next (its wall_ms well under 300)`, { mod, imp: sc(imp).wall_ms, use: sc(use).wall_ms, result: sc(use).result });
+    }
+
     // progress while a cell runs; cancelling the call interrupts the cell, the state stays
     const prog = [];
     r = await cell(sid, 'import time\ntime.sleep(2.5)\n"slept"', {}, { onprogress: (p) => prog.push(p) });
