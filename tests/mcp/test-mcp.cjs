@@ -817,6 +817,7 @@ async function sessionTests() {
     let c4log = [];
     if (asUser) {
         skip('a session whose memory limit does not fit beside another\'s is refused', 'unprivileged: no memory cgroup for this user here');
+        skip('a session\'s memory limit binds it across cells', 'unprivileged: no memory cgroup for this user here');
     } else {
         const c4 = await connect(['--max-sessions', '8']);
         c4log = c4.log;
@@ -827,6 +828,12 @@ async function sessionTests() {
         await c4.client.callTool({ name: 'close_session', arguments: { session_id: sc(a).session_id } });
         const b2 = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
         ok(!a.isError && b.isError === true && /budget/.test(ttext(b)) && !b2.isError, 'a session whose memory limit does not fit beside another\'s is refused (and fits once that one is closed)', [ttext(a), ttext(b), ttext(b2)]);
+        // the memory limit binds the session across cells: 70 MiB kept, then 70 more -> OOM
+        const ms = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: '128M' } } });
+        const m1 = await c4.client.callTool({ name: 'run_code', arguments: { session_id: sc(ms).session_id, code: 'a = bytearray(70 << 20); len(a)' } });
+        const m2 = await c4.client.callTool({ name: 'run_code', arguments: { session_id: sc(ms).session_id, code: 'b = bytearray(70 << 20); len(b)' } });
+        const m3 = await c4.client.callTool({ name: 'run_code', arguments: { session_id: sc(ms).session_id, code: '1' } });
+        ok(!m1.isError && sc(m2).status === 'lost' && /oom/i.test(sc(m2).message || '') && m3.isError === true && /oom/i.test(ttext(m3)), 'a session\'s memory limit binds it across cells: the second 70 MiB of 128M is an OOM, the session lost, the next call says so', [ttext(m1), sc(m2).message, ttext(m3)]);
         await closed(c4.client, c4.transport);
     }
     const logs = [log, c2.log, c3.log, ...(asUser ? [] : [c4log])].map((l) => l.join('')).join('');
