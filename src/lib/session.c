@@ -319,11 +319,22 @@ session_reap(struct ab_session *s, const char *why_ours)
 	ab_error *e = NULL;
 	const json_t *rep;
 	const char *status, *msg;
-	int code, sig;
+	int code, sig, r;
 
 	if (!s->run)
 		return;
-	if (ab_run_wait(s->run, &s->final, &e) < 0) {
+	r = ab_run_wait(s->run, &s->final, &e);
+	/* the run is over: what its streams still hold are its last words; after them nothing of
+	 * the streams or the channel may keep the session's fd readable (an ended session is not
+	 * stepped: its caller's poll would return at once, for ever) */
+	stream_read(s, &s->out);
+	stream_read(s, &s->err);
+	for (int *fd = &s->out.fd; fd; fd = fd == &s->out.fd ? &s->err.fd : NULL)
+		if (*fd >= 0)
+			(void) epoll_ctl(s->epfd, EPOLL_CTL_DEL, *fd, NULL);
+	if (s->sock >= 0)
+		(void) epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->sock, NULL);
+	if (r < 0) {
 		s->ended_status = xstrdup("failed");
 		s->ended_why = xasprintf("agentbox failed: %s", ab_error_message(e));
 		ab_error_free(e);

@@ -8,10 +8,13 @@
  * files.c   a kept run's files served safely (openat2 beneath the run's workspace, no
  *           links, size-capped), base64, MIME types, agentbox:// URIs.
  * server.c  the poll loop: stdin, signals, runs (ab_run_start / ab_run_fd / ab_run_wait /
- *           ab_run_cancel), the queue, progress, soft waits, workspaces, retention. */
+ *           ab_run_cancel), the queue, progress, soft waits, workspaces, retention.
+ * sessions.c  sessions (create_session, run_code with session_id, close_session): one live
+ *           sandbox each (ab_session_*), stepped in the same loop. */
 #pragma once
 
 #include <jansson.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,8 +25,9 @@
 #include "../util/strv.h"
 #include "agentbox/agentbox.h"
 
-#define MCP_ID_LEN   12 /* run and workspace ids: [a-z0-9]{12} */
-#define MCP_MAX_RUNS 32 /* the operator's cap on runs at once, by default */
+#define MCP_ID_LEN       12 /* run and workspace ids: [a-z0-9]{12} */
+#define MCP_MAX_RUNS     32 /* the operator's cap on runs at once, by default */
+#define MCP_MAX_SESSIONS 4  /* the operator's cap on live sessions, by default */
 
 /* JSON-RPC and MCP error codes */
 enum {
@@ -46,7 +50,8 @@ struct mcp_policy {
 	 * of the tasks the host allows this server: threads-max, its RLIMIT_NPROC). One run
 	 * alone always starts. */
 	uint64_t mem_budget, tasks_budget;
-	int max_queued; /* calls waiting for a slot */
+	int max_queued;   /* calls waiting for a slot */
+	int max_sessions; /* live sessions at once (--max-sessions; default MCP_MAX_SESSIONS) */
 	bool allow_python, allow_node;
 	bool cap_set[AB_LIM_COUNT];
 	uint64_t cap[AB_LIM_COUNT]; /* in the limit's base unit (ms, bytes, milli-cores...) */
@@ -75,6 +80,7 @@ struct mcp_policy {
 
 struct mcp_job;
 struct mcp_pending;
+struct mcp_session;
 
 /* One request being answered (its id, progress token, era). */
 struct mcp_req {
@@ -101,12 +107,14 @@ struct mcp {
 	struct mcp_pending *pending; /* requests that wait for a run */
 	int n_running, n_queued;
 	uint64_t mem_running, tasks_running; /* what the runs going hold (their limits) */
-	size_t held_jobs;            /* bytes the queued runs' requests hold (max_pending) */
-	json_t *info_cache;          /* sandbox_info, computed once */
-	ab_run_handle *info_runs[2]; /* its interpreter probes (python, node) while they run */
-	json_t *info_langs;          /* what they answered so far */
-	json_t *info_waiting;        /* sandbox_info requests waiting: [{id, modern}] */
-	ab_pool *pool;               /* the warm slots, or NULL */
+	size_t held_jobs;             /* bytes the queued runs' requests hold (max_pending) */
+	json_t *info_cache;           /* sandbox_info, computed once */
+	ab_run_handle *info_runs[2];  /* its interpreter probes (python, node) while they run */
+	json_t *info_langs;           /* what they answered so far */
+	json_t *info_waiting;         /* sandbox_info requests waiting: [{id, modern}] */
+	ab_pool *pool;                /* the warm slots, or NULL */
+	struct mcp_session *sessions; /* this connection's sessions (sessions.c) */
+	json_t *session_tombs;        /* [{id, why}]: how the last sessions gone went */
 	bool quit;
 };
 
@@ -188,3 +196,36 @@ int mcp_ws_inputs(struct mcp *m, const char *id, json_t *inputs);
 /* Writes decoded files (array of {path, content|base64}) beneath dirfd. */
 int mcp_write_files(struct mcp *m, int dirfd, json_t *files, char *msg, size_t msg_size);
 int mcp_main(int argc, char **argv);
+/* The library context every run and session of this server uses. */
+ab_context *mcp_context(void);
+/* Admission of a session: does what it holds (memory and pids limits) fit beside the runs
+ * and sessions going? */
+bool mcp_budget_fits(const struct mcp *m, uint64_t mem, uint64_t tasks);
+
+/* sessions.c */
+/* create_session: spec (a session spec, taken over; staging: a staging id holding its files
+ * or NULL) is started; req is answered once the session is ready, or with why not. */
+void mcp_session_create(struct mcp *m, const struct mcp_req *req, json_t *spec,
+			const char *staging);
+/* run_code with session_id: code (a JSON string) runs as a cell; answered when it ends.
+ * lang: the call's language, or NULL; it must be the session's. */
+void mcp_session_cell(struct mcp *m, const struct mcp_req *req, const char *sid, const char *lang,
+		      json_t *code, int64_t timeout_ms, bool restart);
+void mcp_session_close(struct mcp *m, const struct mcp_req *req, const char *sid);
+/* notifications/cancelled: interrupts the cell (or drops the starting session) the request
+ * waits for; false when it is no session's. */
+bool mcp_session_cancel_request(struct mcp *m, json_t *req_id);
+bool mcp_session_request_in_flight(const struct mcp *m, json_t *req_id);
+bool mcp_session_uses_staging(const struct mcp *m, const char *staging);
+size_t mcp_sessions_count(const struct mcp *m);
+/* The loop: each session's fd into pfd (returns how many; pfd NULL: only counts), then a step of
+ * every session, and when it must wake at the latest (progress, reaping) */
+size_t mcp_sessions_pollset(const struct mcp *m, struct pollfd *pfd);
+void mcp_sessions_step(struct mcp *m);
+int64_t mcp_sessions_timers(struct mcp *m, int64_t now);
+/* Closes every session (the client left, or the server stops). */
+void mcp_sessions_close_all(struct mcp *m, const char *why);
+/* sandbox_info's "sessions" */
+json_t *mcp_sessions_info(const struct mcp *m);
+/* tools.c: a cell's result (its JSON from the library) as a tool result */
+json_t *mcp_result_from_cell(struct mcp *m, const char *cell_json);

@@ -109,6 +109,7 @@ mcp_policy_defaults(struct mcp_policy *p)
 	p->max_running = MCP_MAX_RUNS;
 	budgets(&p->mem_budget, &p->tasks_budget);
 	p->max_queued = 64;
+	p->max_sessions = MCP_MAX_SESSIONS;
 	p->allow_python = p->allow_node = true;
 	p->keep_runs = 200;
 	p->keep_ms = 24ULL * 3600 * 1000;
@@ -134,8 +135,8 @@ mcp_policy_defaults(struct mcp_policy *p)
 static const char usage_text[] =
 	"usage: agentbox mcp [OPTIONS]\n"
 	"An MCP server over stdio (newline-delimited JSON-RPC): tools run_code, wait_run,\n"
-	"cancel_run, list_files, read_file, create_workspace, delete_workspace, sandbox_info\n"
-	"(docs/mcp.md). The operator's policy:\n"
+	"cancel_run, list_files, read_file, create_workspace, delete_workspace, sandbox_info,\n"
+	"create_session, close_session (docs/mcp.md). The operator's policy:\n"
 	"  --state-dir DIR        runs, workspaces, records (default /var/tmp/agentbox-mcp-UID)\n"
 	"  --max-runs N           runs at once, at most (default 32); below that a run\n"
 	"                         starts while the memory limits of the runs going add\n"
@@ -144,6 +145,8 @@ static const char usage_text[] =
 	"                         shared through each run's cpus limit (a sleeping run\n"
 	"                         waits for no core); one run alone always starts\n"
 	"  --max-queue N          calls waiting for a slot (default 64)\n"
+	"  --max-sessions N       live sessions at once (default 4; 0: none); their memory\n"
+	"                         and pids limits count against the same budgets as runs\n"
 	"  --languages LIST       python,node (default both)\n"
 	"  --cap LIMIT=VALUE      the most a call may ask for (timeout=120s, memory=1G, pids=128,\n"
 	"                         cpus=1, output-limit=1M, ...); also the default when lower\n"
@@ -207,6 +210,8 @@ policy_set(struct mcp_policy *p, const char *name, const char *v, char *msg, siz
 			r = -ERANGE;
 	} else if (strcmp(name, "max-queue") == 0) {
 		r = set_count(v, &p->max_queued);
+	} else if (strcmp(name, "max-sessions") == 0) {
+		r = set_count(v, &p->max_sessions);
 	} else if (strcmp(name, "languages") == 0) {
 		p->allow_python = strstr(v, "python") != NULL;
 		p->allow_node = strstr(v, "node") != NULL;
@@ -913,7 +918,7 @@ mcp_request_in_flight(const struct mcp *m, json_t *req_id)
 		if (json_equal(json_object_get(w, "id"), req_id))
 			return true;
 	}
-	return false;
+	return mcp_session_request_in_flight(m, req_id);
 }
 
 static void
@@ -1144,6 +1149,21 @@ fits(const struct mcp *m, const struct mcp_job *j)
 	       m->tasks_running + j->tasks <= m->pol.tasks_budget;
 }
 
+bool
+mcp_budget_fits(const struct mcp *m, uint64_t mem, uint64_t tasks)
+{
+	if (m->n_running == 0 && mcp_sessions_count(m) == 0)
+		return true; /* one alone, whatever it asks */
+	return m->mem_running + mem <= m->pol.mem_budget &&
+	       m->tasks_running + tasks <= m->pol.tasks_budget;
+}
+
+ab_context *
+mcp_context(void)
+{
+	return ctx;
+}
+
 /* Starts the first queued run if it fits (never one behind it: a big run is not starved by
  * small ones passing it). One a turn of the loop: starting a run hands its request (up to
  * megabytes of code) to a supervisor, and the messages that came meanwhile (tools/list, a
@@ -1245,6 +1265,7 @@ mcp_cancel_request(struct mcp *m, json_t *req_id)
 		pending_free(p);
 		return;
 	}
+	(void) mcp_session_cancel_request(m, req_id);
 }
 
 void
@@ -1388,6 +1409,7 @@ expire_workspaces(struct mcp *m)
 		struct stat st;
 
 		if (mcp_id_valid(e->d_name) && !job_find(m, e->d_name) &&
+		    !mcp_session_uses_staging(m, e->d_name) &&
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    now_ms() - (int64_t) st.st_mtim.tv_sec * 1000 > 3600 * 1000)
 			(void) rm_rf_at(m->staging_fd, e->d_name, 0);
@@ -1573,6 +1595,7 @@ info_reply(struct mcp *m, const struct mcp_req *req, json_t *cached)
 	char *text;
 
 	json_object_set_new(info, "warm", info_warm(m));
+	json_object_set_new(info, "sessions", mcp_sessions_info(m));
 	text = json_dumps(info, JSON_INDENT(1) | JSON_SORT_KEYS);
 	mcp_reply(m, req,
 		  json_pack("{s:[{s:s, s:s}], s:O}", "content", "type", "text", "text",
@@ -1751,6 +1774,7 @@ shutdown_all(struct mcp *m)
 {
 	struct mcp_job *j;
 
+	mcp_sessions_close_all(m, "the server stopped");
 	/* the slots no run took: killed, nothing of them kept */
 	ab_pool_free(m->pool);
 	m->pool = NULL;
@@ -1802,6 +1826,7 @@ mcp_done(struct mcp *m)
 	json_decref(m->info_cache);
 	json_decref(m->info_langs);
 	json_decref(m->info_waiting);
+	json_decref(m->session_tombs);
 	free(m->version);
 	ab_pool_free(m->pool);
 	m->pool = NULL;
@@ -1906,6 +1931,7 @@ parse_options(struct mcp *m, int argc, char **argv)
 		{ "state-dir", required_argument, NULL, 0 },
 		{ "max-runs", required_argument, NULL, 0 },
 		{ "max-queue", required_argument, NULL, 0 },
+		{ "max-sessions", required_argument, NULL, 0 },
 		{ "languages", required_argument, NULL, 0 },
 		{ "cap", required_argument, NULL, 0 },
 		{ "env-dir", required_argument, NULL, 0 },
@@ -2015,8 +2041,10 @@ static int64_t
 loop_deadline(struct mcp *m, struct loop *l, int64_t now)
 {
 	bool more = start_queued(m);
-	int64_t next = timers(m, now);
+	int64_t next = timers(m, now), ses = mcp_sessions_timers(m, now);
 
+	if (ses < next)
+		next = ses;
 	if (more)
 		next = now; /* the next queued run, after what came meanwhile */
 	if (now >= l->next_tick) {
@@ -2040,7 +2068,8 @@ loop_deadline(struct mcp *m, struct loop *l, int64_t now)
 static void
 loop_pollset(struct mcp *m, struct loop *l)
 {
-	size_t max = 2 + 4; /* + sandbox_info's probes, the warm slots, the parse thread */
+	/* + sandbox_info's probes, the warm slots, the parse thread, the sessions */
+	size_t max = 2 + 4 + mcp_sessions_pollset(m, NULL);
 
 	for (struct mcp_job *j = m->jobs; j; j = j->next)
 		max += 3;
@@ -2073,6 +2102,8 @@ loop_pollset(struct mcp *m, struct loop *l)
 	l->parsed_at = l->n;
 	l->pfd[l->n++] = (struct pollfd){ .fd = l->parser.running ? l->parser.wake[0] : -1,
 					  .events = POLLIN };
+	/* each session's (stepped every turn: mcp_sessions_step) */
+	l->n += mcp_sessions_pollset(m, l->pfd + l->n);
 }
 
 /* Runs' output first, then their ends: a run's last words make its last progress. */
@@ -2125,6 +2156,8 @@ input_ended(struct mcp *m, struct loop *l)
 	l->in_eof = true;
 	fprintf(stderr, "agentbox mcp: end of input: cancelling every run\n");
 	mcp_parser_stop(&l->parser);
+	/* the client left: its sessions end with it */
+	mcp_sessions_close_all(m, "the client disconnected");
 	for (struct mcp_job *j = m->jobs; j; j = j->next)
 		if (j->state == JOB_RUNNING)
 			(void) ab_run_cancel(j->h);
@@ -2188,6 +2221,8 @@ loop_turn(struct mcp *m, struct loop *l)
 	}
 	if (r > 0)
 		loop_jobs(m, l);
+	if (r >= 0 && !m->quit)
+		mcp_sessions_step(m);
 	if (r > 0 && (l->pfd[l->parsed_at].revents & POLLIN) && !m->quit)
 		take_parsed(m, &l->parser);
 	if (r > 0 && (l->pfd[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && !m->quit)

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "../spec/spec.h"
+#include "../spec/units.h"
 #include "../spec/words.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
@@ -120,8 +121,18 @@ run_output_schema(void)
 				      "ready before the call; wall_ms and cpu_ms count from then"));
 	json_object_set_new(props, "limits", json_pack("{s:s}", "type", "object"));
 	json_object_set_new(props, "files_truncated", json_pack("{s:s}", "type", "boolean"));
-	return json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props, "required",
-			 "run_id", "status");
+	/* a cell of a session (run_code with session_id): the cell's result (docs/sessions.md) */
+	json_object_set_new(props, "session_id", json_pack("{s:s}", "type", "string"));
+	json_object_set_new(props, "result",
+			    json_pack("{s:[s, s], s:s}", "type", "object", "null", "description",
+				      "a cell's last expression: text (its repr), html"));
+	json_object_set_new(props, "error",
+			    json_pack("{s:[s, s], s:s}", "type", "object", "null", "description",
+				      "a cell's exception: type, value, traceback"));
+	json_object_set_new(props, "images", json_pack("{s:s}", "type", "array"));
+	json_object_set_new(props, "session", json_pack("{s:s}", "type", "object"));
+	return json_pack("{s:s, s:o, s:[s]}", "type", "object", "properties", props, "required",
+			 "status");
 }
 
 static json_t *
@@ -151,6 +162,60 @@ obj_schema(json_t *props, const char *req1, const char *req2)
 	return s;
 }
 
+static void
+session_tools(const struct mcp *m, json_t *tools)
+{
+	json_t *dur = json_pack("{s:[s, s]}", "type", "string", "number");
+	json_t *in = json_pack(
+		"{s:{s:s, s:o, s:s}, s:o, s:o, s:{s:s, s:{s:s}, s:s}, s:o, s:o}", "language",
+		"type", "string", "enum", langs(m), "description",
+		"the interpreter: python (default) or node", "files", files_schema(), "limits",
+		limits_schema(), "env", "type", "object", "additionalProperties", "type", "string",
+		"description", "environment variables added to the sandbox's clean environment",
+		"idle_timeout", json_deep_copy(dur), "max_lifetime", json_deep_copy(dur));
+
+	json_object_set_new(json_object_get(in, "idle_timeout"), "description",
+			    json_string("end the session after this long without a cell "
+					"(seconds, or \"10m\"; default 10 minutes)"));
+	json_object_set_new(json_object_get(in, "max_lifetime"), "description",
+			    json_string("end the session this long after it started, whatever it "
+					"does (seconds, or \"1h\"; default 1 hour)"));
+	json_object_set_new(json_object_get(in, "limits"), "description",
+			    json_string("limits.timeout is each cell's timeout (default 60 s); "
+					"memory, pids, disk and the others bind the whole session. "
+					"They can only lower the server's caps."));
+	json_decref(dur);
+	json_array_append_new(
+		tools,
+		tool("create_session", "Start a session",
+		     "Start a live sandbox (no network; limits on memory, processes, disk) with "
+		     "one "
+		     "Python or Node interpreter kept running in it, for code run cell by cell as "
+		     "in a notebook (run_code with the session_id this returns): variables, "
+		     "imports "
+		     "and the files in /work stay between cells. Ends on close_session, after "
+		     "idle_timeout without a cell, or when this client disconnects.",
+		     obj_schema(in, NULL, NULL),
+		     json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:[s, s]}, s:{s:s}, "
+			       "s:{s:s}}, s:[s]}",
+			       "type", "object", "properties", "session_id", "type", "string",
+			       "language", "type", "string", "state", "type", "string", "version",
+			       "type", "string", "null", "idle_timeout_ms", "type", "integer",
+			       "max_lifetime_ms", "type", "integer", "required", "session_id"),
+		     false, false, false));
+	json_array_append_new(
+		tools,
+		tool("close_session", "Close a session",
+		     "End a session: its interpreter and every process in its sandbox are stopped "
+		     "and its files discarded. Returns how many cells ran and what it used.",
+		     obj_schema(json_pack("{s:o}", "session_id", str_schema("from create_session")),
+				"session_id", NULL),
+		     json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}, s:[s]}", "type", "object",
+			       "properties", "session_id", "type", "string", "closed", "type",
+			       "boolean", "cells", "type", "integer", "required", "session_id"),
+		     false, true, true));
+}
+
 json_t *
 mcp_tools_list(const struct mcp *m)
 {
@@ -174,6 +239,16 @@ mcp_tools_list(const struct mcp *m)
 		"how long to wait before answering status \"running\" with the run id (then "
 		"call wait_run); default: the server's");
 
+	json_object_set_new(run_in, "session_id",
+			    str_schema("run the code as a cell of this session (create_session): "
+				       "its variables, imports and files stay for the next cell; "
+				       "only code, limits.timeout and restart apply"));
+	json_object_set_new(
+		run_in, "restart",
+		json_pack("{s:s, s:s}", "type", "boolean", "description",
+			  "with session_id: if the session has ended (a crash, its lifetime), "
+			  "start it again and run the cell there; its state is then gone"));
+
 	json_array_append_new(
 		tools,
 		tool("run_code", "Run code in a sandbox",
@@ -184,8 +259,13 @@ mcp_tools_list(const struct mcp *m)
 		     "exit code, output, measured CPU and memory, and the files the program left "
 		     "in /work: images (PNG, JPEG, SVG) inline, every other file as an "
 		     "agentbox://runs/{run_id}/files/{path} resource (read_file reads it). "
-		     "isError is true when the program failed or hit a limit.",
+		     "isError is true when the program failed or hit a limit. With session_id the "
+		     "code runs as a cell of that session instead, as in a notebook: the result is "
+		     "its output, the value of its last expression, its figures (plt.show()) as "
+		     "images and its exception, if any; status ok, error, timeout (interrupted, "
+		     "the session goes on) or lost (the session ended).",
 		     obj_schema(run_in, "code", NULL), run_output_schema(), false, false, false));
+	session_tools(m, tools);
 	json_array_append_new(
 		tools,
 		tool("wait_run", "Wait for a run",
@@ -680,6 +760,144 @@ mcp_result_from_report(struct mcp *m, const char *job_id, json_t *rep, int64_t q
 			 !ok);
 }
 
+/* A cell's stream for structuredContent: its text capped (the head) as a run's is. */
+static json_t *
+cell_stream(const json_t *st, uint64_t cap)
+{
+	json_t *out = json_deep_copy(st);
+	const char *text = json_string_value(json_object_get(st, "text"));
+	size_t len = text ? strlen(text) : 0, keep = len;
+
+	if (!out)
+		return json_object();
+	if (keep > cap) {
+		keep = (size_t) cap;
+		while (keep > 0 && ((unsigned char) text[keep] & 0xC0) == 0x80)
+			keep--;
+		json_object_set_new(out, "text", json_stringn(text, keep));
+	}
+	json_object_set_new(out, "text_truncated", json_boolean(keep < len));
+	return out;
+}
+
+/* A cell's images as image blocks (PNG checked, within --image-size and --max-images); an
+ * image left out keeps its size in structuredContent, not its data. Returns how many. */
+static size_t
+cell_images(struct mcp *m, json_t *sc, json_t *content)
+{
+	json_t *images = json_object_get(sc, "images"), *im;
+	size_t i, n = 0;
+
+	json_array_foreach(images, i, im)
+	{
+		const char *data = json_string_value(json_object_get(im, "data"));
+		size_t len = 0;
+		unsigned char *bin =
+			data ? mcp_unbase64(data, strlen(data), m->pol.image_bytes, &len) : NULL;
+
+		if (bin && (int) n < m->pol.max_images && image_magic("image/png", bin, len)) {
+			json_array_append_new(content,
+					      json_pack("{s:s, s:s, s:s}", "type", "image", "data",
+							data, "mimeType", "image/png"));
+			n++;
+		} else {
+			json_object_del(im, "data");
+			json_object_set_new(im, "omitted",
+					    json_string("not a PNG, over the server's image size "
+							"cap, or past its image count cap"));
+		}
+		free(bin);
+	}
+	return n;
+}
+
+/* the text of a cell's result: what happened, then its output, value and exception */
+static char *
+cell_summary(json_t *c, size_t n_images)
+{
+	const char *status = json_string_value(json_object_get(c, "status")) ?: "?";
+	json_t *ses = json_object_get(c, "session"), *err = json_object_get(c, "error"), *l;
+	const char *res = json_string_value(json_object_get(json_object_get(c, "result"), "text"));
+	struct strv sum = { 0 };
+	size_t i, n_img = json_array_size(json_object_get(c, "images"));
+	char *text;
+
+	strv_pushf(&sum, "cell %lld of session %s: %s in %.2f s",
+		   (long long) json_integer_value(json_object_get(c, "id")),
+		   json_string_value(json_object_get(ses, "id")) ?: "?", status,
+		   (double) json_integer_value(json_object_get(c, "wall_ms")) / 1000.0);
+	if (json_string_value(json_object_get(c, "message")))
+		strv_pushf(&sum, "\n%s", json_string_value(json_object_get(c, "message")));
+	if (strcmp(status, "lost") == 0)
+		strv_pushf(&sum, "\nto go on: run_code with \"restart\": true starts this session "
+				 "again (empty), or create_session a new one");
+	if (json_string_value(json_object_get(ses, "restarted")))
+		strv_pushf(&sum, "\nthe session was restarted: %s",
+			   json_string_value(json_object_get(ses, "restarted")));
+	for (int k = 0; k < 2; k++) {
+		json_t *st = json_object_get(c, k ? "stderr" : "stdout");
+		const char *t = json_string_value(json_object_get(st, "text")) ?: "";
+		json_int_t bytes = json_integer_value(json_object_get(st, "bytes"));
+
+		if (bytes == 0)
+			continue;
+		if (strlen(t) > 8000)
+			strv_pushf(&sum, "\n%s (%lld bytes; the last 8000):\n%s",
+				   k ? "stderr" : "stdout", (long long) bytes, tail_of(t, 8000));
+		else
+			strv_pushf(&sum, "\n%s (%lld bytes):\n%s", k ? "stderr" : "stdout",
+				   (long long) bytes, t);
+	}
+	if (res)
+		strv_pushf(&sum, "\nresult: %.8000s%s", res, strlen(res) > 8000 ? " ..." : "");
+	if (json_is_object(err)) {
+		strv_pushf(&sum, "\n%s: %s",
+			   json_string_value(json_object_get(err, "type")) ?: "Error",
+			   json_string_value(json_object_get(err, "value")) ?: "");
+		if (json_array_size(json_object_get(err, "traceback")) > 0)
+			strv_pushf(&sum, "\ntraceback:");
+		json_array_foreach(json_object_get(err, "traceback"), i, l)
+		{
+			if (i < 40)
+				strv_pushf(&sum, "\n%.1000s", json_string_value(l) ?: "");
+		}
+	}
+	if (n_img > 0)
+		strv_pushf(&sum, "\nimages: %zu (%zu as image blocks)", n_img, n_images);
+	text = strv_join(&sum, "");
+	strv_done(&sum);
+	return text;
+}
+
+json_t *
+mcp_result_from_cell(struct mcp *m, const char *cell_json)
+{
+	json_t *c = json_loads(cell_json, 0, NULL), *content = json_array();
+	const char *status;
+	cleanup_free char *text = NULL;
+	size_t n;
+
+	if (!json_is_object(c)) {
+		json_decref(c);
+		json_decref(content);
+		return mcp_result_error("the cell's result is unreadable");
+	}
+	status = json_string_value(json_object_get(c, "status")) ?: "?";
+	for (int k = 0; k < 2; k++) {
+		const char *name = k ? "stderr" : "stdout";
+
+		json_object_set_new(c, name,
+				    cell_stream(json_object_get(c, name), m->pol.text_bytes));
+	}
+	json_object_set(c, "session_id",
+			json_object_get(json_object_get(c, "session"), "id") ?: json_null());
+	n = cell_images(m, c, content);
+	text = cell_summary(c, n);
+	json_array_insert_new(content, 0, text_block(text));
+	return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", c, "isError",
+			 strcmp(status, "ok") != 0);
+}
+
 /* ---- arguments -------------------------------------------------------------------------- */
 
 static json_t *argerr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -879,6 +1097,205 @@ mcp_spec_template(struct mcp *m, const char *lang)
 	return spec;
 }
 
+/* The call's files under state/staging/ID, each top-level entry appended to inputs (copied
+ * into /work under its name). Returns the staging path, or NULL with *err. */
+static char *
+stage_files(struct mcp *m, json_t *files, const char *id, json_t *inputs, json_t **err)
+{
+	cleanup_fd int dfd = -1;
+	char msg[512] = "";
+	char *staging;
+	json_t *names = json_object(), *f;
+	size_t i;
+
+	if (m->staging_fd < 0 || mkdirat(m->staging_fd, id, 0700) < 0 ||
+	    (dfd = openat(m->staging_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+		    0) {
+		*err = mcp_result_error("cannot stage the files: %s", strerror(errno));
+		json_decref(names);
+		return NULL;
+	}
+	if (mcp_write_files(m, dfd, files, msg, sizeof(msg)) < 0) {
+		*err = argerr("%s", msg);
+		json_decref(names);
+		mcp_staging_remove(m, id);
+		return NULL;
+	}
+	staging = xasprintf("%s/staging/%s", m->pol.state_dir, id);
+	json_array_foreach(files, i, f)
+	{
+		const char *p = json_string_value(json_object_get(f, "path"));
+		const char *slash = strchr(p, '/');
+		char *top = slash ? xstrndup(p, (size_t) (slash - p)) : xstrdup(p);
+
+		if (!json_object_get(names, top)) {
+			json_object_set_new(names, top, json_true());
+			json_array_append_new(inputs, json_sprintf("%s/%s", staging, top));
+		}
+		free(top);
+	}
+	json_decref(names);
+	return staging;
+}
+
+static bool
+lang_allowed(struct mcp *m, const char *lang, json_t **err)
+{
+	if ((strcmp(lang, "python") == 0 && m->pol.allow_python) ||
+	    (strcmp(lang, "node") == 0 && m->pol.allow_node))
+		return true;
+	*err = argerr("language '%s' is not allowed here (allowed: %s%s%s)", lang,
+		      m->pol.allow_python ? "python" : "",
+		      m->pol.allow_python && m->pol.allow_node ? ", " : "",
+		      m->pol.allow_node ? "node" : "");
+	return false;
+}
+
+/* a duration argument: seconds (a number) or agentbox's units ("10m") */
+static json_t *
+duration_arg(json_t *v, const char *key, json_t **err)
+{
+	if (json_is_string(v))
+		return json_incref(v);
+	if (json_is_number(v) && json_number_value(v) > 0 &&
+	    json_number_value(v) <= 7 * 24 * 3600.0)
+		return json_sprintf("%.0fms", json_number_value(v) * 1000.0);
+	*err = argerr("'%s' must be a number of seconds (up to 7 days) or a duration like "
+		      "\"10m\"",
+		      key);
+	return NULL;
+}
+
+static void
+create_session(struct mcp *m, const struct mcp_req *req, json_t *args)
+{
+	static const char *const keys[] = { "language",     "limits",       "env", "files",
+					    "idle_timeout", "max_lifetime", NULL };
+	json_t *err = NULL, *spec = NULL, *limits, *ses = json_object(), *inputs = json_array();
+	json_t *files = json_object_get(args, "files");
+	const char *lang;
+	char id[MCP_ID_LEN + 1];
+	cleanup_free char *staging = NULL;
+	ab_error *e = NULL;
+	ab_spec *s;
+
+	if ((err = check_keys(args, keys)))
+		goto fail;
+	lang = get_str(args, "language", false, &err) ?: "python";
+	if (err || !lang_allowed(m, lang, &err) || (err = check_files_arg(m, files)))
+		goto fail;
+	for (int i = 0; i < 2; i++) {
+		const char *key = i ? "max_lifetime" : "idle_timeout";
+		json_t *v = json_object_get(args, key), *d;
+
+		if (!v)
+			continue;
+		if (!(d = duration_arg(v, key, &err)))
+			goto fail;
+		json_object_set_new(ses, key, d);
+	}
+	if (!(limits = build_limits(m, json_object_get(args, "limits"), &err)))
+		goto fail;
+	spec = json_pack("{s:s, s:o, s:O}", "language", lang, "limits", limits, "session", ses);
+	if (json_object_get(args, "env"))
+		json_object_set(spec, "env", json_object_get(args, "env"));
+	if (m->pol.env_dir)
+		json_object_set_new(spec, "env_dir", json_string(m->pol.env_dir));
+	/* checked now, as the library will: a mistake is the caller's, answered at once */
+	if (!(s = ab_spec_from_jansson(spec, &e))) {
+		err = argerr("%s%s%s%s", e ? ab_error_message(e) : "out of memory",
+			     e && *ab_error_fix(e) ? " (fix: " : "", e ? ab_error_fix(e) : "",
+			     e && *ab_error_fix(e) ? ")" : "");
+		ab_error_free(e);
+		goto fail;
+	}
+	ab_spec_free(s);
+	mcp_id_new(id);
+	if (json_array_size(files) > 0) {
+		if (!(staging = stage_files(m, files, id, inputs, &err)))
+			goto fail;
+		json_object_set(spec, "inputs", inputs);
+	}
+	json_decref(ses);
+	json_decref(inputs);
+	mcp_session_create(m, req, spec, staging ? id : NULL);
+	return;
+fail:
+	json_decref(ses);
+	json_decref(inputs);
+	json_decref(spec);
+	mcp_reply(m, req, err);
+}
+
+/* run_code with session_id: the code runs as a cell of that session */
+static void
+run_cell(struct mcp *m, const struct mcp_req *req, json_t *args)
+{
+	static const char *const keys[] = { "session_id", "code",     "restart",
+					    "limits",     "language", NULL };
+	json_t *err = NULL, *limits = json_object_get(args, "limits");
+	json_t *restart = json_object_get(args, "restart"), *v;
+	const char *sid, *key, *lang;
+	int64_t timeout_ms = 0;
+
+	if ((err = check_keys(args, keys))) {
+		const char *k = NULL;
+
+		json_decref(err);
+		json_object_foreach(args, k, v)
+		{
+			for (size_t i = 0; keys[i] && k; i++)
+				if (strcmp(keys[i], k) == 0)
+					k = NULL;
+			if (k)
+				break;
+		}
+		err = argerr("'%s' does not apply to a cell of a session (run_code with "
+			     "session_id takes code, limits.timeout and restart; files, env and "
+			     "limits are given to create_session)",
+			     k ?: "?");
+		goto fail;
+	}
+	sid = get_str(args, "session_id", true, &err);
+	lang = err ? NULL : get_str(args, "language", false, &err);
+	if (err || !get_str(args, "code", true, &err))
+		goto fail;
+	if (restart && !json_is_boolean(restart)) {
+		err = argerr("'restart' must be true or false");
+		goto fail;
+	}
+	if (limits && !json_is_object(limits)) {
+		err = argerr("'limits' must be an object");
+		goto fail;
+	}
+	json_object_foreach(limits, key, v)
+	{
+		if (strcmp(key, "timeout") != 0) {
+			err = argerr("limits.%s does not apply to a cell: a session's limits are "
+				     "given to create_session (a cell takes limits.timeout)",
+				     key);
+			goto fail;
+		}
+	}
+	if (limits && json_object_get(limits, "timeout")) {
+		/* checked against the cap as any limit, then read back ("30000ms") */
+		json_t *lim = build_limits(m, limits, &err);
+		uint64_t ms = 0;
+
+		if (!lim)
+			goto fail;
+		if (units_parse_duration_ms(
+			    json_string_value(json_object_get(lim, "timeout")) ?: "", &ms) == 0)
+			timeout_ms = (int64_t) ms;
+		json_decref(lim);
+	}
+	mcp_session_cell(m, req, sid, lang, json_object_get(args, "code"), timeout_ms,
+			 json_is_true(restart));
+	return;
+fail:
+	mcp_reply(m, req, err);
+}
+
 static void
 run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 {
@@ -887,10 +1304,15 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 	json_t *err = NULL, *spec = NULL, *limits, *inputs = json_array();
 	const char *lang, *code, *stdin_data, *ws;
 	uint64_t wait_ms;
-	char job[MCP_ID_LEN + 1], msg[512] = "";
+	char job[MCP_ID_LEN + 1];
 	cleanup_free char *staging = NULL;
 	json_t *files = json_object_get(args, "files");
 
+	if (json_object_get(args, "session_id")) {
+		run_cell(m, req, args);
+		json_decref(inputs);
+		return;
+	}
 	if ((err = check_keys(args, keys)))
 		goto fail;
 	lang = get_str(args, "language", false, &err);
@@ -905,14 +1327,8 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 	ws = err ? NULL : get_str(args, "workspace_id", false, &err);
 	if (err)
 		goto fail;
-	if (!((strcmp(lang, "python") == 0 && m->pol.allow_python) ||
-	      (strcmp(lang, "node") == 0 && m->pol.allow_node))) {
-		err = argerr("language '%s' is not allowed here (allowed: %s%s%s)", lang,
-			     m->pol.allow_python ? "python" : "",
-			     m->pol.allow_python && m->pol.allow_node ? ", " : "",
-			     m->pol.allow_node ? "node" : "");
+	if (!lang_allowed(m, lang, &err))
 		goto fail;
-	}
 	if (ws && !mcp_id_valid(ws)) {
 		err = argerr("no workspace '%s'", ws);
 		goto fail;
@@ -950,42 +1366,8 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 		ab_spec_free(s);
 	}
 	mcp_id_new(job);
-	if (json_array_size(files) > 0) {
-		cleanup_fd int dfd = -1;
-
-		if (m->staging_fd < 0 || mkdirat(m->staging_fd, job, 0700) < 0 ||
-		    (dfd = openat(m->staging_fd, job,
-				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			err = mcp_result_error("cannot stage the files: %s", strerror(errno));
-			goto fail;
-		}
-		staging = xasprintf("%s/staging/%s", m->pol.state_dir, job);
-		if (mcp_write_files(m, dfd, files, msg, sizeof(msg)) < 0) {
-			err = argerr("%s", msg);
-			goto fail;
-		}
-		/* each top-level entry becomes an input, copied into /work under its name */
-		{
-			json_t *names = json_object();
-			size_t i;
-			json_t *f;
-
-			json_array_foreach(files, i, f)
-			{
-				const char *p = json_string_value(json_object_get(f, "path"));
-				const char *slash = strchr(p, '/');
-				char *top = slash ? xstrndup(p, (size_t) (slash - p)) : xstrdup(p);
-
-				if (!json_object_get(names, top)) {
-					json_object_set_new(names, top, json_true());
-					json_array_append_new(inputs,
-							      json_sprintf("%s/%s", staging, top));
-				}
-				free(top);
-			}
-			json_decref(names);
-		}
-	}
+	if (json_array_size(files) > 0 && !(staging = stage_files(m, files, job, inputs, &err)))
+		goto fail;
 	if (ws) {
 		int r = mcp_ws_inputs(m, ws, inputs);
 
@@ -1196,6 +1578,17 @@ mcp_tools_call(struct mcp *m, const struct mcp_req *req, const char *name, json_
 		} else {
 			mcp_reply(m, req, err);
 		}
+	} else if (strcmp(name, "create_session") == 0) {
+		create_session(m, req, args);
+	} else if (strcmp(name, "close_session") == 0) {
+		static const char *const keys[] = { "session_id", NULL };
+		const char *id;
+
+		if (!(err = check_keys(args, keys)) &&
+		    (id = get_str(args, "session_id", true, &err)))
+			mcp_session_close(m, req, id);
+		else
+			mcp_reply(m, req, err);
 	} else if (strcmp(name, "sandbox_info") == 0) {
 		static const char *const keys[] = { NULL };
 

@@ -651,10 +651,204 @@ async function issue25Tests() {
     await client.close();
 }
 
+// issue 27: sessions -- one live sandbox per session, cells as in a notebook
+const ttext = (r) => (r.content && r.content[0] && r.content[0].text) || '';
+const psCount = (pat) => spawnSync('sh', ['-c', `ps -eo args | grep -c "${pat}"`], { encoding: 'utf8' }).stdout.trim();
+async function sessionTests() {
+    const { client, transport, log } = await connect(['--max-sessions', '4']);
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    ok(names.includes('create_session') && names.includes('close_session'), 'tools/list names create_session and close_session', names);
+    const cell = (sid, code, extra = {}, opts) => client.callTool({ name: 'run_code', arguments: { session_id: sid, code, ...extra } }, undefined, opts);
+
+    let r = await client.callTool({ name: 'create_session', arguments: { language: 'python', files: [{ path: 'data/in.txt', content: 'hello' }] } });
+    const sid = sc(r).session_id;
+    ok(!r.isError && typeof sid === 'string' && ttext(r).includes(sid), 'create_session answers once ready, with a session_id (structuredContent and text)', r);
+    r = await cell(sid, 'x = 1\nprint(open("data/in.txt").read())');
+    ok(!r.isError && sc(r).status === 'ok' && sc(r).stdout.text === 'hello\n' && sc(r).session_id === sid, 'a cell runs in the session, with the files given to create_session', sc(r));
+    r = await cell(sid, 'x += 1; x');
+    ok(!r.isError && sc(r).result && sc(r).result.text === '2' && /result: 2/.test(ttext(r)), 'x = 1 then x += 1; x -> 2 (the state stays between calls)', r);
+
+    r = await cell(sid, 'while True: pass', { limits: { timeout: '1s' } });
+    ok(r.isError === true && sc(r).status === 'timeout' && sc(r).wall_ms < 10000, 'a 1 s cell timeout on while True: pass -> status timeout', sc(r));
+    r = await cell(sid, 'x');
+    ok(!r.isError && sc(r).result && sc(r).result.text === '2', 'after the timeout the session goes on: x is still 2', sc(r));
+    r = await cell(sid, 'x', { limits: { memory: '1G' } });
+    ok(r.isError === true && /create_session/.test(ttext(r)), 'a cell takes no limits but its timeout (a tool error says where they go)', ttext(r));
+
+    r = await cell(sid, '1/0');
+    ok(r.isError === true && sc(r).status === 'error' && sc(r).error && sc(r).error.type === 'ZeroDivisionError' && Array.isArray(sc(r).error.traceback) && /ZeroDivisionError/.test(ttext(r)), '1/0 -> a structured ZeroDivisionError', sc(r).error);
+
+    r = await cell(sid, 'import importlib.util; importlib.util.find_spec("matplotlib") is not None');
+    if (!(sc(r).result && sc(r).result.text === 'True')) {
+        skip('plt.show() in a cell -> a PNG image block', 'python3-matplotlib is not installed (./setup installs it)');
+    } else {
+        r = await cell(sid, 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()', { limits: { timeout: '60s' } });
+        const img = (r.content || []).find((c) => c.type === 'image');
+        const png = img ? Buffer.from(img.data, 'base64') : Buffer.alloc(0);
+        ok(!r.isError && img && img.mimeType === 'image/png' && png.slice(1, 4).toString() === 'PNG' && png.length > 1000, 'plt.show() in a cell -> a PNG image block', { status: sc(r).status, text: ttext(r), types: (r.content || []).map((c) => c.type) });
+    }
+
+    // a module imported in one cell is used in the next without being imported again (pandas
+    // where the sandbox has it, else numpy, which matplotlib brings)
+    r = await cell(sid, 'import importlib.util\n[m for m in ("pandas", "numpy") if importlib.util.find_spec(m)]');
+    const mod = sc(r).result && /pandas/.test(sc(r).result.text) ? 'pandas' : sc(r).result && /numpy/.test(sc(r).result.text) ? 'numpy' : null;
+    if (!mod) {
+        skip('a module imported in one cell is used in the next (well under 300 ms)', 'neither pandas nor numpy in the sandbox');
+    } else {
+        const imp = await cell(sid, mod === 'pandas' ? 'import pandas as pd' : 'import numpy as np', { limits: { timeout: '60s' } });
+        const use = await cell(sid, mod === 'pandas' ? 'int(pd.DataFrame({"a": [1, 2, 3]}).a.sum())' : 'int(np.arange(4).sum())');
+        ok(!imp.isError && !use.isError && sc(use).result && sc(use).result.text === '6' && sc(use).wall_ms < 300, `${mod} imported in one cell is used in the next (its wall_ms well under 300)`, { mod, imp: sc(imp).wall_ms, use: sc(use).wall_ms, result: sc(use).result });
+    }
+
+    // progress while a cell runs; cancelling the call interrupts the cell, the state stays
+    const prog = [];
+    r = await cell(sid, 'import time\ntime.sleep(2.5)\n"slept"', {}, { onprogress: (p) => prog.push(p) });
+    ok(!r.isError && prog.length >= 1 && prog.every((p, i) => i === 0 || p.progress > prog[i - 1].progress), 'a cell with a progress token gets increasing progress', prog);
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const pc = cell(sid, 'import time\nfor i in range(300): time.sleep(0.1)\nfinished = True', {}, { signal: ac.signal });
+    setTimeout(() => ac.abort('test'), 800);
+    let aborted = false;
+    try { await pc; } catch (e) { aborted = true; }
+    let after = null;
+    for (let i = 0; i < 40; i++) {
+        after = await cell(sid, '("finished" in globals(), x)');
+        if (!(after.isError && /running a cell/.test(ttext(after)))) break;
+        await sleep(100);
+    }
+    ok(aborted && !after.isError && sc(after).result && sc(after).result.text === '(False, 2)' && Date.now() - t0 < 10000, 'cancelling a run_code interrupts its cell (it never finished); the session and x stay', { aborted, after: sc(after), ms: Date.now() - t0 });
+
+    // a crash: lost, the next call says so; restart: true says the state is gone
+    r = await cell(sid, 'import os; os._exit(3)');
+    ok(r.isError === true && sc(r).status === 'lost' && /exited with code 3/.test(sc(r).message || ''), 'os._exit(3) -> status lost, saying how the session ended', sc(r));
+    r = await cell(sid, 'x');
+    ok(r.isError === true && /has ended/.test(ttext(r)) && /exited with code 3/.test(ttext(r)), 'the next call on a lost session is an error that says how it ended', ttext(r));
+    r = await cell(sid, '"x" in globals()', { restart: true });
+    ok(!r.isError && sc(r).result && sc(r).result.text === 'False' && /restarted/.test(ttext(r)) && sc(r).session.restarted, 'restart: true starts it again and says the state is gone', { text: ttext(r), session: sc(r).session });
+
+    // a cell that ignores its interrupt: the session is killed after the grace (lost), and the
+    // server does not spin on the ended session's fd afterwards
+    r = await cell(sid, 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass', { limits: { timeout: '1s' } });
+    const ticks = () => { const f = require('fs').readFileSync(`/proc/${transport._process.pid}/stat`, 'utf8').split(')')[1].trim().split(/\s+/); return Number(f[11]) + Number(f[12]); };
+    const tk0 = ticks();
+    await sleep(2000);
+    const spent = ticks() - tk0;
+    ok(r.isError === true && sc(r).status === 'lost' && /did not stop/.test(sc(r).message || '') && spent < 30, 'a cell that ignores its interrupt: lost after the grace, and the server stays idle afterwards', { status: sc(r).status, message: sc(r).message, cpuTicksIn2s: spent });
+    r = await cell(sid, 'x = 2', { restart: true });
+    ok(!r.isError, 'restarted again for what follows', sc(r));
+
+    // a Node session
+    r = await client.callTool({ name: 'create_session', arguments: { language: 'node' } });
+    const nid = sc(r).session_id;
+    const n1 = await cell(nid, 'let y = 5');
+    const n2 = await cell(nid, 'y * 2');
+    ok(!r.isError && !n1.isError && !n2.isError && sc(n2).result && sc(n2).result.text === '10', 'a Node session keeps let y = 5 and returns y * 2 -> 10', [sc(n1), sc(n2)]);
+    r = await cell(nid, 'y', { language: 'python' });
+    ok(r.isError === true && /runs node, not python/.test(ttext(r)), 'a cell whose language is not its session\'s is a tool error', ttext(r));
+
+    // two sessions share nothing: not /tmp, not variables, not /work
+    r = await client.callTool({ name: 'create_session', arguments: {} });
+    const other = sc(r).session_id;
+    await cell(sid, 'secret = 42\nopen("/tmp/secret.txt", "w").write("a")\nopen("mine.txt", "w").write("b")');
+    const iso = await cell(other, 'import os\n("secret" in globals(), os.path.exists("/tmp/secret.txt"), os.path.exists("mine.txt"))');
+    const own = await cell(sid, 'import os\n("secret" in globals(), os.path.exists("/tmp/secret.txt"), os.path.exists("mine.txt"))');
+    ok(sc(iso).result && sc(iso).result.text === '(False, False, False)' && sc(own).result && sc(own).result.text === '(True, True, True)', 'a second session sees neither the first\'s variables nor its /tmp nor its files', [sc(iso).result, sc(own).result]);
+
+    // one cell at a time per session
+    const slow = cell(other, 'import time; time.sleep(1.5)');
+    await sleep(300);
+    r = await cell(other, '1');
+    ok(r.isError === true && /running a cell/.test(ttext(r)), 'a second call while a cell runs is a tool error saying so', ttext(r));
+    await slow;
+
+    // sandbox_info lists the live sessions
+    r = await client.callTool({ name: 'sandbox_info', arguments: {} });
+    const live = ((sc(r).sessions || {}).live || []);
+    ok(live.length === 3 && live.some((x) => x.id === sid && x.language === 'python' && x.state === 'ready' && x.cells >= 1 && typeof x.idle_ms === 'number') && live.some((x) => x.id === nid && x.language === 'node') && sc(r).sessions.max_sessions === 4, 'sandbox_info lists the live sessions (id, language, state, cells, idle_ms)', sc(r).sessions);
+
+    // close_session: a summary, then the id is refused
+    r = await client.callTool({ name: 'close_session', arguments: { session_id: other } });
+    ok(!r.isError && sc(r).closed === true && sc(r).session_id === other && sc(r).cells === 2 && /closed after 2 cell/.test(ttext(r)), 'close_session answers with a summary (cells, usage)', r);
+    r = await cell(other, '1');
+    ok(r.isError === true && /closed by close_session/.test(ttext(r)), 'run_code on a closed session is an error that says it was closed', ttext(r));
+
+    // --max-sessions: the server has 2 live now (of 4); two more fit, a fifth is refused
+    const more = await Promise.all([0, 1].map(() => client.callTool({ name: 'create_session', arguments: {} })));
+    r = await client.callTool({ name: 'create_session', arguments: {} });
+    ok(more.every((x) => !x.isError) && r.isError === true && /--max-sessions/.test(ttext(r)), 'a create_session beyond --max-sessions is a tool error naming the flag', ttext(r));
+    // 4 sessions at once: their cells overlap
+    const four = [sid, nid, ...more.map((x) => sc(x).session_id)];
+    await cell(nid, 'y = undefined');
+    const codeOf = (id) => (id === nid
+        ? 'const s = Date.now() / 1000; await new Promise((r) => setTimeout(r, 1500)); JSON.stringify([s, Date.now() / 1000])'
+        : 'import time, json\ns = time.time()\ntime.sleep(1.5)\njson.dumps([s, time.time()])');
+    const rs = await Promise.all(four.map((id) => cell(id, codeOf(id))));
+    const iv = rs.map((x) => { try { return JSON.parse(JSON.parse(sc(x).result.text.replace(/^'(.*)'$/, '"$1"'))); } catch (e) { return [0, 0]; } });
+    ok(rs.every((x) => !x.isError) && Math.max(...iv.map((x) => x[0])) < Math.min(...iv.map((x) => x[1])), '4 concurrent sessions work: their cells run at the same time', { iv, st: rs.map((x) => sc(x).status), t: rs.map(ttext) });
+
+    // a session id is this connection's only
+    const c2 = await connect([]);
+    r = await c2.client.callTool({ name: 'run_code', arguments: { session_id: sid, code: 'x' } });
+    ok(r.isError === true && /no session/.test(ttext(r)), 'another connection (server) cannot use a session id', ttext(r));
+    await closed(c2.client, c2.transport);
+
+    // the client's disconnect ends its sessions: no process of theirs survives
+    await cell(sid, 'import subprocess\np = subprocess.Popen(["sleep", "4321.5"])');
+    const before = psCount('[s]leep 4321.5');
+    await closed(client, transport);
+    let after2 = '1';
+    for (let i = 0; i < 50 && after2 !== '0'; i++) { await sleep(200); after2 = psCount('[s]leep 4321.5'); }
+    ok(before === '1' && after2 === '0', 'a client\'s disconnect closes its sessions (their processes are gone)', { before, after: after2, log: log.join('').slice(-800) });
+
+    // idle sessions are reaped: gone from sandbox_info, and a later call says why
+    const c3 = await connect([]);
+    r = await c3.client.callTool({ name: 'create_session', arguments: { idle_timeout: 2 } });
+    const idle = sc(r).session_id;
+    let info = await c3.client.callTool({ name: 'sandbox_info', arguments: {} });
+    const listed = (sc(info).sessions.live || []).some((x) => x.id === idle);
+    await sleep(3500);
+    info = await c3.client.callTool({ name: 'sandbox_info', arguments: {} });
+    const gone = !(sc(info).sessions.live || []).some((x) => x.id === idle);
+    r = await c3.client.callTool({ name: 'run_code', arguments: { session_id: idle, code: '1' } });
+    ok(listed && gone && r.isError === true && /idle/.test(ttext(r)), 'an idle session (idle_timeout 2 s) is reaped: gone from sandbox_info, a later call says why', { listed, gone, text: ttext(r) });
+    await closed(c3.client, c3.transport);
+
+    // a session's memory limit counts against the server's memory budget, as a run's does
+    let c4log = [];
+    if (asUser) {
+        skip('a session whose memory limit does not fit beside another\'s is refused', 'unprivileged: no memory cgroup for this user here');
+        skip('a session\'s memory limit binds it across cells', 'unprivileged: no memory cgroup for this user here');
+    } else {
+        const c4 = await connect(['--max-sessions', '8']);
+        c4log = c4.log;
+        info = await c4.client.callTool({ name: 'sandbox_info', arguments: {} });
+        const big = Math.floor(sc(info).server.memory_budget_bytes * 0.6);
+        const a = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
+        const b = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
+        await c4.client.callTool({ name: 'close_session', arguments: { session_id: sc(a).session_id } });
+        const b2 = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: big } } });
+        ok(!a.isError && b.isError === true && /budget/.test(ttext(b)) && !b2.isError, 'a session whose memory limit does not fit beside another\'s is refused (and fits once that one is closed)', [ttext(a), ttext(b), ttext(b2)]);
+        // the memory limit binds the session across cells: 70 MiB kept, then 70 more -> OOM
+        const ms = await c4.client.callTool({ name: 'create_session', arguments: { limits: { memory: '128M' } } });
+        const m1 = await c4.client.callTool({ name: 'run_code', arguments: { session_id: sc(ms).session_id, code: 'a = bytearray(70 << 20); len(a)' } });
+        const m2 = await c4.client.callTool({ name: 'run_code', arguments: { session_id: sc(ms).session_id, code: 'b = bytearray(70 << 20); len(b)' } });
+        const m3 = await c4.client.callTool({ name: 'run_code', arguments: { session_id: sc(ms).session_id, code: '1' } });
+        ok(!m1.isError && sc(m2).status === 'lost' && /oom/i.test(sc(m2).message || '') && m3.isError === true && /oom/i.test(ttext(m3)), 'a session\'s memory limit binds it across cells: the second 70 MiB of 128M is an OOM, the session lost, the next call says so', [ttext(m1), sc(m2).message, ttext(m3)]);
+        await closed(c4.client, c4.transport);
+    }
+    const logs = [log, c2.log, c3.log, ...(asUser ? [] : [c4log])].map((l) => l.join('')).join('');
+    ok(!/AddressSanitizer|LeakSanitizer|runtime error:/.test(logs), 'the servers said nothing of memory errors or leaks (sessions)', logs.slice(-2000));
+}
+
 async function signalTest() {
     // SIGTERM with a run going: every run killed, clean exit
     const s = raw();
     await s.request(1, 'initialize', { protocolVersion: '2025-11-25', capabilities: {} });
+    // and a session whose cell left a process behind (issue 27)
+    const cs = await s.request(3, 'tools/call', { name: 'create_session', arguments: {} }, 60000);
+    const sesId = cs && cs.result && cs.result.structuredContent && cs.result.structuredContent.session_id;
+    const cc = await s.request(4, 'tools/call', { name: 'run_code', arguments: { session_id: sesId || 'none', code: 'import subprocess\np = subprocess.Popen(["sleep", "4322.5"])' } }, 60000);
+    const sesBefore = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[s]leep 4322.5"'], { encoding: 'utf8' }).stdout.trim();
     s.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(60)' } } });
     await sleep(800);
     const t0 = Date.now();
@@ -663,11 +857,14 @@ async function signalTest() {
     ok(ex.code === 0 && Date.now() - t0 < 10000, 'SIGTERM: the server cancels its runs and exits 0', ex);
     const left = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[t]ime.sleep(60)"'], { encoding: 'utf8' }).stdout.trim();
     ok(left === '0', 'no sandboxed process survives the server', left);
+    const sesLeft = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[s]leep 4322.5"'], { encoding: 'utf8' }).stdout.trim();
+    ok(sesId && cc && cc.result && !cc.result.isError && sesBefore === '1' && sesLeft === '0', 'SIGTERM closes the sessions too: no process of theirs survives', { sesId, cc: cc && cc.result, sesBefore, sesLeft });
 }
 
 (async () => {
     try {
         await sdkTests();
+        await sessionTests();
         await rawTests();
         await budgetTests();
         stateDirTests();

@@ -20,6 +20,17 @@ capture(struct mcp *m, json_t *msg)
 }
 
 /* Hands line to a fresh-ish server m and returns the one reply (NULL when none or several). */
+/* r as text, valid until the next call */
+static const char *
+json_dumps_tmp(const json_t *r)
+{
+	static char *text;
+
+	free(text);
+	text = json_dumps(r, JSON_COMPACT);
+	return text ? text : "";
+}
+
 static json_t *
 one(struct mcp *m, const char *line)
 {
@@ -117,9 +128,9 @@ test_handler(void)
 		json_string_value(json_object_get(json_object_get(r, "result"), "protocolVersion")),
 		"2025-11-25", "initialize with a version we do not speak: answered with ours");
 	r = one(&m, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
-	TAP_OK(r && json_array_size(json_object_get(json_object_get(r, "result"), "tools")) == 8 &&
+	TAP_OK(r && json_array_size(json_object_get(json_object_get(r, "result"), "tools")) == 10 &&
 		       !json_object_get(json_object_get(r, "result"), "resultType"),
-	       "tools/list: 8 tools, no resultType in the legacy era");
+	       "tools/list: 10 tools, no resultType in the legacy era");
 
 	r = one(&m, "{\"jsonrpc\":\"2.0\",\"id\":4,");
 	TAP_OK(r && code_of(r) == MCP_PARSE_ERROR && json_is_null(json_object_get(r, "id")),
@@ -157,6 +168,25 @@ test_handler(void)
 		    "{\"ram\":1}}}}");
 	TAP_OK(r && json_is_true(json_object_get(json_object_get(r, "result"), "isError")),
 	       "bad tool arguments: a tool result with isError");
+	/* sessions (issue 27): their arguments checked on arrival, an unknown id named */
+	r = one(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"run_code\",\"arguments\":{\"session_id\":\"abc\",\"code\":\"1\",\"files\":[]"
+		    "}}}");
+	TAP_OK(r && strstr(json_dumps_tmp(r), "does not apply to a cell"),
+	       "run_code with session_id refuses files (they go to create_session)");
+	r = one(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"run_code\",\"arguments\":{\"session_id\":\"abc\",\"code\":\"1\"}}}");
+	TAP_OK(r && strstr(json_dumps_tmp(r), "no session 'abc' on this server"),
+	       "run_code on an unknown session: a tool error naming it");
+	r = one(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"close_session\",\"arguments\":{\"session_id\":\"abc\"}}}");
+	TAP_OK(r && strstr(json_dumps_tmp(r), "no session 'abc'"),
+	       "close_session on an unknown session: a tool error");
+	r = one(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"create_session\",\"arguments\":{\"idle_timeout\":\"soon\"}}}");
+	TAP_OK(r && strstr(json_dumps_tmp(r), "idle_timeout") &&
+		       json_is_true(json_object_get(json_object_get(r, "result"), "isError")),
+	       "create_session with an idle_timeout that does not parse: a tool error naming it");
 
 	snprintf(
 		line, sizeof(line),
