@@ -36,7 +36,6 @@
 #include "../warm/warm.h"
 #include "api-private.h"
 
-
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
