@@ -56,10 +56,13 @@ struct mcp_policy {
 	bool cap_set[AB_LIM_COUNT];
 	uint64_t cap[AB_LIM_COUNT]; /* in the limit's base unit (ms, bytes, milli-cores...) */
 	char *env_dir;              /* a dependency environment mounted into every run */
-	int keep_runs;              /* retention: at most this many kept runs */
-	uint64_t keep_ms;           /* retention: none older than this */
-	uint64_t ws_ttl_ms;         /* workspace TTL (default and maximum) */
-	uint64_t ws_bytes;          /* workspace size cap */
+	/* packages on request (docs/requirements.md): the operator's policy, handed to the
+	 * library's context as is (its key: the option's name with '_' for '-') */
+	struct strv req_policy; /* "key=value" */
+	int keep_runs;          /* retention: at most this many kept runs */
+	uint64_t keep_ms;       /* retention: none older than this */
+	uint64_t ws_ttl_ms;     /* workspace TTL (default and maximum) */
+	uint64_t ws_bytes;      /* workspace size cap */
 	int max_workspaces;
 	uint64_t file_bytes;  /* one inline file of run_code / create_workspace */
 	uint64_t files_bytes; /* all inline files of one call */

@@ -151,6 +151,15 @@ static const char usage_text[] =
 	"  --cap LIMIT=VALUE      the most a call may ask for (timeout=120s, memory=1G, pids=128,\n"
 	"                         cpus=1, output-limit=1M, ...); also the default when lower\n"
 	"  --env-dir DIR          a dependency environment (agentbox prepare) for every run\n"
+	"                         without requirements\n"
+	"  --requirements allow|deny  may runs and sessions ask for packages (default allow;\n"
+	"                         docs/requirements.md)\n"
+	"  --allow-packages LIST  only these packages (names, comma-separated)\n"
+	"  --max-requirements N   at most N a call (default 32)\n"
+	"  --install-timeout DUR  an install's timeout (default 10m)\n"
+	"  --index-url URL        the package index (fixed: calls may not name another)\n"
+	"  --find-links DIR       Python: a directory of wheels to install from\n"
+	"  --cache-max SIZE       the environment cache's cap (default 4G)\n"
 	"  --keep-runs N          keep at most N runs (default 200)\n"
 	"  --keep-for DURATION    remove runs older than this (default 24h)\n"
 	"  --workspace-ttl DUR    longest workspace lifetime (default 24h)\n"
@@ -245,6 +254,27 @@ policy_set(struct mcp_policy *p, const char *name, const char *v, char *msg, siz
 	} else if (strcmp(name, "env-dir") == 0) {
 		free(p->env_dir);
 		p->env_dir = xstrdup(v);
+	} else if (strcmp(name, "requirements") == 0 || strcmp(name, "allow-packages") == 0 ||
+		   strcmp(name, "max-requirements") == 0 || strcmp(name, "install-timeout") == 0 ||
+		   strcmp(name, "index-url") == 0 || strcmp(name, "find-links") == 0 ||
+		   strcmp(name, "cache-max") == 0) {
+		cleanup_free char *key = xstrdup(name);
+		uint64_t x;
+
+		for (char *c = key; *c; c++)
+			if (*c == '-')
+				*c = '_';
+		if (strcmp(name, "requirements") == 0 && strcmp(v, "allow") != 0 &&
+		    strcmp(v, "deny") != 0)
+			r = -EINVAL;
+		else if (strcmp(name, "max-requirements") == 0)
+			r = units_parse_count(v, &x);
+		else if (strcmp(name, "install-timeout") == 0)
+			r = units_parse_duration_ms(v, &x);
+		else if (strcmp(name, "cache-max") == 0)
+			r = units_parse_size(v, &x);
+		if (r == 0)
+			strv_pushf(&p->req_policy, "%s=%s", key, v);
 	} else if (strcmp(name, "keep-runs") == 0) {
 		r = set_count(v, &p->keep_runs);
 	} else if (strcmp(name, "keep-for") == 0) {
@@ -1832,6 +1862,7 @@ mcp_done(struct mcp *m)
 	m->pool = NULL;
 	free(m->pol.state_dir);
 	free(m->pol.env_dir);
+	strv_done(&m->pol.req_policy);
 	strv_done(&m->pol.preimport[0]);
 	strv_done(&m->pol.preimport[1]);
 	for (int *fd = &m->state_fd; fd <= &m->staging_fd; fd++)
@@ -1935,6 +1966,13 @@ parse_options(struct mcp *m, int argc, char **argv)
 		{ "languages", required_argument, NULL, 0 },
 		{ "cap", required_argument, NULL, 0 },
 		{ "env-dir", required_argument, NULL, 0 },
+		{ "requirements", required_argument, NULL, 0 },
+		{ "allow-packages", required_argument, NULL, 0 },
+		{ "max-requirements", required_argument, NULL, 0 },
+		{ "install-timeout", required_argument, NULL, 0 },
+		{ "index-url", required_argument, NULL, 0 },
+		{ "find-links", required_argument, NULL, 0 },
+		{ "cache-max", required_argument, NULL, 0 },
 		{ "keep-runs", required_argument, NULL, 0 },
 		{ "keep-for", required_argument, NULL, 0 },
 		{ "workspace-ttl", required_argument, NULL, 0 },
@@ -2015,6 +2053,11 @@ server_start(struct mcp *m, struct loop *l)
 		 * record together, so the library prunes nothing of these runs on its own */
 		(void) ab_context_set(ctx, "keep_runs", "0");
 		(void) ab_context_set(ctx, "keep_age", "0");
+		STRV_FOREACH (kv, &m->pol.req_policy) {
+			cleanup_free char *k = xstrndup(*kv, strcspn(*kv, "="));
+
+			(void) ab_context_set(ctx, k, *kv + strlen(k) + 1);
+		}
 	}
 	if (m->pol.warm_slots > 0 && warm_start(m) < 0)
 		return 125;

@@ -162,6 +162,18 @@ obj_schema(json_t *props, const char *req1, const char *req2)
 	return s;
 }
 
+/* Packages on request (docs/requirements.md). */
+static json_t *
+requirements_schema(void)
+{
+	return json_pack("{s:s, s:{s:s}, s:i, s:s}", "type", "array", "items", "type", "string",
+			 "maxItems", 256, "description",
+			 "packages the code needs, installed before it runs (the sandbox itself "
+			 "has no network, so pip/npm install inside fails): pip requirement "
+			 "specifiers for Python ('requests==2.31.0', 'pandas'), NAME@RANGE for "
+			 "Node ('is-number@7.0.0'). The same set again is served from a cache.");
+}
+
 static void
 session_tools(const struct mcp *m, json_t *tools)
 {
@@ -185,6 +197,7 @@ session_tools(const struct mcp *m, json_t *tools)
 					"memory, pids, disk and the others bind the whole session. "
 					"They can only lower the server's caps."));
 	json_decref(dur);
+	json_object_set_new(in, "requirements", requirements_schema());
 	json_array_append_new(
 		tools,
 		tool("create_session", "Start a session",
@@ -239,6 +252,7 @@ mcp_tools_list(const struct mcp *m)
 		"how long to wait before answering status \"running\" with the run id (then "
 		"call wait_run); default: the server's");
 
+	json_object_set_new(run_in, "requirements", requirements_schema());
 	json_object_set_new(run_in, "session_id",
 			    str_schema("run the code as a cell of this session (create_session): "
 				       "its variables, imports and files stay for the next cell; "
@@ -1169,8 +1183,8 @@ duration_arg(json_t *v, const char *key, json_t **err)
 static void
 create_session(struct mcp *m, const struct mcp_req *req, json_t *args)
 {
-	static const char *const keys[] = { "language",     "limits",       "env", "files",
-					    "idle_timeout", "max_lifetime", NULL };
+	static const char *const keys[] = { "language",     "limits",       "env",          "files",
+					    "idle_timeout", "max_lifetime", "requirements", NULL };
 	json_t *err = NULL, *spec = NULL, *limits, *ses = json_object(), *inputs = json_array();
 	json_t *files = json_object_get(args, "files");
 	const char *lang;
@@ -1199,7 +1213,9 @@ create_session(struct mcp *m, const struct mcp_req *req, json_t *args)
 	spec = json_pack("{s:s, s:o, s:O}", "language", lang, "limits", limits, "session", ses);
 	if (json_object_get(args, "env"))
 		json_object_set(spec, "env", json_object_get(args, "env"));
-	if (m->pol.env_dir)
+	if (json_object_get(args, "requirements"))
+		json_object_set(spec, "requirements", json_object_get(args, "requirements"));
+	else if (m->pol.env_dir)
 		json_object_set_new(spec, "env_dir", json_string(m->pol.env_dir));
 	/* checked now, as the library will: a mistake is the caller's, answered at once */
 	if (!(s = ab_spec_from_jansson(spec, &e))) {
@@ -1299,8 +1315,9 @@ fail:
 static void
 run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 {
-	static const char *const keys[] = { "language", "code",   "files",        "args",   "stdin",
-					    "env",      "limits", "workspace_id", "wait_s", NULL };
+	static const char *const keys[] = { "language", "code",         "files",  "args",
+					    "stdin",    "env",          "limits", "workspace_id",
+					    "wait_s",   "requirements", NULL };
 	json_t *err = NULL, *spec = NULL, *limits, *inputs = json_array();
 	const char *lang, *code, *stdin_data, *ws;
 	uint64_t wait_ms;
@@ -1348,7 +1365,10 @@ run_code(struct mcp *m, const struct mcp_req *req, json_t *args)
 		json_object_set(spec, "env", json_object_get(args, "env"));
 	if (stdin_data)
 		json_object_set(spec, "stdin_data", json_object_get(args, "stdin"));
-	if (m->pol.env_dir)
+	/* packages on request: their own environment instead of the operator's --env-dir */
+	if (json_object_get(args, "requirements"))
+		json_object_set(spec, "requirements", json_object_get(args, "requirements"));
+	else if (m->pol.env_dir)
 		json_object_set_new(spec, "env_dir", json_string(m->pol.env_dir));
 	/* checked as the library will check it, now: a wrong type in args or env, code or stdin
 	 * larger than a run takes, are the caller's, answered on arrival */

@@ -20,6 +20,11 @@ warm_refusal(const struct ab_run_opts *o)
 		return "the run has --workspace DIR";
 	if (o->dry_run)
 		return "a dry run";
+	if (o->session)
+		return "a session (its sandbox is its own)";
+	/* installed before the run by the run's own supervisor (requirements.c), not a slot's */
+	if (o->requirements.n)
+		return "requirements";
 	/* RLIMIT_CPU, its backstop, would count the interpreter's start and pre-imports */
 	if (o->limits[AB_LIM_CPU_TIME_MS].value > 0)
 		return "a --cpu-time limit (its rlimit backstop would count the slot's start)";

@@ -651,6 +651,44 @@ async function issue25Tests() {
     await client.close();
 }
 
+// issue 28: packages on request, through run_code and create_session
+async function requirementsTests() {
+    const fs = require('fs');
+    const path = require('path');
+    const cacheEnv = { ...serverEnv(), AGENTBOX_CACHE_DIR: path.join(STATE, '..', 'mcp-envs') };
+    fs.mkdirSync(cacheEnv.AGENTBOX_CACHE_DIR, { recursive: true, mode: 0o700 });
+    const start = async (extra) => {
+        const transport = new StdioClientTransport({ command: AGENTBOX, args: ['mcp', '--state-dir', STATE, ...extra], env: cacheEnv, stderr: 'pipe' });
+        const client = new Client({ name: 'agentbox-test', version: '1.0.0' });
+        await client.connect(transport);
+        return client;
+    };
+    let client = await start([]);
+    const tools = (await client.listTools()).tools;
+    const rc = tools.find((t) => t.name === 'run_code');
+    const cs = tools.find((t) => t.name === 'create_session');
+    ok(rc.inputSchema.properties.requirements && cs.inputSchema.properties.requirements, 'run_code and create_session take requirements');
+    const code = "const isNumber = require('is-number'); console.log('isNumber', isNumber(5))";
+    let r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code, requirements: ['is-number@7.0.0'] } });
+    ok(!r.isError && /isNumber true/.test(sc(r).stdout && sc(r).stdout.text), 'run_code with requirements: the module loads', { text: ttext(r).slice(0, 400) });
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code: "console.log(require('is-number')(1))", requirements: ['is-number@7.0.0'] } });
+    ok(!r.isError && /true/.test(sc(r).stdout && sc(r).stdout.text), 'run_code with the same requirements again (cached)', { text: ttext(r).slice(0, 300) });
+    const ses = await client.callTool({ name: 'create_session', arguments: { language: 'node', requirements: ['is-number@7.0.0'] } });
+    const sid = sc(ses).session_id;
+    r = sid ? await client.callTool({ name: 'run_code', arguments: { session_id: sid, code: "require('is-number')(2)" } }) : null;
+    ok(r && !r.isError && /true/.test(ttext(r)), 'create_session with requirements: a cell loads the module', { ses: ttext(ses).slice(0, 300), r: r && ttext(r).slice(0, 300) });
+    if (sid) await client.callTool({ name: 'close_session', arguments: { session_id: sid } });
+    await client.close();
+    client = await start(['--requirements', 'deny']);
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code, requirements: ['is-number@7.0.0'] } });
+    ok(r.isError === true && /requirements=deny/.test(ttext(r)), 'agentbox mcp --requirements deny: a call with requirements is a tool error naming the rule', ttext(r).slice(0, 300));
+    await client.close();
+    client = await start(['--allow-packages', 'lodash']);
+    r = await client.callTool({ name: 'run_code', arguments: { language: 'node', code, requirements: ['is-number@7.0.0'] } });
+    ok(r.isError === true && /allow-list/.test(ttext(r)) && /is-number/.test(ttext(r)), 'agentbox mcp --allow-packages: another package is refused, named', ttext(r).slice(0, 300));
+    await client.close();
+}
+
 // issue 27: sessions -- one live sandbox per session, cells as in a notebook
 const ttext = (r) => (r.content && r.content[0] && r.content[0].text) || '';
 const psCount = (pat) => spawnSync('sh', ['-c', `ps -eo args | grep -c "${pat}"`], { encoding: 'utf8' }).stdout.trim();
@@ -865,6 +903,7 @@ async function signalTest() {
     try {
         await sdkTests();
         await sessionTests();
+        await requirementsTests();
         await rawTests();
         await budgetTests();
         stateDirTests();
