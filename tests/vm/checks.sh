@@ -159,6 +159,23 @@ is "$rc/$(jq -r '[.limits.memory.mechanism, .limits.pids.mechanism] | join("|")'
     "$who: prepare's install sandbox has its cgroup v2 limits"
 [ "$rc" = 0 ] || sed 's/^/#   /' "$W/$who.err"
 
+# a session (issue 27), as the user in a login session: state kept across cells, and its
+# memory limit (cgroup v2, in its own scope) binding the whole session
+cat >"$W/ses.in" <<'CELLS'
+{"spec": {"language": "python", "limits": {"memory": "128M"}}}
+{"cell": {"code": "x = 1"}}
+{"cell": {"code": "x += 1; x"}}
+{"cell": {"code": "a = bytearray(200 << 20)"}}
+{"close": {}}
+CELLS
+chmod 644 "$W/ses.in"
+as session "$A session --jsonl <$W/ses.in >$W/ses.out 2>$W/ses.err"
+is "$(jq -r 'select(.cell.id == 2) | .cell.result.text' "$W/ses.out" 2>/dev/null)" 2 \
+    "session: x = 1 then x += 1; x -> 2"
+is "$(jq -r 'select(.cell.id == 3) | .cell.status' "$W/ses.out" 2>/dev/null)/$(jq -r 'select(.closed) | .closed.limits.memory.mechanism' "$W/ses.out" 2>/dev/null)" \
+    "lost/cgroup v2 memory.max, memory.swap.max=0" \
+    "session: its cgroup v2 memory limit binds across cells (200M in 128M: lost)"
+
 # systemd's own cgroups are as they were: nothing enabled in them, nothing of ours left
 cg_state >"$W/cg.after"
 changed=$(join "$W/cg.before" "$W/cg.after" | awk '$2 != $3')
