@@ -135,11 +135,11 @@ cmp_str(const void *a, const void *b)
 /* The file prepare installs from, in dir: its content is the cache key, so it is written in
  * one canonical form (sorted, the index in it). Returns its path (malloc'd) or NULL. */
 static char *
-write_request_file(const struct ab_run_opts *o, bool node, const char *dir, const char *url,
-		   const char *links)
+write_request_file(const struct ab_run_opts *o, bool node, const char *dir, int dfd,
+		   const char *url, const char *links)
 {
-	cleanup_free char *path =
-		xasprintf("%s/%s", dir, node ? "package.json" : "requirements.txt");
+	const char *file = node ? "package.json" : "requirements.txt";
+	cleanup_free char *path = xasprintf("%s/%s", dir, file);
 	struct strv sorted = { 0 };
 	cleanup_free char *text = NULL;
 	int fd;
@@ -175,7 +175,7 @@ write_request_file(const struct ab_run_opts *o, bool node, const char *dir, cons
 		strv_done(&lines);
 	}
 	strv_done(&sorted);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(dfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	ok = fd >= 0 && text && write_all(fd, text, strlen(text)) == 0 &&
 	     write_all(fd, "\n", 1) == 0;
 	if (fd >= 0)
@@ -404,6 +404,7 @@ requirements_resolve(struct ab_run_opts *o, struct ab_record *res, int *ret_lock
 	const char *links = o->req_find_links ? o->req_find_links : c->find_links;
 	char tmpl[] = "/tmp/agentbox-req-XXXXXX";
 	cleanup_free char *reqfile = NULL;
+	cleanup_fd int dfd = -1;
 	json_t *req, *ans, *result;
 	const char *env;
 	int64_t t0 = now_ms();
@@ -425,7 +426,10 @@ requirements_resolve(struct ab_run_opts *o, struct ab_record *res, int *ret_lock
 		return r;
 	if (!mkdtemp(tmpl))
 		return ab_err_set(err, -errno, "mkdtemp: %s", strerror(errno));
-	reqfile = write_request_file(o, node, tmpl, url, node ? NULL : links);
+	/* ours, 0700: everything in it by its fd */
+	dfd = open(tmpl, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	reqfile =
+		dfd >= 0 ? write_request_file(o, node, tmpl, dfd, url, node ? NULL : links) : NULL;
 	if (!reqfile) {
 		r = ab_err_set(err, -EIO, "write the requirements for the install");
 		goto out;
@@ -486,8 +490,10 @@ requirements_resolve(struct ab_run_opts *o, struct ab_record *res, int *ret_lock
 	json_decref(ans);
 	r = 0;
 out:
-	if (reqfile)
-		(void) unlink(reqfile);
-	(void) rmdir(tmpl);
+	if (dfd >= 0) {
+		(void) unlinkat(dfd, "requirements.txt", 0);
+		(void) unlinkat(dfd, "package.json", 0);
+	}
+	(void) rmdir(tmpl); /* the directory mkdtemp made for us, empty now */
 	return r;
 }
