@@ -28,7 +28,7 @@ check "the header is installed" test -f "$STAGE$PREFIX/include/agentbox/agentbox
 MAN=$STAGE$PREFIX/share/man/man1/agentbox.1
 check "the man page is installed" test -f "$MAN"
 # it covers every command and every option each command's --help lists
-for _c in run prepare doctor collect rm gc version help mcp; do
+for _c in run session prepare doctor collect rm gc version help mcp; do
     check "man page: command $_c" grep -q "fB\(agentbox \)\?$_c\b" "$MAN"
     for _o in $("$AGENTBOX" "$_c" --help 2>/dev/null | grep -o -- '--[a-z][a-z-]*' | sort -u); do
         check "man page: $_c $_o" grep -q -- "fB$_o\b" "$MAN"
