@@ -3,6 +3,8 @@
 # user. As root, "user" creates a throwaway system user, stages the binaries and tests in a
 # world-readable temp dir (the checkout may be under /root), runs the test as that user, and
 # removes the user and the stage afterwards. TAP on stdout.
+# AB_TEST_LOCK (root only): a file to hold a lock on (flock) while the test runs, for tests that
+# run beside others but must not beside each other (tests/meson.build says which and why).
 set -eu
 who=$1
 test=$2
@@ -13,6 +15,9 @@ root)
     if [ "$(id -u)" -ne 0 ]; then
         echo "1..0 # SKIP $name: the root variant needs root"
         exit 0
+    fi
+    if [ -n "${AB_TEST_LOCK:-}" ]; then
+        exec flock "$AB_TEST_LOCK" sh "$test"
     fi
     exec sh "$test"
     ;;
