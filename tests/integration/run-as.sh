@@ -3,6 +3,12 @@
 # user. As root, "user" creates a throwaway system user, stages the binaries and tests in a
 # world-readable temp dir (the checkout may be under /root), runs the test as that user, and
 # removes the user and the stage afterwards. TAP on stdout.
+# Tests run two at a time (tests/meson.build), each variant with binaries of its own: as root,
+# the build's; as the throwaway user, staged copies. Locks (flock, files named by meson):
+#   AB_TEST_LOCK    held by the root variant of tests that must not run beside each other
+#                   with the build's binaries (tests/meson.build says which and why)
+#   AB_SERIAL_LOCK  held by every "user" variant run by a caller who is not root: they all run
+#                   as that caller, with the build's binaries, so one at a time
 set -eu
 who=$1
 test=$2
@@ -14,10 +20,16 @@ root)
         echo "1..0 # SKIP $name: the root variant needs root"
         exit 0
     fi
+    if [ -n "${AB_TEST_LOCK:-}" ]; then
+        exec flock "$AB_TEST_LOCK" sh "$test"
+    fi
     exec sh "$test"
     ;;
 user)
     if [ "$(id -u)" -ne 0 ]; then
+        if [ -n "${AB_SERIAL_LOCK:-}" ]; then
+            exec flock "$AB_SERIAL_LOCK" sh "$test"
+        fi
         exec sh "$test"
     fi
     ;;
