@@ -244,6 +244,17 @@ class _Invocation:
             spec["stdin"] = p
         elif stdin is not None:
             spec["stdin"] = os.path.abspath(os.fspath(stdin))  # type: ignore[arg-type]
+        self._common(spec, env, limits, timeout, files, workspace, collect)
+        spec.update(reqs)
+        if options:
+            spec.update(options)
+        return spec
+
+    def _common(self, spec: Dict[str, Any], env: Optional[Mapping[str, str]],
+                limits: Optional[Mapping[str, Any]], timeout: Optional[float],
+                files: Union[Mapping[str, FileContent], Iterable[PathLike], None],
+                workspace: Optional[PathLike], collect: Union[PathLike, bool, None]) -> None:
+        """What a run's and a session's specs share: env, limits, inputs, where files go."""
         if env:
             spec["env"] = {str(k): str(v) for k, v in env.items()}
         lim = {str(k).replace("_", "-"): v for k, v in (limits or {}).items()}
@@ -267,10 +278,6 @@ class _Invocation:
             self.owned = tempfile.mkdtemp(prefix="agentbox-bwrap-out-")
             spec["collect"] = self.owned
             self.files_dir = self.owned
-        spec.update(reqs)
-        if options:
-            spec.update(options)
-        return spec
 
     def _inputs(self, files: Union[Mapping[str, FileContent], Iterable[PathLike]]) -> List[str]:
         if isinstance(files, (str, bytes)) or hasattr(files, "__fspath__"):

@@ -198,8 +198,6 @@ class _SessionSpec(_Invocation):
                       idle_timeout: Duration, max_lifetime: Duration,
                       env_dir: Optional[PathLike], collect: Union[PathLike, bool, None],
                       options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-        import tempfile
-
         if language not in ("python", "node"):
             raise ValueError("language must be 'python' or 'node', not %r" % (language,))
         ses: Dict[str, Any] = {}
@@ -209,26 +207,9 @@ class _SessionSpec(_Invocation):
             ses["max_lifetime"] = _duration("max_lifetime", max_lifetime)
         spec: Dict[str, Any] = {"spec_version": 1, "language": language, "rm": True,
                                 "session": ses or True}
-        if env:
-            spec["env"] = {str(k): str(v) for k, v in env.items()}
-        lim = {str(k).replace("_", "-"): v for k, v in (limits or {}).items()}
-        if timeout is not None:
-            lim["timeout"] = timeout
-        if lim:
-            spec["limits"] = lim
-        if files is not None:
-            spec["inputs"] = self._inputs(files)
+        self._common(spec, env, limits, timeout, files, None, collect)
         if env_dir is not None:
             spec["env_dir"] = os.path.abspath(os.fspath(env_dir))
-        if collect is True:
-            raise TypeError("collect is a directory, or False for no files out")
-        if collect is not None and collect is not False:
-            spec["collect"] = os.path.abspath(os.fspath(collect))
-            self.files_dir = spec["collect"]
-        elif collect is None:
-            self.owned = tempfile.mkdtemp(prefix="agentbox-bwrap-out-")
-            spec["collect"] = self.owned
-            self.files_dir = self.owned
         if options:
             spec.update(options)
         return spec
