@@ -334,6 +334,15 @@ memwatch_kobj_attach(struct ab_memwatch *mw)
 	netns = openat(mw->proc_fd, "1/ns/net", O_RDONLY | O_CLOEXEC);
 	if (netns < 0)
 		return -errno;
+	/* the sandbox's network namespace is never ours (agentbox-init checks the same, but
+	 * this may come first: a bwrap that shared it gets the same answer either way) */
+	{
+		struct stat a, b;
+
+		if (!mw->share_net && fstat(netns, &a) == 0 && stat("/proc/self/ns/net", &b) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return -EXDEV;
+	}
 	return diag_open(mw, netns);
 }
 

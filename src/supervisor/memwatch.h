@@ -79,6 +79,7 @@ struct ab_memwatch {
 	uid_t read_uid; /* started as root: smaps are read with this fsuid (the sandbox
 			 * user), so no CAP_SYS_PTRACE is needed; (uid_t) -1: as we are */
 	bool check_fs;  /* the fds must be a procfs and tmpfs mounts (off in unit tests) */
+	bool share_net; /* the sandbox shares our network namespace (prepare); else it must not */
 	bool attached;
 	bool over;           /* a precise count passed the limit: the run must end */
 	uint64_t over_bytes; /* that count */

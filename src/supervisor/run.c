@@ -534,6 +534,7 @@ spawn_memwatch(struct run *run, struct ab_err *err)
 	/* the workspace and prepare's environment are tmpfs of ours: they count too (/tmp and
 	 * /dev/shm come from agentbox-init) */
 	memwatch_init(&run->mw, c->lp.memwatch_bytes);
+	run->mw.share_net = c->plan.share_net;
 	if (c->drop)
 		run->mw.read_uid = c->sb_uid;
 	r = c->tmpfs_mounted ? memwatch_add_tmpfs(&run->mw, c->work_fd) : 0;
@@ -581,6 +582,7 @@ spawn_confine(struct run *run, struct ab_err *err)
 		return spawn_memwatch(run, err);
 	if (c->lp.sockguard && c->cg_made && c->cg.dirfd[0] >= 0) { /* v1: memory */
 		memwatch_init(&run->mw, c->lp.memwatch_bytes);
+		run->mw.share_net = c->plan.share_net;
 		r = memwatch_set_cgroup(&run->mw, c->cg.dirfd[0]);
 		if (r < 0)
 			return ab_err_set(err, r, "memory: cannot watch the run's cgroup: %s",
@@ -671,10 +673,12 @@ outcome_failure(struct run *run, struct ab_err *err)
 	if (!oc->started)
 		return ab_err_set(err, -oc->exec_errno, "could not start bwrap: %s: %s",
 				  oc->exec_what, strerror(oc->exec_errno));
-	if (oc->init_setup_failed &&
-	    strncmp(oc->init_text, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) {
-		r = ab_err_set(err, -oc->init_errno,
-			       "the sandbox is not isolated from the network: %s", oc->init_text);
+	if ((oc->init_setup_failed &&
+	     strncmp(oc->init_text, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) ||
+	    strncmp(oc->memwatch_error, AB_NETCHECK_PREFIX, strlen(AB_NETCHECK_PREFIX)) == 0) {
+		/* agentbox-init's check, or the memory watchdog's when it looked first */
+		r = ab_err_set(err, -EPERM, "the sandbox is not isolated from the network: %s",
+			       oc->init_setup_failed ? oc->init_text : oc->memwatch_error);
 		ab_err_fix(err, "nothing ran; check that AGENTBOX_BWRAP is a real bwrap that "
 				"unshares the network (agentbox doctor), and report a bug");
 		return r;
@@ -695,8 +699,19 @@ outcome_failure(struct run *run, struct ab_err *err)
 		msg[n] = '\0';
 		while (n > 0 && msg[n - 1] == '\n')
 			msg[--n] = '\0';
-		r = ab_err_set(err, -EIO, "bubblewrap failed to set up the sandbox: %s",
-			       n ? msg : "no message");
+		if (n)
+			r = ab_err_set(err, -EIO, "bubblewrap failed to set up the sandbox: %s",
+				       msg);
+		else if (oc->bwrap_reaped && WIFSIGNALED(oc->bwrap_wstatus))
+			r = ab_err_set(err, -EIO,
+				       "bubblewrap failed to set up the sandbox: no message (it "
+				       "was killed by signal %d)",
+				       WTERMSIG(oc->bwrap_wstatus));
+		else
+			r = ab_err_set(err, -EIO,
+				       "bubblewrap failed to set up the sandbox: no message (exit "
+				       "status %d)",
+				       oc->bwrap_reaped ? WEXITSTATUS(oc->bwrap_wstatus) : -1);
 		host_probe_forget(run->cache_fd, run->c.drop ? run->c.sb_uid : geteuid());
 		ab_err_fix(err, "run `agentbox doctor`");
 		return r;

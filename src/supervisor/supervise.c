@@ -26,6 +26,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include "../init/netcheck.h"
 #include "../util/fdclose.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
@@ -608,6 +609,11 @@ memwatch_receive(int *sock, struct ab_memwatch *mw, char *why, size_t whysize)
 		r = memwatch_attach(mw, fds[0], now_ms()); /* owns fds[0] from here */
 	else
 		(void) close(fds[0]);
+	if (r == -EXDEV) {
+		snprintf(why, whysize, AB_NETCHECK_PREFIX "%s",
+			 "the sandbox shares agentbox's own network namespace");
+		return r;
+	}
 	if (r < 0) {
 		snprintf(why, whysize, "cannot measure the sandbox: %s", strerror(-r));
 		return r;

@@ -265,6 +265,32 @@ check "a bwrap that shares the network: the message says why" \
     jqe '.message | test("not isolated from the network.*shares agentbox.s own network namespace")'
 refute "a bwrap that shares the network: the script never ran" has DONE
 
+# The same bwrap, seen first by the memory watchdog (unprivileged: the watchdog's /proc comes
+# before agentbox-init's own check; on a loaded machine it often looked first, killed the run,
+# and the report said "bubblewrap failed ... no message"). A stand-in PID 1 hands the watchdog
+# its fds and never checks anything: the watchdog's own check must refuse the run, saying why.
+cat >"$WORK/init-handover-only" <<'EOF'
+#!/usr/bin/python3
+import os, socket, sys, time
+a = sys.argv
+if "--memwatch-fd" in a:
+    s = socket.socket(fileno=int(a[a.index("--memwatch-fd") + 1]))
+    fds = [os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in ("/proc", "/tmp", "/dev/shm")]
+    socket.send_fds(s, [b"M"], fds)
+    s.close()
+time.sleep(3)
+EOF
+chmod 755 "$WORK/init-handover-only"
+if as_user; then
+    AGENTBOX_INIT=$WORK/init-handover-only AGENTBOX_BWRAP=$WORK/bwrap-sharenet abb 60 "$WORK/loop.py" "$TPORT"
+    is "$rc" 125 "a bwrap that shares the network, seen by the memory watchdog: refused (exit 125)"
+    check "... the message says why" \
+        jqe '.message | test("not isolated from the network.*shares agentbox.s own network namespace")'
+    refute "... the script never ran" has DONE
+else
+    skip "a bwrap that shares the network, seen by the memory watchdog" "as root the run's memory is its cgroup's: no watchdog"
+fi
+
 # issue 24: the host's namespace inode reaches agentbox-init through its environment, which it
 # clears before the script starts: the script's /proc/1/cmdline and environment do not have it.
 cat >"$WORK/cmdline.py" <<'EOF'
