@@ -122,7 +122,7 @@ tap_passed() {
         ok "$1: $2 passes inside ($_okn ok, $_skn of them skips)"
     else
         not_ok "$1: $2 passes inside" "rc $(out "$1" "$2.rc"), $_bad not ok" \
-            "$(grep -E '^not ok|^Bail' "$_f" 2>/dev/null | head -n 8)" \
+            "$(grep -A3 -E '^not ok|^Bail' "$_f" 2>/dev/null | grep -E '^not ok|^Bail|^#' | head -n 16)" \
             "$(tail -n 3 "$WORK/$1/$2.err" 2>/dev/null)"
     fi
 }
