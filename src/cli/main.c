@@ -16,6 +16,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
+#include "../lib/api-private.h"
 #include "../mcp/mcp.h"
 #include "../spec/options.h"
 #include "../spec/record.h"
@@ -23,6 +24,7 @@
 #include "../spec/spec.h"
 #include "../spec/units.h"
 #include "../spec/words.h"
+#include "../supervisor/entry.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/proc.h"
@@ -579,6 +581,9 @@ cmd_run(int argc, char **argv)
 	tty = isatty(STDERR_FILENO);
 	o.progress = tty && o.summary >= 0;
 	ctx = ab_context_new(NULL);
+	/* this process has one thread and nothing to protect: the run's supervisor is a fork
+	 * of it, not an exec (api-private.h) */
+	api_context_inprocess(ctx, supervisor_main);
 	if (!spec) {
 		json_t *j = spec_build(&o);
 

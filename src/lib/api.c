@@ -138,8 +138,9 @@ ab_error_free(ab_error *e)
 
 struct ab_context {
 	struct ab_cfg cfg;
-	struct strv sanitizer_env; /* ASAN_OPTIONS etc., passed on to supervisors */
-	bool flag_words;           /* the command line's: reports name its flags (words.h) */
+	struct strv sanitizer_env;      /* ASAN_OPTIONS etc., passed on to supervisors */
+	bool flag_words;                /* the command line's: reports name its flags (words.h) */
+	int (*inprocess)(int, char **); /* api_context_inprocess: the command line's runs */
 };
 
 AB_EXPORT ab_context *
@@ -204,6 +205,12 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+void
+api_context_inprocess(ab_context *ctx, int (*fn)(int argc, char **argv))
+{
+	ctx->inprocess = fn;
 }
 
 bool
@@ -607,6 +614,36 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 	_exit(code);
 }
 
+/* The command line's supervisor (api_context_inprocess), in the child of a single-threaded
+ * caller: the same fds and signal state child_exec gives the program, a clean environment
+ * (env), then the supervisor's code without an exec. exit(), not _exit(): the caller flushed
+ * its stdio before the fork, and a sanitized build checks the supervisor's leaks at exit as
+ * the program's. */
+static _Noreturn void
+inprocess_child(int (*fn)(int, char **), char *const argv[], char *const envp[], const int src[7])
+{
+	unsigned first = src[6] >= 0 ? 7 : 6;
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	for (int s = 1; s < NSIG; s++)
+		(void) sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	(void) sigprocmask(SIG_SETMASK, &none, NULL);
+	for (unsigned i = 0; i < first; i++)
+		if (dup2(src[i], (int) i) < 0)
+			_exit(127);
+	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
+		for (int fd = (int) first; fd < 65536; fd++)
+			(void) close(fd);
+	if (clearenv() != 0)
+		_exit(127);
+	for (size_t i = 0; envp[i]; i++)
+		if (putenv(envp[i]) != 0)
+			_exit(127);
+	exit(fn(2, (char **) argv));
+}
+
 /* Starts `agentbox-supervisor mode` with the request (config + body). */
 static ab_run_handle *
 start(ab_context *ctx, const char *mode, const char *body_key, const json_t *body, const ab_io *io,
@@ -673,7 +710,19 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 		ca.flags = CLONE_PIDFD;
 		ca.pidfd = (uint64_t) (uintptr_t) &pidfd;
 		ca.exit_signal = 0; /* no SIGCHLD for the caller; waitpid(-1) never reaps it */
-		mid = syscall(SYS_clone3, &ca, sizeof(ca));
+		if (ctx->inprocess) {
+			/* glibc's fork, not a raw clone: the child runs the whole supervisor
+			 * (its thread's TID and the fork handlers must be its own); SIGCHLD
+			 * is harmless to the command line. Nothing buffered is written twice. */
+			(void) fflush(NULL);
+			mid = fork();
+			if (mid == 0)
+				inprocess_child(ctx->inprocess, argv, strv_array(&env), src);
+			if (mid > 0)
+				pidfd = (int) syscall(SYS_pidfd_open, (pid_t) mid, 0);
+		} else {
+			mid = syscall(SYS_clone3, &ca, sizeof(ca));
+		}
 		if (mid < 0 && errno == ENOSYS) {
 			/* no clone3 (an old kernel, or valgrind): the same with clone(2), exit
 			 * signal 0 in its flags, the pidfd opened after */
@@ -686,7 +735,9 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	}
 	strv_done(&env);
 	(void) close(pp[1]);
-	if (mid >= 0 && read(pp[0], &sup, sizeof(sup)) != (ssize_t) sizeof(sup))
+	if (mid > 0 && ctx->inprocess)
+		sup = (int) mid; /* no intermediate: the child is the supervisor */
+	else if (mid >= 0 && read(pp[0], &sup, sizeof(sup)) != (ssize_t) sizeof(sup))
 		sup = -EIO;
 	(void) close(pp[0]);
 	if (mid < 0 || sup < 0) {
@@ -705,7 +756,8 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	r->pidfd = pidfd;
 	/* the supervisor is the intermediate's child, which reaps it only when it ends: its
 	 * pid cannot be reused while we hold on, so this pidfd names it or nothing */
-	r->sup_pidfd = (int) syscall(SYS_pidfd_open, sup, 0);
+	r->sup_pidfd = ctx->inprocess ? fcntl(pidfd, F_DUPFD_CLOEXEC, 3)
+				      : (int) syscall(SYS_pidfd_open, sup, 0);
 	return r;
 }
 
