@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include "../fs/hostfs.h"
@@ -131,42 +132,41 @@ write_file_at(int dirfd, const char *name, const char *text, uid_t owner, gid_t 
  * tmpfs is 2 MiB; the curated files total about 200 KiB on Debian 12). */
 #define ETC_COPY_MAX (128 * 1024)
 
-/* Copies the file open on fd (fstat st) to a new `name` below efd. -EAGAIN: it grew past
- * ETC_COPY_MAX while read, nothing left behind, bind it instead. */
+/* Copies the file open on fd (fstat st) to a new `name` below efd, kernel to kernel
+ * (sendfile: no buffer of ours to fault in and unmap). -EAGAIN: it grew past ETC_COPY_MAX
+ * while read, nothing left behind, bind it instead. */
 static int
 copy_small_file(int efd, const char *name, int fd, const struct stat *st)
 {
 	cleanup_fd int in = hostfs_reopen(fd, O_RDONLY);
 	cleanup_fd int out = -1;
-	char *buf = NULL;
 	size_t len = 0;
-	ssize_t n;
 	int r = 0;
 
 	if (in < 0)
 		return -EAGAIN;
-	buf = xmalloc(ETC_COPY_MAX + 1);
-	while (len <= ETC_COPY_MAX && (n = read(in, buf + len, ETC_COPY_MAX + 1 - len)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			return -EAGAIN;
-		}
-		len += (size_t) n;
-	}
-	if (len > ETC_COPY_MAX) {
-		free(buf);
-		return -EAGAIN;
-	}
 	out = openat(efd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		     st->st_mode & 0644);
 	if (out < 0)
-		r = -errno;
-	else
-		r = write_all(out, buf, len);
-	free(buf);
-	return r < 0 ? r : 0;
+		return -errno;
+	while (len <= ETC_COPY_MAX) {
+		ssize_t n = sendfile(out, in, NULL, ETC_COPY_MAX + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = errno == ENOSPC || errno == EDQUOT ? -errno : -EAGAIN;
+			break;
+		}
+		if (n == 0)
+			break;
+		len += (size_t) n;
+	}
+	if (r == 0 && len > ETC_COPY_MAX)
+		r = -EAGAIN;
+	if (r == -EAGAIN)
+		(void) unlinkat(efd, name, 0);
+	return r;
 }
 
 /* AB_WARM_DIR with the warm-slot hooks (warm.h): in every sandbox, cold or warm, so that both
@@ -301,8 +301,8 @@ add_host_entry(int efd, const char *path, int src_fd, struct strv *skipped, stru
 	}
 	if (S_ISREG(st.st_mode) && st.st_size <= ETC_COPY_MAX) {
 		/* a small file is copied (the whole /etc is read-only in the sandbox): a bind
-		 * costs a mount here and a remount and mountinfo parse in bwrap, about 0.15 ms
-		 * each; a copy of these tens of KiB costs a few microseconds */
+		 * costs a mount here and a remount in bwrap; a sendfile of these tens of KiB
+		 * costs tens of microseconds */
 		int r = copy_small_file(efd, base, fd, &st);
 
 		if (r != -EAGAIN) {
