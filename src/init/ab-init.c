@@ -218,7 +218,8 @@ main(int argc, char **argv)
 	int n_ports = 0;
 	struct ab_init_msg m = { .kind = AB_INIT_STARTED };
 	struct timespec since = { 0, 0 };
-	int i, abi = 0, memwatch_fd = -1, warm_fd = -1;
+	int i, abi = 0, memwatch_fd = -1;
+	volatile int warm_fd = -1; /* used after vfork */
 	pid_t child;
 	sigset_t none;
 
@@ -331,7 +332,8 @@ main(int argc, char **argv)
 	/* Coarse, like the file timestamps it is compared with: a write right after this has an
 	 * mtime no earlier than it. Files agentbox copied in before are older. */
 	(void) clock_gettime(CLOCK_REALTIME_COARSE, &since);
-	child = fork();
+	/* vfork: the child only execs (or reports and leaves); no copy of our page tables */
+	child = vfork();
 	if (child < 0)
 		setup_failed(errno, "fork");
 	if (child == 0) {

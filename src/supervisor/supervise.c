@@ -531,11 +531,12 @@ read_status(int *fd, struct ab_outcome *oc)
 	}
 }
 
-/* fork(), or on cgroup v2 clone3(CLONE_INTO_CGROUP): the child starts life in the run's
- * cgroup, so no migration and no RCU grace period to wait for (Linux 5.7+; else fork and
- * the child joins the cgroup itself). */
+/* On cgroup v2, clone3(CLONE_INTO_CGROUP): the child starts life in the run's cgroup, so no
+ * migration and no RCU grace period to wait for (Linux 5.7+). Returns the pid (0 in the
+ * child), -1 with errno, or -2 when this does not apply (v1, no cgroup, an old kernel): the
+ * caller then vforks and the child joins the cgroup itself. */
 static pid_t
-spawn_fork(const struct ab_spawn *sp, bool *ret_in_cgroup)
+spawn_into_cgroup(const struct ab_spawn *sp, bool *ret_in_cgroup)
 {
 	*ret_in_cgroup = false;
 	if (sp->cg && sp->cg->kind == AB_CG_V2 && sp->cg->dirfd[0] >= 0) {
@@ -553,7 +554,7 @@ spawn_fork(const struct ab_spawn *sp, bool *ret_in_cgroup)
 		if (errno != ENOSYS && errno != EINVAL && errno != E2BIG && errno != EPERM)
 			return -1;
 	}
-	return fork();
+	return -2;
 }
 
 /* Closes whichever of the supervisor's pipe ends and streams are still open. */
@@ -1235,7 +1236,8 @@ sup_start(struct sup *s, struct ab_err *err)
 	const struct ab_spawn *sp = s->sp;
 	struct ab_outcome *oc = s->oc;
 	pid_t self = getpid();
-	bool in_cgroup = false;
+	bool joined = false;
+	volatile bool in_cgroup; /* across vfork */
 	cpu_set_t mine;
 
 	s->t0 = now_ms();
@@ -1245,7 +1247,13 @@ sup_start(struct sup *s, struct ab_err *err)
 	if (sp->cpus && (sched_getaffinity(0, sizeof(mine), &mine) < 0 ||
 			 sched_setaffinity(0, sizeof(*sp->cpus), sp->cpus) < 0))
 		return ab_err_set(err, -errno, "sched_setaffinity: %s", strerror(errno));
-	s->pid = spawn_fork(sp, &in_cgroup);
+	s->pid = spawn_into_cgroup(sp, &joined);
+	in_cgroup = joined;
+	/* vfork: child_exec only execs (async-signal-safe calls, its own stack frame, never
+	 * returns), so no copy of our page tables and no copy-on-write faults; we wait for its
+	 * exec, which we did anyway (the error pipe below). */
+	if (s->pid == -2)
+		s->pid = vfork();
 	if (sp->cpus && s->pid != 0)
 		(void) sched_setaffinity(0, sizeof(mine), &mine);
 	if (s->pid < 0)
