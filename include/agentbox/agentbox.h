@@ -62,7 +62,10 @@ ab_context *ab_context_new(ab_error **err);
 /* Overrides one setting: "runs_dir", "cache_dir", "bwrap", "init", "netproxy", "supervisor",
  * "home", "path". value NULL restores "unset". "words": "flags" makes reports and errors name
  * the command line's flags (--memory) instead of the spec's keys (limits.memory, the default,
- * also "spec"). Returns 0 or -EINVAL for an unknown key or value. */
+ * also "spec"). "supervisor_fork": "1" starts each supervisor as a fork of the calling
+ * process instead of an exec of agentbox-supervisor; only the agentbox program (which carries
+ * the supervisor's code and is single-threaded) can: elsewhere -ENOTSUP. Returns 0 or -EINVAL
+ * for an unknown key or value. */
 int ab_context_set(ab_context *ctx, const char *key, const char *value);
 void ab_context_free(ab_context *ctx);
 

@@ -16,7 +16,6 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
-#include "../lib/api-private.h"
 #include "../mcp/mcp.h"
 #include "../spec/options.h"
 #include "../spec/record.h"
@@ -24,7 +23,6 @@
 #include "../spec/spec.h"
 #include "../spec/units.h"
 #include "../spec/words.h"
-#include "../supervisor/entry.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/proc.h"
@@ -582,8 +580,8 @@ cmd_run(int argc, char **argv)
 	o.progress = tty && o.summary >= 0;
 	ctx = ab_context_new(NULL);
 	/* this process has one thread and nothing to protect: the run's supervisor is a fork
-	 * of it, not an exec (api-private.h) */
-	api_context_inprocess(ctx, supervisor_main);
+	 * of it, not an exec (agentbox.h "supervisor_fork") */
+	(void) ab_context_set(ctx, "supervisor_fork", "1");
 	if (!spec) {
 		json_t *j = spec_build(&o);
 

@@ -42,13 +42,6 @@ const json_t *api_spec_json(const ab_spec *s);
 ab_run_handle *api_start(ab_context *ctx, const char *mode, const char *body_key,
 			 const json_t *body, const char *extra_key, const json_t *extra,
 			 const ab_io *io, int ctl_fd, int in_fd, ab_error **err);
-/* The command line's runs: the supervisor is a child of the calling process (a plain fork)
- * that calls fn (supervisor_main, linked into the command line) instead of exec'ing
- * agentbox-supervisor, with no intermediate process between them. Saves an exec and a
- * process per run (issue 29). Only for a single-threaded caller that minds neither SIGCHLD
- * nor a fork of itself: the command line; never libagentbox.so's callers, whose supervisors
- * always exec. */
-void api_context_inprocess(ab_context *ctx, int (*fn)(int argc, char **argv));
 /* The context's: its runs' reports name the command line's flags (words.h). */
 bool api_context_flag_words(const ab_context *ctx);
 /* Sets key to v (stolen) in the report r holds, its text too. */

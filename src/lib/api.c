@@ -136,11 +136,18 @@ ab_error_free(ab_error *e)
 
 /* ---- context ---------------------------------------------------------------------------- */
 
+/* The supervisor's code (src/supervisor/entry.c), linked into the agentbox program only: a
+ * hidden weak reference, NULL in libagentbox.so, so that only the command line can start its
+ * supervisors as forks of itself ("supervisor_fork": a single-threaded caller that minds
+ * neither SIGCHLD nor a fork of itself; a library caller's supervisors always exec). Saves
+ * an exec and the intermediate process per run (issue 29). */
+extern int supervisor_main(int argc, char **argv) __attribute__((weak, visibility("hidden")));
+
 struct ab_context {
 	struct ab_cfg cfg;
-	struct strv sanitizer_env;      /* ASAN_OPTIONS etc., passed on to supervisors */
-	bool flag_words;                /* the command line's: reports name its flags (words.h) */
-	int (*inprocess)(int, char **); /* api_context_inprocess: the command line's runs */
+	struct strv sanitizer_env; /* ASAN_OPTIONS etc., passed on to supervisors */
+	bool flag_words;           /* the command line's: reports name its flags (words.h) */
+	bool inprocess;            /* "supervisor_fork": the command line's runs */
 };
 
 AB_EXPORT ab_context *
@@ -189,6 +196,14 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 
 	if (!ctx || !key)
 		return -EINVAL;
+	if (strcmp(key, "supervisor_fork") == 0) {
+		if (value && strcmp(value, "1") != 0 && strcmp(value, "0") != 0)
+			return -EINVAL;
+		if (value && strcmp(value, "1") == 0 && !supervisor_main)
+			return -ENOTSUP;
+		ctx->inprocess = value && strcmp(value, "1") == 0;
+		return 0;
+	}
 	if (strcmp(key, "words") == 0) {
 		if (value && strcmp(value, "flags") != 0 && strcmp(value, "spec") != 0)
 			return -EINVAL;
@@ -205,12 +220,6 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 		return 0;
 	}
 	return -EINVAL;
-}
-
-void
-api_context_inprocess(ab_context *ctx, int (*fn)(int argc, char **argv))
-{
-	ctx->inprocess = fn;
 }
 
 bool
@@ -614,13 +623,13 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 	_exit(code);
 }
 
-/* The command line's supervisor (api_context_inprocess), in the child of a single-threaded
+/* The command line's supervisor ("supervisor_fork"), in the child of a single-threaded
  * caller: the same fds and signal state child_exec gives the program, a clean environment
  * (env), then the supervisor's code without an exec. exit(), not _exit(): the caller flushed
  * its stdio before the fork, and a sanitized build checks the supervisor's leaks at exit as
  * the program's. */
 static _Noreturn void
-inprocess_child(int (*fn)(int, char **), char *const argv[], char *const envp[], const int src[7])
+inprocess_child(char *const argv[], char *const envp[], const int src[7])
 {
 	unsigned first = src[6] >= 0 ? 7 : 6;
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
@@ -641,7 +650,7 @@ inprocess_child(int (*fn)(int, char **), char *const argv[], char *const envp[],
 	for (size_t i = 0; envp[i]; i++)
 		if (putenv(envp[i]) != 0)
 			_exit(127);
-	exit(fn(2, (char **) argv));
+	exit(supervisor_main(2, (char **) argv));
 }
 
 /* Starts `agentbox-supervisor mode` with the request (config + body). */
@@ -717,7 +726,7 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 			(void) fflush(NULL);
 			mid = fork();
 			if (mid == 0)
-				inprocess_child(ctx->inprocess, argv, strv_array(&env), src);
+				inprocess_child(argv, strv_array(&env), src);
 			if (mid > 0)
 				pidfd = (int) syscall(SYS_pidfd_open, (pid_t) mid, 0);
 		} else {

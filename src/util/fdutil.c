@@ -169,14 +169,22 @@ timing_enable(bool on)
 	timing_on = on;
 }
 
+/* "agentbox: timing WALL ms (cpu CPU ms) WHAT": since the first mark, wall and this
+ * process's CPU time (bench/phases.py reads them). */
 void
 timing_mark(const char *what)
 {
-	static int64_t t0;
-	int64_t now = now_ns();
+	static int64_t t0, c0;
+	int64_t now = now_ns(), cpu = 0;
+	struct timespec ts;
 
-	if (!t0)
+	if (timing_on && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+		cpu = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (!t0) {
 		t0 = now;
+		c0 = cpu;
+	}
 	if (timing_on)
-		fprintf(stderr, "agentbox: timing %7.2f ms %s\n", (double) (now - t0) / 1e6, what);
+		fprintf(stderr, "agentbox: timing %7.2f ms (cpu %6.2f ms) %s\n",
+			(double) (now - t0) / 1e6, (double) (cpu - c0) / 1e6, what);
 }

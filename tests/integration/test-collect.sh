@@ -388,7 +388,7 @@ keep_report "$WORK/r.json"
 is "$rc|$(jr .status)|$(cat "$WORK/out")" "0|exited|AMP 2160" \
     "amplification: the run made its 2,160 entries and exited"
 # post-run: from "interpreted" (the sandbox is gone) to "report written"
-post=$(awk '/timing .* ms interpreted$/ { a = $3 } /timing .* ms report written$/ { b = $3 }
+post=$(awk '/timing .* interpreted$/ { a = $3 } /timing .* report written$/ { b = $3 }
     END { if (a == "" || b == "") print -1; else printf "%d\n", b - a }' "$WORK/err")
 if [ "$post" -ge 0 ] && [ "$post" -lt "$AMP_MAX_POST_MS" ]; then
     ok "amplification: post-run work (both walks, the report) took ${post} ms (< ${AMP_MAX_POST_MS})"
