@@ -194,13 +194,33 @@ write_warm_hooks(int efd, uid_t owner, gid_t group)
 	return r;
 }
 
+/* Records what a verdict of tree_public rests on (the trees cache, below): one line per
+ * directory and per entry that is not a link, "REL\tDEV INO MODE MTIME MTIME_NS CTIME
+ * CTIME_NS". *ok turns false for a name the line format cannot carry. */
+static void
+record_stat(struct strv *rec, bool *ok, const char *rel, const struct stat *st)
+{
+	if (!rec || !*ok)
+		return;
+	if (strpbrk(rel, "\t\n\\") || strlen(rel) > 1024) {
+		*ok = false;
+		return;
+	}
+	strv_pushf(rec, "%s\t%llu %llu %o %lld %ld %lld %ld", rel, (unsigned long long) st->st_dev,
+		   (unsigned long long) st->st_ino, (unsigned) st->st_mode,
+		   (long long) st->st_mtim.tv_sec, (long) st->st_mtim.tv_nsec,
+		   (long long) st->st_ctim.tv_sec, (long) st->st_ctim.tv_nsec);
+}
+
 /* The curated tree behind fd (an O_RDONLY directory fd, taken over) must hold nothing but
  * what every host user may read: regular files o+r, directories o+rx, links (they resolve
  * inside the sandbox, which shows /usr and this /etc only), and no file or directory whose
  * name binds_etc_denied() matches. Bounded: depth 4, *budget entries. Returns NULL, or why
- * with the entry's name in buf. */
+ * with the entry's name in buf. rel names fd's directory below the tree's top ("." for the
+ * top); with rec, what the verdict rests on is recorded there (record_stat). */
 static const char *
-tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
+tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz, const char *rel,
+	    struct strv *rec, bool *rec_ok)
 {
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
@@ -212,6 +232,7 @@ tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
 		return "cannot be listed";
 	}
 	while (!why && (de = readdir(d))) {
+		cleanup_free char *sub_rel = NULL;
 		struct stat st;
 		int sub;
 
@@ -228,7 +249,12 @@ tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
 			continue; /* alternatives/keytool, certs/..._Authentication_....pem */
 		else if (binds_etc_denied(de->d_name))
 			why = "an entry's name marks a secret";
-		else if (S_ISREG(st.st_mode))
+		if (why || S_ISLNK(st.st_mode))
+			continue;
+		sub_rel = strcmp(rel, ".") == 0 ? xstrdup(de->d_name)
+						: xasprintf("%s/%s", rel, de->d_name);
+		record_stat(rec, rec_ok, sub_rel, &st);
+		if (S_ISREG(st.st_mode))
 			why = (st.st_mode & S_IROTH) ? NULL
 						     : "a file is not readable by every user";
 		else if (!S_ISDIR(st.st_mode))
@@ -241,10 +267,141 @@ tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
 				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 			why = "a directory cannot be opened";
 		else
-			why = tree_public(sub, depth + 1, budget, buf, bufsz);
+			why = tree_public(sub, depth + 1, budget, buf, bufsz, sub_rel, rec, rec_ok);
 	}
 	closedir(d);
 	return why;
+}
+
+/* ---- the trees cache ------------------------------------------------------------------
+ * Walking the curated trees costs each run about half a millisecond (alternatives/ alone has
+ * some 500 entries). tree_public's verdict rests only on each directory's entries (their names
+ * and types: the directory's mtime) and on the type and mode of each entry that is not a link
+ * (its ctime), so a public verdict is kept in RUNS/.cache/etc-trees with the device, inode,
+ * mode, mtime and ctime of every one of those (a few dozen); a later run that finds them all
+ * unchanged has the same verdict without the walk, and anything changed walks again. The
+ * file is the caller's own (RUNS/.cache is 0700), written whole and renamed into place. */
+#define TREES_CACHE     "etc-trees"
+#define TREES_CACHE_MAX (256 * 1024)
+
+struct trees_cache {
+	int dirfd;       /* RUNS/.cache, or -1 */
+	char *old;       /* the file as it was read, or NULL */
+	struct strv out; /* the sections to keep: "P PATH\n" lines "E\n" */
+	bool dirty;      /* a tree was walked and found public: out is new */
+};
+
+static void
+trees_open(struct trees_cache *tc, int cache_dirfd)
+{
+	*tc = (struct trees_cache){ .dirfd = cache_dirfd };
+	if (cache_dirfd >= 0) {
+		char *buf = xmalloc(TREES_CACHE_MAX);
+		ssize_t n = read_small_file_at(cache_dirfd, TREES_CACHE, buf, TREES_CACHE_MAX);
+
+		if (n > 0 && (size_t) n < TREES_CACHE_MAX - 2) {
+			buf[n] = '\n'; /* read_small_file_at dropped the last one */
+			buf[n + 1] = '\0';
+			tc->old = buf;
+		} else {
+			free(buf);
+		}
+	}
+}
+
+/* One recorded line against what is there now (fd: the tree's top). */
+static bool
+trees_line_holds(int fd, const char *line, size_t len)
+{
+	char rel[1100], fields[200];
+	const char *tab = memchr(line, '\t', len);
+	unsigned long long dev, ino;
+	long long ms, cs;
+	long mn, cn;
+	unsigned mode;
+	struct stat st;
+
+	if (!tab || (size_t) (tab - line) >= sizeof(rel) ||
+	    len - (size_t) (tab - line) >= sizeof(fields))
+		return false;
+	memcpy(rel, line, (size_t) (tab - line));
+	rel[tab - line] = '\0';
+	memcpy(fields, tab + 1, len - (size_t) (tab - line) - 1);
+	fields[len - (size_t) (tab - line) - 1] = '\0';
+	if (sscanf(fields, "%llu %llu %o %lld %ld %lld %ld", &dev, &ino, &mode, &ms, &mn, &cs,
+		   &cn) != 7)
+		return false;
+	if (strcmp(rel, ".") == 0 ? fstat(fd, &st) < 0
+				  : fstatat(fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	return st.st_dev == dev && st.st_ino == ino && st.st_mode == mode &&
+	       st.st_mtim.tv_sec == ms && st.st_mtim.tv_nsec == mn && st.st_ctim.tv_sec == cs &&
+	       st.st_ctim.tv_nsec == cn;
+}
+
+/* The tree at path (open on fd) was found public before and nothing it rested on changed:
+ * its section is kept. */
+static bool
+trees_cached_public(struct trees_cache *tc, const char *path, int fd)
+{
+	cleanup_free char *head = xasprintf("P %s\n", path);
+	const char *p, *sec, *end;
+
+	if (!tc->old)
+		return false;
+	for (p = tc->old; (p = strstr(p, head)); p++)
+		if (p == tc->old || p[-1] == '\n')
+			break;
+	if (!p)
+		return false;
+	sec = p;
+	end = strstr(p, "\nE\n");
+	if (!end)
+		return false;
+	for (p += strlen(head); p < end + 1;) {
+		const char *nl = memchr(p, '\n', (size_t) (end + 1 - p));
+
+		if (!nl || !trees_line_holds(fd, p, (size_t) (nl - p)))
+			return false;
+		p = nl + 1;
+	}
+	{
+		cleanup_free char *keep = xstrndup(sec, (size_t) (end + 3 - sec));
+
+		strv_push(&tc->out, keep);
+	}
+	return true;
+}
+
+static void
+trees_add(struct trees_cache *tc, const char *path, const struct strv *rec)
+{
+	cleanup_free char *lines = strv_join(rec, "\n");
+
+	strv_pushf(&tc->out, "P %s\n%s\nE\n", path, lines);
+	tc->dirty = true;
+}
+
+static void
+trees_close(struct trees_cache *tc)
+{
+	if (tc->dirty && tc->dirfd >= 0) {
+		cleanup_free char *text = strv_join(&tc->out, "");
+		char tmp[64];
+		cleanup_fd int fd = -1;
+
+		snprintf(tmp, sizeof(tmp), TREES_CACHE ".tmp%d", (int) getpid());
+		fd = openat(tc->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		if (fd >= 0) {
+			if (write_all(fd, text, strlen(text)) == 0)
+				(void) renameat(tc->dirfd, tmp, tc->dirfd, TREES_CACHE);
+			else
+				(void) unlinkat(tc->dirfd, tmp, 0);
+		}
+	}
+	free(tc->old);
+	strv_done(&tc->out);
 }
 
 /* One curated entry: opened once (only root's symlinks followed), judged by its fd
@@ -254,7 +411,8 @@ tree_public(int fd, int depth, long *budget, char *buf, size_t bufsz)
  * costs less than a bwrap --ro-bind (mount, mountinfo parse, remount) each. An entry that
  * does not exist is skipped; one that fails a check is skipped and named in *skipped. */
 static int
-add_host_entry(int efd, const char *path, int src_fd, struct strv *skipped, struct ab_err *err)
+add_host_entry(int efd, const char *path, int src_fd, struct trees_cache *tc, struct strv *skipped,
+	       struct ab_err *err)
 {
 	const char *base = path + strlen("/etc/");
 	cleanup_fd int fd = -1, tfd = -1;
@@ -281,9 +439,17 @@ add_host_entry(int efd, const char *path, int src_fd, struct strv *skipped, stru
 			why = "not a file or directory";
 		else if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
 			why = "not open to every user";
-		else
+		else if (!tc || !trees_cached_public(tc, path, fd)) {
+			struct strv rec = { 0 };
+			bool rec_ok = true;
+
+			record_stat(&rec, &rec_ok, ".", &st);
 			why = tree_public(hostfs_reopen(fd, O_RDONLY | O_DIRECTORY), 0, &budget,
-					  name, sizeof(name));
+					  name, sizeof(name), ".", tc ? &rec : NULL, &rec_ok);
+			if (!why && tc && rec_ok)
+				trees_add(tc, path, &rec);
+			strv_done(&rec);
+		}
 		if (why) {
 			if (name[0])
 				snprintf(what, sizeof(what), "%s (%s)", why, name);
@@ -330,9 +496,9 @@ add_host_entry(int efd, const char *path, int src_fd, struct strv *skipped, stru
 	return 0;
 }
 
-int
-etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra,
-	    size_t n_extra, struct strv *skipped, struct ab_err *err)
+static int
+fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra, size_t n_extra,
+     struct trees_cache *tc, struct strv *skipped, struct ab_err *err)
 {
 	int r;
 
@@ -356,12 +522,12 @@ etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *e
 			return ab_err_set(err, r, "write the sandbox /etc/resolv.conf");
 	}
 	for (const char *const *h = etcgen_host_entries; *h; h++) {
-		r = add_host_entry(efd, *h, -1, skipped, err);
+		r = add_host_entry(efd, *h, -1, tc, skipped, err);
 		if (r < 0)
 			return r;
 	}
 	for (const char *const *h = net_entries; net && *h; h++) {
-		r = add_host_entry(efd, *h, -1, skipped, err);
+		r = add_host_entry(efd, *h, -1, NULL, skipped, err);
 		if (r < 0)
 			return r;
 	}
@@ -369,9 +535,22 @@ etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *e
 	for (size_t i = 0; i < n_extra; i++) {
 		cleanup_free char *path = xasprintf("/etc/%s", extra[i].dest);
 
-		r = add_host_entry(efd, path, extra[i].fd, skipped, err);
+		r = add_host_entry(efd, path, extra[i].fd, NULL, skipped, err);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+int
+etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra,
+	    size_t n_extra, int cache_dirfd, struct strv *skipped, struct ab_err *err)
+{
+	struct trees_cache tc;
+	int r;
+
+	trees_open(&tc, cache_dirfd);
+	r = fill(efd, owner, group, net, extra, n_extra, &tc, skipped, err);
+	trees_close(&tc);
+	return r;
 }

@@ -31,6 +31,8 @@ bool etcgen_is_curated(const char *name);
  * named in *skipped. With net (`agentbox prepare`), the host's resolv.conf too. Then the n_extra
  * binds in extra (--ro-bind /etc/NAME, checked by binds_add_etc; dest is NAME), from their
  * fds. Files are owned by the caller; when owner != (uid_t) -1 they are chowned to it.
- * Returns 0 or -errno with err set. */
+ * cache_dirfd (RUNS/.cache, or -1) keeps what the curated trees' checks rest on, so that an
+ * unchanged tree is not walked again (etcgen.c "the trees cache"). Returns 0 or -errno with
+ * err set. */
 int etcgen_fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra,
-		size_t n_extra, struct strv *skipped, struct ab_err *err);
+		size_t n_extra, int cache_dirfd, struct strv *skipped, struct ab_err *err);

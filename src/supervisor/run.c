@@ -162,6 +162,7 @@ run_init(struct run *run, struct ab_run_opts *o, struct ab_record *res)
 			.o = o,
 			.res = res,
 			.work_fd = -1,
+			.cache_fd = -1,
 			.ws_dir_fd = -1,
 			.collect_fd = -1,
 			.script_fd = -1,
@@ -394,6 +395,7 @@ run_plan(struct run *run, struct ab_err *err)
 	run->cache_fd = rundir_open_private(c->rd.root_fd, ".cache", cache_path, err);
 	if (run->cache_fd < 0)
 		return run->cache_fd;
+	c->cache_fd = run->cache_fd;
 	(void) host_probe_sandbox_cached(&c->host, c->drop, c->sb_uid, c->sb_gid, run->cache_fd);
 	r = plan_protections_here(c, err);
 	if (r < 0)

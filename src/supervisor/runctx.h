@@ -40,6 +40,7 @@ struct run_ctx {
 	bool tmpfs_mounted; /* RUNS/.mnt/work is the capped tmpfs */
 	bool etc_mounted;   /* RUNS/.mnt/etc is the /etc tmpfs */
 	int work_fd;        /* the live workspace (tmpfs or --workspace DIR), for reading */
+	int cache_fd;       /* RUNS/.cache (borrowed from run.c's struct run), or -1 */
 	int ws_dir_fd;      /* --workspace DIR as opened and checked once (O_PATH), or -1 */
 	int collect_fd;     /* --collect DIR, opened and checked before the run, or -1 */
 	uid_t ws_owner_uid; /* --workspace DIR's owner: new files belong to it on the host */

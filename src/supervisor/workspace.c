@@ -571,7 +571,7 @@ ws_mount_etc(struct run_ctx *c, struct ab_err *err)
 		return ab_err_set(err, -errno, "open the sandbox /etc: %s", strerror(errno));
 	c->plan.etc_src = xstrdup(dir);
 	r = etcgen_fill(efd, c->owner_uid, c->owner_gid, c->o->share_net, c->plan.etc_binds,
-			c->plan.n_etc_binds, &skipped, err);
+			c->plan.n_etc_binds, c->cache_fd, &skipped, err);
 	STRV_FOREACH (s, &skipped)
 		result_warn(c->res, "host %s left out of the sandbox's /etc", *s);
 	strv_done(&skipped);

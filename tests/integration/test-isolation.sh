@@ -297,4 +297,54 @@ is "$(find "$WORK" -xdev -name 'x.py' | tr '\n' ' ')" "" "no file named x.py app
 refute "no x.py in the host's / or /tmp" test -e /x.py -o -e /tmp/x.py
 cd / || true
 
+# ---- the curated trees' checks are kept between runs (issue 29) -----------------------------
+# A tree found public is not walked again while nothing it rests on changed (RUNS/.cache/
+# etc-trees); a file made private or added is seen by the next run. As root: a fake /etc/fonts
+# is bound over the host's in a private mount namespace of this test (the host's is untouched).
+if is_root && command -v unshare >/dev/null; then
+    mkdir -p "$WORK/fonts/conf.d" "$WORK/trees-runs"
+    printf '<fontconfig/>\n' >"$WORK/fonts/fonts.conf"
+    printf 'x\n' >"$WORK/fonts/conf.d/10-test.conf"
+    chmod -R a+rX "$WORK/fonts"
+    printf 'print("TREES-RAN")\n' >"$WORK/trees.py"
+    cat >"$WORK/trees.sh" <<'EOF'
+set -u
+mount --bind "$WORK/fonts" /etc/fonts || exit 99
+run() { # N: one run, its stderr in trees.N.err, the cache file's inode in trees.N.ino
+    "$AGENTBOX" run --rm --runs-dir "$WORK/trees-runs" "$WORK/trees.py" >"$WORK/trees.$1.out" \
+        2>"$WORK/trees.$1.err"
+    stat -c %i "$WORK/trees-runs/.cache/etc-trees" >"$WORK/trees.$1.ino" 2>/dev/null
+}
+run 1
+cp "$WORK/trees-runs/.cache/etc-trees" "$WORK/trees.1.cache"
+run 2
+chmod o-r "$WORK/fonts/conf.d/10-test.conf"
+run 3
+chmod o+r "$WORK/fonts/conf.d/10-test.conf"
+run 4
+printf 'secret\n' >"$WORK/fonts/conf.d/20-new.conf"
+chmod 600 "$WORK/fonts/conf.d/20-new.conf"
+run 5
+EOF
+    rc=0
+    bounded 120 env WORK="$WORK" AGENTBOX="$AGENTBOX" unshare -m sh "$WORK/trees.sh" || rc=$?
+    is "$rc" 0 "trees cache: the runs under a fake /etc/fonts went ahead"
+    check "trees cache: the scripts ran" grep -q TREES-RAN "$WORK/trees.5.out"
+    check "trees cache: the first run kept what /etc/fonts's verdict rests on" \
+        grep -q '^conf.d/10-test.conf	' "$WORK/trees.1.cache"
+    is "$(cat "$WORK/trees.2.ino" 2>/dev/null)" "$(cat "$WORK/trees.1.ino" 2>/dev/null)" \
+        "trees cache: an unchanged tree is taken from the cache (not walked, not rewritten)"
+    refute "trees cache: no entry left out while the tree is public" \
+        grep -q "left out" "$WORK/trees.2.err"
+    check "trees cache: a file made private is seen by the next run" \
+        grep -q "host /etc/fonts: a file is not readable by every user (10-test.conf) left out" \
+        "$WORK/trees.3.err"
+    refute "trees cache: made public again, the tree is in again" grep -q "left out" "$WORK/trees.4.err"
+    check "trees cache: a private file added is seen by the next run" \
+        grep -q "host /etc/fonts: a file is not readable by every user (20-new.conf) left out" \
+        "$WORK/trees.5.err"
+else
+    skip "trees cache: a fake /etc/fonts" "needs root (a private mount namespace over /etc/fonts)"
+fi
+
 done_testing
