@@ -542,14 +542,14 @@ sealed_memfd(const char *name, const char *text, size_t len)
 	return steal_fd(&fd);
 }
 
-/* Between clone3 and execve: async-signal-safe calls only (the caller may have threads). The
- * sources are all >= 10, so the dup2s onto 0..6 cannot clobber one another. src[6] (a slot's
- * control socket) may be -1: none. */
-static _Noreturn void
-child_exec(const char *path, char *const argv[], char *const envp[], const int src[7])
+/* A new supervisor's process state (its child_exec, or the command line's inprocess_child):
+ * default handlers, nothing blocked, src[0..6] on fds 0..6 and nothing else open. The sources
+ * are all >= 10, so the dup2s onto 0..6 cannot clobber one another. src[6] (a slot's control
+ * socket) may be -1: none. Async-signal-safe calls only (the caller may have threads). */
+static void
+child_state(const int src[7])
 {
 	unsigned first = src[6] >= 0 ? 7 : 6;
-
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 
@@ -564,6 +564,13 @@ child_exec(const char *path, char *const argv[], char *const envp[], const int s
 	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
 		for (int fd = (int) first; fd < 65536; fd++)
 			(void) close(fd);
+}
+
+/* Between clone3 and execve. */
+static _Noreturn void
+child_exec(const char *path, char *const argv[], char *const envp[], const int src[7])
+{
+	child_state(src);
 	execve(path, argv, envp);
 	_exit(127);
 }
@@ -631,20 +638,7 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 static _Noreturn void
 inprocess_child(char *const argv[], char *const envp[], const int src[7])
 {
-	unsigned first = src[6] >= 0 ? 7 : 6;
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
-
-	for (int s = 1; s < NSIG; s++)
-		(void) sigaction(s, &dfl, NULL);
-	sigemptyset(&none);
-	(void) sigprocmask(SIG_SETMASK, &none, NULL);
-	for (unsigned i = 0; i < first; i++)
-		if (dup2(src[i], (int) i) < 0)
-			_exit(127);
-	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
-		for (int fd = (int) first; fd < 65536; fd++)
-			(void) close(fd);
+	child_state(src);
 	if (clearenv() != 0)
 		_exit(127);
 	for (size_t i = 0; envp[i]; i++)
