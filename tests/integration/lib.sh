@@ -39,8 +39,9 @@ not_ok() {
     _failed=$((_failed + 1))
     echo "not ok $_n - $1"
     shift
+    # every line of a detail is a comment (a detail may hold lines such as "not ok ...")
     for _l in "$@"; do
-        echo "#   $_l"
+        printf '%s\n' "$_l" | sed 's/^/#   /'
     done
     if [ -f "$WORK/err" ]; then
         sed -n '1,15s/^/#   stderr: /p' "$WORK/err"
