@@ -160,7 +160,10 @@ ok(c.get("status") == "timeout" and text(c) is None, "a forged answer on the dri
 
 # processes: a background child is killed when the session closes
 token = "abses-" + uuid.uuid4().hex[:12]
-c = s.cell("import subprocess\np = subprocess.Popen(['sh', '-c', 'sleep 1000', '%s'])\np.pid > 0" % token)
+# (the token is an argument of the child for its whole life: a shell's $0 is gone when it execs
+# its last command)
+c = s.cell("import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', "
+           "'import time; time.sleep(1000)', '%s'])\np.pid > 0" % token)
 ok(text(c) == "True" and procs_with(token), "a cell leaves a background process running", c)
 rep = s.close()
 time.sleep(0.5)
