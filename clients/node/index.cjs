@@ -351,40 +351,7 @@ function prepare(o) {
       fs.writeFileSync(p, o.stdin);
       spec.stdin = p;
     }
-    if (o.env) spec.env = Object.fromEntries(Object.entries(o.env).map(([k, v]) => [k, String(v)]));
-    const limits = {};
-    for (const [k, v] of Object.entries(o.limits || {})) {
-      limits[k.replace(/_/g, '-').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v;
-    }
-    if (o.timeout != null) limits.timeout = o.timeout;
-    if (Object.keys(limits).length) spec.limits = limits;
-    if (o.files != null) {
-      if (Array.isArray(o.files)) {
-        spec.inputs = o.files.map((p) => path.resolve(String(p)));
-      } else {
-        const dir = path.join(stage(), 'files');
-        fs.mkdirSync(dir, { mode: 0o755 });
-        for (const [name, content] of Object.entries(o.files)) {
-          const dest = path.join(dir, ...relName(name));
-          fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o755 });
-          fs.writeFileSync(dest, content, { mode: 0o644 });
-        }
-        spec.inputs = fs.readdirSync(dir).sort().map((n) => path.join(dir, n));
-      }
-    }
-    if (o.workspace != null) {
-      spec.workspace = path.resolve(String(o.workspace));
-      inv.filesDir = spec.workspace;
-    }
-    if (o.collect === true) throw new TypeError('collect is a directory, or false for no files out');
-    if (o.collect != null && o.collect !== false) {
-      spec.collect = path.resolve(String(o.collect));
-      inv.filesDir = spec.collect;
-    } else if (o.workspace == null && o.collect == null) {
-      inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
-      spec.collect = inv.owned;
-      inv.filesDir = inv.owned;
-    }
+    specCommon(inv, spec, o, stage);
     Object.assign(spec, requirementsSpec(o));
     if (o.spec) Object.assign(spec, o.spec);
     inv.spec = spec;
@@ -717,6 +684,45 @@ function duration(name, v) {
   return Math.max(1, Math.round(v * 1000));
 }
 
+/** What a run's and a session's specs share: env, limits, inputs (staged under stage()),
+ * where the files go (a session's has no workspace: its caller passes none). */
+function specCommon(inv, spec, o, stage) {
+  if (o.env) spec.env = Object.fromEntries(Object.entries(o.env).map(([k, v]) => [k, String(v)]));
+  const limits = {};
+  for (const [k, v] of Object.entries(o.limits || {})) {
+    limits[k.replace(/_/g, '-').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v;
+  }
+  if (o.timeout != null) limits.timeout = o.timeout;
+  if (Object.keys(limits).length) spec.limits = limits;
+  if (o.files != null) {
+    if (Array.isArray(o.files)) {
+      spec.inputs = o.files.map((p) => path.resolve(String(p)));
+    } else {
+      const dir = path.join(stage(), 'files');
+      fs.mkdirSync(dir, { mode: 0o755 });
+      for (const [name, content] of Object.entries(o.files)) {
+        const dest = path.join(dir, ...relName(name));
+        fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o755 });
+        fs.writeFileSync(dest, content, { mode: 0o644 });
+      }
+      spec.inputs = fs.readdirSync(dir).sort().map((n) => path.join(dir, n));
+    }
+  }
+  if (o.workspace != null) {
+    spec.workspace = path.resolve(String(o.workspace));
+    inv.filesDir = spec.workspace;
+  }
+  if (o.collect === true) throw new TypeError('collect is a directory, or false for no files out');
+  if (o.collect != null && o.collect !== false) {
+    spec.collect = path.resolve(String(o.collect));
+    inv.filesDir = spec.collect;
+  } else if (o.workspace == null && o.collect == null) {
+    inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
+    spec.collect = inv.owned;
+    inv.filesDir = inv.owned;
+  }
+}
+
 /** The session's spec, the staging directory of `files` (kept until close: a restart copies
  * the inputs in again), where the files out go at close. */
 function prepareSession(o) {
@@ -730,39 +736,14 @@ function prepareSession(o) {
     if (o.idleTimeout != null) session.idle_timeout = duration('idleTimeout', o.idleTimeout);
     if (o.maxLifetime != null) session.max_lifetime = duration('maxLifetime', o.maxLifetime);
     const spec = { spec_version: 1, language, rm: true, session: Object.keys(session).length ? session : true };
-    if (o.env) spec.env = Object.fromEntries(Object.entries(o.env).map(([k, v]) => [k, String(v)]));
-    const limits = {};
-    for (const [k, v] of Object.entries(o.limits || {})) {
-      limits[k.replace(/_/g, '-').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v;
-    }
-    if (o.timeout != null) limits.timeout = o.timeout;
-    if (Object.keys(limits).length) spec.limits = limits;
-    if (o.files != null) {
-      if (Array.isArray(o.files)) {
-        spec.inputs = o.files.map((p) => path.resolve(String(p)));
-      } else {
+    specCommon(inv, spec, { ...o, workspace: null }, () => {
+      if (!inv.staging) {
         inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-'));
         fs.chmodSync(inv.staging, 0o711);
-        const dir = path.join(inv.staging, 'files');
-        fs.mkdirSync(dir, { mode: 0o755 });
-        for (const [name, content] of Object.entries(o.files)) {
-          const dest = path.join(dir, ...relName(name));
-          fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o755 });
-          fs.writeFileSync(dest, content, { mode: 0o644 });
-        }
-        spec.inputs = fs.readdirSync(dir).sort().map((n) => path.join(dir, n));
       }
-    }
+      return inv.staging;
+    });
     if (o.envDir != null) spec.env_dir = path.resolve(String(o.envDir));
-    if (o.collect === true) throw new TypeError('collect is a directory, or false for no files out');
-    if (o.collect != null && o.collect !== false) {
-      spec.collect = path.resolve(String(o.collect));
-      inv.filesDir = spec.collect;
-    } else if (o.collect == null) {
-      inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
-      spec.collect = inv.owned;
-      inv.filesDir = inv.owned;
-    }
     Object.assign(spec, requirementsSpec(o));
     if (o.spec) Object.assign(spec, o.spec);
     inv.spec = spec;
