@@ -80,8 +80,8 @@ class RunFailedError extends Error {
   }
 }
 
-// Directories the client made for results (the files collected): removed by close(), when
-// the Result is garbage collected, or at exit.
+// Directories the client made (the staging of `files`, the files collected): removed when
+// done with, by a Result's close(), when the Result is garbage collected, or at exit.
 const owned = new Set();
 const registry = new FinalizationRegistry((dir) => rmDir(dir));
 let exitHook = false;
@@ -332,7 +332,7 @@ function prepare(o) {
       if (o.args.length) spec.args = o.args.map(String);
     }
     const stage = () => {
-      if (!inv.staging) inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-'));
+      if (!inv.staging) own(inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-')));
       fs.chmodSync(inv.staging, 0o711);
       return inv.staging;
     };
@@ -364,11 +364,11 @@ function prepare(o) {
 
 function cleanup(inv, everything) {
   if (inv.staging) {
-    fs.rmSync(inv.staging, { recursive: true, force: true });
+    rmDir(inv.staging);
     inv.staging = null;
   }
   if (everything && inv.owned) {
-    fs.rmSync(inv.owned, { recursive: true, force: true });
+    rmDir(inv.owned);
     inv.owned = null;
   }
 }
@@ -717,7 +717,9 @@ function specCommon(inv, spec, o, stage) {
     spec.collect = path.resolve(String(o.collect));
     inv.filesDir = spec.collect;
   } else if (o.workspace == null && o.collect == null) {
-    inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-'));
+    // removed at exit too: a session never closed has no Result, and agentbox would fill
+    // the directory after this program has gone
+    own(inv.owned = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-out-')));
     spec.collect = inv.owned;
     inv.filesDir = inv.owned;
   }
@@ -738,7 +740,7 @@ function prepareSession(o) {
     const spec = { spec_version: 1, language, rm: true, session: Object.keys(session).length ? session : true };
     specCommon(inv, spec, { ...o, workspace: null }, () => {
       if (!inv.staging) {
-        inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-'));
+        own(inv.staging = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-bwrap-in-')));
         fs.chmodSync(inv.staging, 0o711);
       }
       return inv.staging;

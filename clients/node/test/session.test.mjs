@@ -4,6 +4,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createRequire } from 'node:module';
 import {
   Session, Cell, Result, SessionEndedError, CellFailedError, SetupError, UsageError, AbortError,
@@ -168,19 +171,25 @@ test('a session never closed does not keep Node alive, and ends with it', async 
   const script = `
     const { Session } = require(${JSON.stringify(`${PKG}/index.cjs`)});
     (async () => {
-      const s = await Session.create();
-      const c = await s.run("import subprocess; subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; : ${token}']); 'up'");
+      const s = await Session.create({ files: { 'in.txt': 'x' } });
+      const c = await s.run("import subprocess; open('out.txt', 'w').write('y'); subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; : ${token}']); 'up'");
       console.log(c.result);
     })();`;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentbox-node-test-'));
   const t0 = Date.now();
   const out = await new Promise((resolve, reject) => {
-    execFile(process.execPath, ['-e', script], { timeout: 60000 }, (err, stdout, stderr) => (err ? reject(new Error(`${err.message}: ${stderr}`)) : resolve(stdout)));
+    execFile(process.execPath, ['-e', script], { timeout: 60000, env: { ...process.env, TMPDIR: tmp } }, (err, stdout, stderr) => (err ? reject(new Error(`${err.message}: ${stderr}`)) : resolve(stdout)));
   });
   assert.equal(out, "'up'\n");
   assert.ok(Date.now() - t0 < 30000);
   // agentbox saw its stdin end and closed the session: nothing of it is left
   for (let i = 0; i < 100 && procsWith(token).length; i++) await sleep(100);
   assert.deepEqual(procsWith(token), []);
+  // nor of the client: its staging of files and the directory the files out would have gone
+  // to (agentbox collected into it after the program was gone, and nobody read them)
+  const left = fs.readdirSync(tmp);
+  fs.rmSync(tmp, { recursive: true, force: true });
+  assert.deepEqual(left, []);
 });
 
 test('four sessions at once, each with its own state', async () => {

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -163,6 +164,8 @@ class _Invocation:
         self.stdin_fd: Optional[int] = None
         self.staging: Optional[str] = None
         self.owned: Optional[str] = None
+        self._owned_fin: Optional[weakref.finalize] = None
+        self._staging_fin: Optional[weakref.finalize] = None
         self.files_dir: Optional[str] = None
         try:
             self.spec = self._build(code, script, language, files, args, stdin, env, limits,
@@ -191,6 +194,7 @@ class _Invocation:
     def _stage(self) -> str:
         if self.staging is None:
             self.staging = tempfile.mkdtemp(prefix="agentbox-bwrap-in-")
+            self._staging_fin = weakref.finalize(self, _rm, self.staging)  # as _owned_fin
             os.chmod(self.staging, 0o711)
         return self.staging
 
@@ -276,6 +280,10 @@ class _Invocation:
             # the files out: collected into a directory the Result owns (removed by close()
             # or when the Result goes away), no run directory kept
             self.owned = tempfile.mkdtemp(prefix="agentbox-bwrap-out-")
+            # removed with this invocation or at exit, unless a Result takes it over: a
+            # session never closed has no Result, and agentbox would fill the directory
+            # after this program has gone
+            self._owned_fin = weakref.finalize(self, _rm, self.owned)
             spec["collect"] = self.owned
             self.files_dir = self.owned
 
@@ -321,12 +329,23 @@ class _Invocation:
         if self.stdin_fd is not None:
             os.close(self.stdin_fd)
             self.stdin_fd = None
-        if self.staging:
-            _rm(self.staging)
+        if self._staging_fin is not None:
+            self._staging_fin()
+            self._staging_fin = None
             self.staging = None
-        if everything and self.owned:
-            _rm(self.owned)
-            self.owned = None
+        if everything:
+            owned = self.take_owned()
+            if owned:
+                _rm(owned)
+
+    def take_owned(self) -> Optional[str]:
+        """The client's temporary collect directory, no longer removed by this invocation."""
+        owned, self.owned = self.owned, None
+        fin = self._owned_fin
+        if fin is not None:
+            fin.detach()
+            self._owned_fin = None
+        return owned
 
     def finish(self, report: bytes, stderr: bytes, returncode: int) -> Result:
         """The Result, or the exception agentbox's outcome calls for."""
@@ -358,9 +377,9 @@ class _Invocation:
             cls = UsageError if res.status is Status.USAGE_ERROR else SetupError
             raise cls(res.message or "agentbox refused the run", res.fix, res)
         res.files_dir = self.files_dir or (res.workspace if res.run_dir_kept else None)
-        if self.owned:
-            _own_dir(res, self.owned, _rm)
-            self.owned = None
+        owned = self.take_owned()
+        if owned:
+            _own_dir(res, owned, _rm)
         return res
 
 

@@ -20,6 +20,7 @@ import queue
 import subprocess
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -182,6 +183,8 @@ class _SessionSpec(_Invocation):
         self.stdin_fd: Optional[int] = None
         self.staging: Optional[str] = None
         self.owned: Optional[str] = None
+        self._owned_fin: Optional[weakref.finalize] = None
+        self._staging_fin: Optional[weakref.finalize] = None
         self.files_dir: Optional[str] = None
         try:
             self.spec = self._session_spec(language, files, env, limits, timeout, idle_timeout,
@@ -595,7 +598,11 @@ class Session:
         self.close()
 
     def __del__(self) -> None:
-        # never closed: agentbox closes the session when its stdin ends
+        # never closed: agentbox closes the session when its stdin ends. Nobody will read
+        # the files it collects then: the client's own collect directory goes first.
+        core = getattr(self, "_core", None)
+        if core is not None and not core.closed:
+            core.inv.cleanup(True)
         proc = getattr(self, "_proc", None)
         if proc is not None and proc.stdin is not None and not proc.stdin.closed:
             try:

@@ -228,16 +228,24 @@ def test_async_session():
     asyncio.run(main())
 
 
-def test_a_session_never_closed_ends_with_its_program():
+@pytest.mark.parametrize("how", ["kept to the end", "dropped"])
+def test_a_session_never_closed_ends_with_its_program(tmp_path, how):
     token = "agentbox-session-test-" + uuid.uuid4().hex
     script = (
-        "import sys; sys.path.insert(0, %r)\n"
+        "import sys, time; sys.path.insert(0, %r)\n"
         "import agentbox_bwrap\n"
-        "s = agentbox_bwrap.Session()\n"
-        "print(s.run(\"import subprocess; \"\n"
+        "s = agentbox_bwrap.Session(files={'in.txt': 'x'})\n"
+        "print(s.run(\"import subprocess; open('out.txt', 'w').write('y'); \"\n"
         "            \"subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; : %s']); 'up'\").result)\n"
-        % (os.path.dirname(os.path.dirname(os.path.abspath(agentbox.__file__))), token))
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        "if %r == 'dropped':\n"
+        "    del s\n"
+        "    time.sleep(1)\n"
+        % (os.path.dirname(os.path.dirname(os.path.abspath(agentbox.__file__))), token, how))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=60, env=env)
     assert p.returncode == 0 and p.stdout == "'up'\n", p.stderr
     # agentbox saw its stdin end and closed the session: nothing of it is left
     for _ in range(100):
@@ -245,6 +253,9 @@ def test_a_session_never_closed_ends_with_its_program():
             break
         time.sleep(0.1)
     assert not procs_with(token)
+    # nor of the client: its staging of files= and the directory the files out would have
+    # gone to (agentbox collected into it after the program was gone, and nobody read them)
+    assert sorted(os.listdir(tmp)) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the memory limit is enforced by a memory cgroup, "
