@@ -22,15 +22,8 @@ push_env(struct strv *av, const char *kv)
 }
 
 void
-bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
+bwargv_head(struct strv *av, const struct ab_plan *p)
 {
-	static const char *const usr_links[4][2] = {
-		{ "usr/bin", "/bin" },
-		{ "usr/sbin", "/sbin" },
-		{ "usr/lib", "/lib" },
-		{ "usr/lib64", "/lib64" },
-	};
-
 	/* Namespaces: all of them, network included (T9, T11, T12). --unshare-user is explicit
 	 * so that a setuid bwrap would still map us, and --disable-userns needs it. */
 	strv_push(av, "--unshare-all");
@@ -55,7 +48,19 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(av, "--clearenv");
 	STRV_FOREACH (kv, &p->env)
 		push_env(av, *kv);
+}
 
+void
+bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
+{
+	static const char *const usr_links[4][2] = {
+		{ "usr/bin", "/bin" },
+		{ "usr/sbin", "/sbin" },
+		{ "usr/lib", "/lib" },
+		{ "usr/lib64", "/lib64" },
+	};
+
+	bwargv_head(av, p);
 	/* Read-only base: /usr and the merged-usr links, generated /etc (T1, T2). */
 	strv_push_n(av, 3, "--ro-bind", "/usr", "/usr");
 	for (int i = 0; i < 4; i++)
@@ -103,6 +108,12 @@ bwargv_build(struct strv *av, struct strv *cmd, const struct ab_plan *p)
 	strv_push(av, "--setenv");
 	strv_push(av, AB_NETCHECK_ENV);
 	strv_pushf(av, "%llu", p->netns_not);
+	bwargv_cmd(cmd, p);
+}
+
+void
+bwargv_cmd(struct strv *cmd, const struct ab_plan *p)
+{
 	/* The command always follows "--" (T37). */
 	strv_push(cmd, "--");
 	strv_push(cmd, AB_SANDBOX_INIT);

@@ -11,6 +11,12 @@
  * string lands as the value of a fixed option or after "--": none can become a bwrap
  * option (T37). */
 void bwargv_build(struct strv *opts, struct strv *cmd, const struct ab_plan *p);
+/* The first of bwargv_build's options: the namespaces, the identity, the environment;
+ * everything before the first mount, all known before anything is staged. */
+void bwargv_head(struct strv *opts, const struct ab_plan *p);
+/* bwargv_build's cmd alone: it rests on the plan's interpreter, script, arguments and
+ * agentbox-init's options, all known before anything is staged (supervise_prestart). */
+void bwargv_cmd(struct strv *cmd, const struct ab_plan *p);
 
 /* Serializes av as NUL-terminated words for bwrap --args. Returns a malloc'd buffer and sets
  * *ret_len. */

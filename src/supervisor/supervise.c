@@ -1054,6 +1054,7 @@ struct sup {
 	/* for the child, each moved high (dup_high) so that its dup2()s onto the fixed numbers
 	 * never clobber one another */
 	int args_fd, in_fd, seccomp_hi, init_fd;
+	int args_w; /* supervise_prestart: the pipe bwrap reads its arguments from, our end */
 	int out_p[2], err_p[2], st_p[2], ep[2], mw_p[2];
 	int sfd; /* signalfd: SIGCHLD and the signals that stop a run */
 	struct stream_state so, se;
@@ -1077,6 +1078,7 @@ sup_init(struct sup *s, struct ab_spawn *sp, struct ab_record *res, struct ab_ou
 		.res = res,
 		.oc = oc,
 		.args_fd = -1,
+		.args_w = -1,
 		.in_fd = -1,
 		.seccomp_hi = -1,
 		.init_fd = -1,
@@ -1116,20 +1118,37 @@ sup_kill(struct sup *s)
 	kill_run(s->pid, s->sp, s->oc, &s->killed, &s->kill_at);
 }
 
-/* bwrap's arguments in a memfd (no ARG_MAX limit, nothing in `ps`: T6), the sandbox's stdin,
- * the seccomp program and agentbox-init, each high. */
+/* bwrap's arguments in a memfd (no ARG_MAX limit, nothing in `ps`: T6), or a pipe they are
+ * written to later (supervise_prestart); the sandbox's stdin, the seccomp program and
+ * agentbox-init, each high. */
 static int
-sup_open_fds(struct sup *s, struct ab_err *err)
+sup_open_fds(struct sup *s, bool later, struct ab_err *err)
 {
 	const struct ab_spawn *sp = s->sp;
 	int r;
 
-	s->args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
-	if (s->args_fd < 0)
-		return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
-	r = write_all(s->args_fd, sp->args_buf, sp->args_len);
-	if (r < 0 || lseek(s->args_fd, 0, SEEK_SET) < 0)
-		return ab_err_set(err, r < 0 ? r : -errno, "write bwrap arguments");
+	if (later) {
+		int p[2];
+
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return ab_err_set(err, -errno, "pipe2: %s", strerror(errno));
+		s->args_fd = p[0];
+		s->args_w = p[1];
+		/* the head first, before bwrap exists (it fits: supervise.h): whatever ends
+		 * this pipe early, bwrap never reads an empty option list */
+		if (sp->args_len > AB_PRESTART_HEAD_MAX)
+			return ab_err_set(err, -E2BIG, "internal: bwrap's first options too long");
+		r = write_all(s->args_w, sp->args_buf, sp->args_len);
+		if (r < 0)
+			return ab_err_set(err, r, "write bwrap arguments");
+	} else {
+		s->args_fd = memfd_create("agentbox-bwrap-args", MFD_CLOEXEC);
+		if (s->args_fd < 0)
+			return ab_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+		r = write_all(s->args_fd, sp->args_buf, sp->args_len);
+		if (r < 0 || lseek(s->args_fd, 0, SEEK_SET) < 0)
+			return ab_err_set(err, r < 0 ? r : -errno, "write bwrap arguments");
+	}
 	{
 		int hi = dup_high(s->args_fd);
 
@@ -1666,8 +1685,8 @@ static void
 sup_close(struct sup *s)
 {
 	struct ab_warm *w = s->sp->warm;
-	int *fds[] = { &s->args_fd, &s->in_fd,   &s->seccomp_hi, &s->init_fd,
-		       &s->sfd,     &s->mw_p[0], &s->mw_p[1] };
+	int *fds[] = { &s->args_fd, &s->args_w, &s->in_fd,   &s->seccomp_hi,
+		       &s->init_fd, &s->sfd,    &s->mw_p[0], &s->mw_p[1] };
 
 	progress_done(&s->prog);
 	close_all(s->out_p, s->err_p, s->st_p, s->ep, &s->so.fd, &s->se.fd);
@@ -1686,30 +1705,104 @@ sup_close(struct sup *s)
 			(void) close(*fds[i]);
 }
 
+/* From bwrap's start to the last reap. */
+static int
+sup_run(struct sup *s, struct ab_err *err)
+{
+	int r, warm_r = 0;
+
+	if (s->sp->warm)
+		warm_r = sup_warm(s, err);
+	if (s->sp->relay)
+		sup_relay_open(s);
+	r = sup_loop(s, err);
+	if (warm_r < 0)
+		r = warm_r; /* the claimed run could not start: err says why */
+	sup_wind_up(s);
+	return r;
+}
+
+static int
+sup_open_and_start(struct sup *s, bool later, struct ab_err *err)
+{
+	int r = sup_open_fds(s, later, err);
+
+	if (r >= 0)
+		r = sup_open_pipes(s, err);
+	if (r >= 0)
+		r = sup_block_signals(s, err);
+	if (r >= 0)
+		r = sup_start(s, err);
+	return r;
+}
+
 int
 supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc, struct ab_err *err)
 {
 	struct sup s;
-	int r, warm_r = 0;
+	int r;
 
 	sup_init(&s, sp, res, oc);
-	r = sup_open_fds(&s, err);
+	r = sup_open_and_start(&s, false, err);
 	if (r >= 0)
-		r = sup_open_pipes(&s, err);
-	if (r >= 0)
-		r = sup_block_signals(&s, err);
-	if (r >= 0)
-		r = sup_start(&s, err);
-	if (r >= 0) {
-		if (sp->warm)
-			warm_r = sup_warm(&s, err);
-		if (sp->relay)
-			sup_relay_open(&s);
-		r = sup_loop(&s, err);
-		if (warm_r < 0)
-			r = warm_r; /* the claimed run could not start: err says why */
-		sup_wind_up(&s);
-	}
+		r = sup_run(&s, err);
 	sup_close(&s);
 	return r;
+}
+
+int
+supervise_prestart(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc,
+		   struct ab_sup **ret, struct ab_err *err)
+{
+	struct sup *s = xmalloc(sizeof(*s));
+	int r;
+
+	sup_init(s, sp, res, oc);
+	r = sup_open_and_start(s, true, err);
+	if (r < 0) {
+		supervise_abandon((struct ab_sup *) s);
+		return r;
+	}
+	*ret = (struct ab_sup *) s;
+	return 0;
+}
+
+int
+supervise_continue(struct ab_sup *sup, const char *args, size_t len, struct ab_err *err)
+{
+	struct sup *s = (struct sup *) sup;
+	int r;
+
+	/* the rest of bwrap's options, after the head it has had since its start. A bwrap that
+	 * is gone (it could not be exec'd, or was killed) leaves EPIPE here: the loop reaps it
+	 * and says why. */
+	(void) write_all(s->args_w, args, len);
+	(void) close(s->args_w);
+	s->args_w = -1;
+	s->t0 = now_ms(); /* the run's clock starts with its arguments, as with supervise_run */
+	timing_mark("sandbox: arguments sent");
+	r = sup_run(s, err);
+	sup_close(s);
+	free(s);
+	return r;
+}
+
+void
+supervise_abandon(struct ab_sup *sup)
+{
+	struct sup *s = (struct sup *) sup;
+
+	if (!s)
+		return;
+	if (s->pid > 0) {
+		/* still reading its arguments (it forks nothing before it has them) */
+		(void) kill(s->pid, SIGKILL);
+		while (waitpid(s->pid, NULL, __WALL) < 0 && errno == EINTR)
+			;
+		s->pid = -1;
+	}
+	if (s->sfd >= 0)
+		(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
+	sup_close(s);
+	free(s);
 }

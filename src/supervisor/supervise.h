@@ -140,3 +140,22 @@ struct ab_outcome {
  * outcome is not a run's. sp is changed only by warm->prepare. */
 int supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *ret,
 		  struct ab_err *err);
+
+/* supervise_run in two parts, for a run whose bwrap can start before all its options are
+ * known: bwrap's exec and its dynamic loading (milliseconds) overlap the staging of the
+ * workspace and /etc. supervise_prestart writes sp->args_buf, the head of bwrap's options
+ * (bwargv_head: the namespaces, the identity, --die-with-parent; at most
+ * AB_PRESTART_HEAD_MAX bytes, which any pipe holds unread), into a pipe, starts bwrap on it
+ * with its final command sp->cmd, and sets *ret; or fails with err set and nothing left
+ * running. bwrap reads its options to the pipe's end: should this process die before the
+ * rest is written, bwrap still has the head (and is killed: PR_SET_PDEATHSIG). Then exactly
+ * one of: supervise_continue writes the rest of the options and supervises the run to its
+ * end, as supervise_run; supervise_abandon kills and reaps that bwrap (which has started
+ * nothing yet). Both free the handle; sp, res and oc must live until then. Not for warm
+ * slots. */
+#define AB_PRESTART_HEAD_MAX 4096
+struct ab_sup;
+int supervise_prestart(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc,
+		       struct ab_sup **ret, struct ab_err *err);
+int supervise_continue(struct ab_sup *s, const char *rest, size_t len, struct ab_err *err);
+void supervise_abandon(struct ab_sup *s);

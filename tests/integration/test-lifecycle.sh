@@ -374,4 +374,23 @@ fi
 expect_flood "stalled terminal"
 expect_no_procs "stalled terminal" "${T}i"
 
+# ---- a run refused after its bwrap started -----------------------------------------------------
+# A plain run starts bwrap before it stages the workspace and /etc (bwrap reads its options
+# from a pipe, written once they are staged). An input too large for --disk fails that
+# staging: the waiting bwrap must be killed and reaped, and the run's cgroup removed, as if it
+# had never been started. The token is on bwrap's command line (the script's argument).
+head -c 3000000 /dev/zero >"$WORK/big.bin"
+abb 30 --disk 1M --input "$WORK/big.bin" "$WORK/spin.py" "${T}j"
+is "$rc" 125 "staging refused after bwrap's start: agentbox exits 125"
+is "$(jr .status)" setup_error "staging refused after bwrap's start: status setup_error"
+check "staging refused after bwrap's start: the report says why" \
+    jqe '.message | test("does not fit in the workspace")'
+expect_no_procs "staging refused after bwrap's start" "${T}j"
+id=$(jr .run_id)
+left=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "run-*-$id" 2>/dev/null)
+if [ -n "$id" ] && [ -z "$left" ]; then ok "staging refused after bwrap's start: no cgroup is left"; else
+    not_ok "staging refused after bwrap's start: no cgroup is left" "run_id=$id left=$left"
+fi
+rm -f "$WORK/big.bin"
+
 done_testing

@@ -78,6 +78,26 @@ golden(const char *name, const struct ab_plan *p)
 	TAP_OK(want && strcmp(got, want) == 0, "argv for '%s' matches its golden file", name);
 	if (want && strcmp(got, want) != 0)
 		printf("# got:\n%s", got);
+	{
+		/* what a prestarted bwrap gets first (run_prestart): bwargv_head's options, a
+		 * prefix of the whole, and bwargv_cmd's command, the same */
+		struct strv head = { 0 }, cmd2 = { 0 };
+		bool prefix, same;
+
+		bwargv_head(&head, p);
+		bwargv_cmd(&cmd2, p);
+		prefix = head.n > 0 && head.n < opts.n;
+		for (size_t i = 0; prefix && i < head.n; i++)
+			prefix = strcmp(head.v[i], opts.v[i]) == 0;
+		same = cmd2.n == cmd.n;
+		for (size_t i = 0; same && i < cmd.n; i++)
+			same = strcmp(cmd2.v[i], cmd.v[i]) == 0;
+		TAP_OK(prefix && strcmp(opts.v[head.n], "--ro-bind") == 0,
+		       "'%s': bwargv_head is the options before the first mount", name);
+		TAP_OK(same, "'%s': bwargv_cmd is bwargv_build's command", name);
+		strv_done(&head);
+		strv_done(&cmd2);
+	}
 	free(got);
 	free(joined_o);
 	free(joined_c);
