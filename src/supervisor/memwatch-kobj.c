@@ -333,7 +333,7 @@ memwatch_kobj_attach(struct ab_memwatch *mw)
 		return 0; /* unit tests: a fake /proc has no namespaces */
 	netns = openat(mw->proc_fd, "1/ns/net", O_RDONLY | O_CLOEXEC);
 	if (netns < 0)
-		return -errno;
+		return errno == ENOENT ? -ESRCH : -errno; /* PID 1 gone: the sandbox ended */
 	/* the sandbox's network namespace is never ours (agentbox-init checks the same, but
 	 * this may come first: a bwrap that shared it gets the same answer either way) */
 	{

@@ -81,6 +81,9 @@ struct ab_memwatch {
 	bool check_fs;  /* the fds must be a procfs and tmpfs mounts (off in unit tests) */
 	bool share_net; /* the sandbox shares our network namespace (prepare); else it must not */
 	bool attached;
+	/* the sandbox had ended (its PID 1 gone) when its /proc was handed over: a run shorter
+	 * than the hand-over, nothing left to measure (memwatch_attach: -ESRCH) */
+	bool ended_first;
 	bool over;           /* a precise count passed the limit: the run must end */
 	uint64_t over_bytes; /* that count */
 	uint64_t last;       /* bytes: the last estimate (fast, or precise when one ran) */

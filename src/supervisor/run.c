@@ -871,6 +871,11 @@ run_interpret(struct run *run, struct ab_err *err)
 		res->usage.memory_peak_bytes = run->mw.saw_script ? (int64_t) run->mw.peak : -1;
 		if (!c->cg_made)
 			res->usage.tasks_peak = (int64_t) run->mw.tasks_peak;
+	} else if (c->lp.memwatch && run->mw.ended_first) {
+		res->usage.memory_peak_bytes = -1; /* unmeasured: null */
+		result_warn(res, "--memory: the run had ended before the memory watchdog could "
+				 "read the sandbox's /proc (a run of a few milliseconds on a busy "
+				 "machine): its memory was not measured");
 	} else if (c->lp.sockguard && run->mw.attached &&
 		   (int64_t) run->mw.peak > res->usage.memory_peak_bytes) {
 		res->usage.memory_peak_bytes =

@@ -615,6 +615,12 @@ memwatch_receive(int *sock, struct ab_memwatch *mw, char *why, size_t whysize)
 			 "the sandbox shares agentbox's own network namespace");
 		return r;
 	}
+	if (r == -ESRCH) {
+		/* the whole run was over before we read its /proc (a script of a few ms on a
+		 * busy machine): nothing to watch, as for one that ends between two polls */
+		mw->ended_first = true;
+		return 1;
+	}
 	if (r < 0) {
 		snprintf(why, whysize, "cannot measure the sandbox: %s", strerror(-r));
 		return r;
@@ -1476,7 +1482,8 @@ sup_on_status(struct sup *s)
 		if (sp->cg)
 			oc->tmpfs_end_bytes = cg_shmem_bytes(sp->cg);
 	}
-	if (oc->init_started && sp->memwatch && !sp->memwatch->attached && !oc->memwatch_error[0]) {
+	if (oc->init_started && sp->memwatch && !sp->memwatch->attached &&
+	    !sp->memwatch->ended_first && !oc->memwatch_error[0]) {
 		if (s->mw_p[0] < 0 ||
 		    memwatch_receive(&s->mw_p[0], sp->memwatch, oc->memwatch_error,
 				     sizeof(oc->memwatch_error)) <= 0) {

@@ -277,6 +277,13 @@ test_fake_proc(void)
 	TAP_OK(memwatch_add_tmpfs(&mw, open_tmp()) == -EINVAL,
 	       "check_fs: a directory that is not a tmpfs is refused");
 	memwatch_done(&mw);
+	/* a /proc whose PID 1 is gone: the sandbox ended before the hand-over was read (a run
+	 * of a few ms on a busy machine); -ESRCH, which the supervisor takes as nothing left to
+	 * watch rather than a watchdog that failed (the fake /proc has no 1/ns/net) */
+	memwatch_init(&mw, 600 * MiB);
+	mw.proc_fd = open_tmp();
+	TAP_OK(memwatch_kobj_attach(&mw) == -ESRCH, "a /proc without PID 1: -ESRCH (ended first)");
+	memwatch_done(&mw);
 	{
 		char cmd[600];
 
