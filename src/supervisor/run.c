@@ -52,11 +52,16 @@
 /* ---- identity ---------------------------------------------------------------------- */
 
 /* Looks a user up in /etc/passwd itself (fgetpwent: no NSS modules to load; the sandbox
- * user is a local system account). Returns true and fills uid/gid when found. */
+ * user is a local system account). Read whole first: fgetpwent on a file seeks before
+ * every entry, two system calls a line on every root run. Returns true and fills uid/gid
+ * when found. */
 static bool
 passwd_lookup(const char *name, uid_t *ret_uid, gid_t *ret_gid)
 {
-	FILE *f = fopen("/etc/passwd", "re");
+	cleanup_fd int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+	cleanup_free char *text = NULL;
+	ssize_t n = fd < 0 ? -1 : read_all_capped(fd, 1 << 20, &text);
+	FILE *f = n > 0 ? fmemopen(text, (size_t) n, "r") : NULL;
 	struct passwd *pw;
 	bool found = false;
 
