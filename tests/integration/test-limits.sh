@@ -467,17 +467,29 @@ done
 check "tmp fills: no fill file on the host's /tmp or /dev/shm" \
     test ! -e "/tmp/fill-$TOKEN" -a ! -e "/dev/shm/fill-$TOKEN"
 
+# The host filesystems' growth during a fill: a fill that landed on the host disk grows one of
+# them by the whole 64 MiB each time. Another test writing there at the same moment (the
+# suite runs two at a time) can too, once: a fill whose growth passes 16 MiB is run again, up
+# to twice, and the smallest growth counts.
 grow=0
 growvt=0
 for s in fill.py fill.js; do
-    b0=$(dfused "$WORK")
-    v0=$(dfused /var/tmp)
-    # shellcheck disable=SC2086
-    abb 60 $SAFE --disk 64M --rm "$WORK/$s" /work/fill
-    b1=$(dfused "$WORK")
-    v1=$(dfused /var/tmp)
-    [ $((b1 - b0)) -gt "$grow" ] && grow=$((b1 - b0))
-    [ $((v1 - v0)) -gt "$growvt" ] && growvt=$((v1 - v0))
+    g=-1
+    gvt=-1
+    for _try in 1 2 3; do
+        b0=$(dfused "$WORK")
+        v0=$(dfused /var/tmp)
+        # shellcheck disable=SC2086
+        abb 60 $SAFE --disk 64M --rm "$WORK/$s" /work/fill
+        b1=$(dfused "$WORK")
+        v1=$(dfused /var/tmp)
+        { [ "$g" -lt 0 ] || [ $((b1 - b0)) -lt "$g" ]; } && g=$((b1 - b0))
+        { [ "$gvt" -lt 0 ] || [ $((v1 - v0)) -lt "$gvt" ]; } && gvt=$((v1 - v0))
+        [ "$g" -le 16384 ] && [ "$gvt" -le 16384 ] && break
+        echo "# $s workspace: the host filesystems grew by $g / $gvt KiB; measuring again"
+    done
+    [ "$g" -gt "$grow" ] && grow=$g
+    [ "$gvt" -gt "$growvt" ] && growvt=$gvt
     is "$(jr .status)" disk_limit "$s workspace: status disk_limit"
     check "$s workspace: limits_hit has disk" hit disk
     is "$(val err)" ENOSPC "$s workspace: the fill ends with ENOSPC"
