@@ -16,7 +16,6 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
-#include "../lib/api-private.h"
 #include "../mcp/mcp.h"
 #include "../spec/options.h"
 #include "../spec/record.h"
@@ -252,7 +251,7 @@ default_warning(const json_t *defaults, const char *w)
 static void
 print_outcome(const ab_result *res)
 {
-	json_t *rep = json_incref(api_result_report(res)); /* no second parse */
+	json_t *rep = json_loads(ab_result_json(res), 0, NULL);
 	json_t *defaults = json_object_get(rep, "defaults_not_applied");
 	const char *status = ab_result_status(res);
 	size_t i;
@@ -364,7 +363,7 @@ files_place(const json_t *rep)
 static void
 print_summary(const ab_result *res, bool colour, bool flag_words)
 {
-	json_t *rep = json_incref(api_result_report(res)); /* no second parse */
+	json_t *rep = json_loads(ab_result_json(res), 0, NULL);
 	const char *status = json_string_value(json_object_get(rep, "status"));
 	const char *fix = json_string_value(json_object_get(rep, "fix"));
 	const char *hint = json_string_value(json_object_get(rep, "hint"));

@@ -46,8 +46,6 @@ ab_run_handle *api_start(ab_context *ctx, const char *mode, const char *body_key
 bool api_context_flag_words(const ab_context *ctx);
 /* Sets key to v (stolen) in the report r holds, its text too. */
 void api_result_annotate(ab_result *r, const char *key, json_t *v);
-/* The report r holds, parsed (borrowed: r's; NULL if r is). */
-json_t *api_result_report(const ab_result *r);
 
 /* Waits for the supervisor to end (blocking), without reading its response. */
 int api_finish_quietly(ab_run_handle *r);

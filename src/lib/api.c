@@ -1051,12 +1051,6 @@ res_str(const ab_result *r, const char *key)
 	return r ? json_string_value(json_object_get(r->json, key)) : NULL;
 }
 
-json_t *
-api_result_report(const ab_result *r)
-{
-	return r ? r->json : NULL;
-}
-
 static int64_t
 res_int(const ab_result *r, const char *key, int64_t dflt)
 {
