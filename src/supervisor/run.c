@@ -550,9 +550,8 @@ run_dry(struct run *run)
 	return RUN_COMPLETE;
 }
 
-/* The memory watchdog (memwatch.h). */
-/* The workspace and prepare's environment are tmpfs of ours: they count too (/tmp and
- * /dev/shm come from agentbox-init). Once they are staged. */
+/* The memory watchdog (memwatch.h) counts the workspace and prepare's environment, tmpfs of
+ * ours, too (/tmp and /dev/shm come from agentbox-init): once they are staged. */
 static int
 memwatch_count_tmpfs(struct run *run, struct ab_err *err)
 {
@@ -682,9 +681,8 @@ static int
 run_prestart(struct run *run, struct ab_err *err)
 {
 	struct run_ctx *c = &run->c;
-	int r;
-
 	struct strv head = { 0 };
+	int r;
 
 	if (!can_prestart(run))
 		return 0;
@@ -744,27 +742,23 @@ run_spawn(struct run *run, struct ab_err *err)
 		clock_gettime(CLOCK_REALTIME, &c->started_rt);
 		run->early = NULL;
 		r = supervise_continue(early, args + run->head_len, args_len - run->head_len, err);
-		cpu_claim_release(&run->cpus); /* every process of the run is gone */
+	} else {
+		r = spawn_confine(run, err);
+		if (r >= 0)
+			r = memwatch_count_tmpfs(run, err);
 		if (r < 0)
 			return r;
-		timing_mark("sandbox finished");
-		return 0;
+		fill_spawn(run, &sp, &run->cmd);
+		sp.args_buf = args;
+		sp.args_len = args_len;
+		if (o->slot) {
+			r = slot_start(c, &sp, err);
+			if (r < 0)
+				return r;
+		}
+		clock_gettime(CLOCK_REALTIME, &c->started_rt);
+		r = supervise_run(&sp, c->res, &run->oc, err);
 	}
-	r = spawn_confine(run, err);
-	if (r >= 0)
-		r = memwatch_count_tmpfs(run, err);
-	if (r < 0)
-		return r;
-	fill_spawn(run, &sp, &run->cmd);
-	sp.args_buf = args;
-	sp.args_len = args_len;
-	if (o->slot) {
-		r = slot_start(c, &sp, err);
-		if (r < 0)
-			return r;
-	}
-	clock_gettime(CLOCK_REALTIME, &c->started_rt);
-	r = supervise_run(&sp, c->res, &run->oc, err);
 	cpu_claim_release(&run->cpus); /* every process of the run is gone */
 	if (o->slot) {
 		o->slot->state = (int) c->warm.state;
