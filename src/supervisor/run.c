@@ -209,8 +209,6 @@ run_done(struct run *run)
 {
 	struct run_ctx *c = &run->c;
 
-	supervise_abandon(run->early); /* run_finish did, before the cgroup went */
-	run->early = NULL;
 	strv_done(&run->av);
 	strv_done(&run->cmd);
 	strv_done(&run->early_cmd);
@@ -311,6 +309,10 @@ run_resolve(struct run *run, struct ab_err *err)
 	if (r < 0)
 		return r;
 	ws_name_script(c);
+	/* a fresh workspace's script is /work/NAME (its bwrap may start before the staging:
+	 * run_prestart); --workspace DIR's and a session's are placed by the staging */
+	if (!o->workspace && !o->session)
+		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
 	c->res->lang = c->plan.lang;
 	if (o->env_dir) {
 		r = prepare_lookup(o->env_dir, NULL, o->python_path, o->node_path, &env_venv,
@@ -474,8 +476,6 @@ stage_fresh_workspace(struct run_ctx *c, struct ab_err *err)
 		r = ws_place_script(c, err); /* the driver, read-only outside /work */
 	if (r < 0)
 		return r;
-	if (!c->o->session && !c->plan.script_sandbox) /* run_prestart may have named it */
-		c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
 	if (c->rd.path)
 		c->res->workspace = xasprintf("%s/work", c->rd.path);
 	return 0;
@@ -691,7 +691,6 @@ run_prestart(struct run *run, struct ab_err *err)
 	strv_done(&head);
 	if (run->head_len > AB_PRESTART_HEAD_MAX)
 		return 0; /* a long environment: bwrap starts once everything is staged */
-	c->plan.script_sandbox = xasprintf(AB_SANDBOX_WORK "/%s", c->script_name);
 	bwargv_cmd(&run->early_cmd, &c->plan);
 	r = cmd_fits(&run->early_cmd, err);
 	if (r < 0)

@@ -1757,27 +1757,32 @@ supervise_run(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc,
 	return r;
 }
 
+/* supervise_prestart's handle: the supervision under way, on the heap */
+struct ab_sup {
+	struct sup s;
+};
+
 int
 supervise_prestart(struct ab_spawn *sp, struct ab_record *res, struct ab_outcome *oc,
 		   struct ab_sup **ret, struct ab_err *err)
 {
-	struct sup *s = xmalloc(sizeof(*s));
+	struct ab_sup *h = xmalloc(sizeof(*h));
 	int r;
 
-	sup_init(s, sp, res, oc);
-	r = sup_open_and_start(s, true, err);
+	sup_init(&h->s, sp, res, oc);
+	r = sup_open_and_start(&h->s, true, err);
 	if (r < 0) {
-		supervise_abandon((struct ab_sup *) s);
+		supervise_abandon(h);
 		return r;
 	}
-	*ret = (struct ab_sup *) s;
+	*ret = h;
 	return 0;
 }
 
 int
-supervise_continue(struct ab_sup *sup, const char *args, size_t len, struct ab_err *err)
+supervise_continue(struct ab_sup *h, const char *args, size_t len, struct ab_err *err)
 {
-	struct sup *s = (struct sup *) sup;
+	struct sup *s = &h->s;
 	int r;
 
 	/* the rest of bwrap's options, after the head it has had since its start. A bwrap that
@@ -1790,14 +1795,14 @@ supervise_continue(struct ab_sup *sup, const char *args, size_t len, struct ab_e
 	timing_mark("sandbox: arguments sent");
 	r = sup_run(s, err);
 	sup_close(s);
-	free(s);
+	free(h);
 	return r;
 }
 
 void
-supervise_abandon(struct ab_sup *sup)
+supervise_abandon(struct ab_sup *h)
 {
-	struct sup *s = (struct sup *) sup;
+	struct sup *s = h ? &h->s : NULL;
 
 	if (!s)
 		return;
@@ -1811,5 +1816,5 @@ supervise_abandon(struct ab_sup *sup)
 	if (s->sfd >= 0)
 		(void) prctl(PR_SET_CHILD_SUBREAPER, 0);
 	sup_close(s);
-	free(s);
+	free(h);
 }
