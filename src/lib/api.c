@@ -28,6 +28,7 @@
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/path.h"
+#include "../util/proc.h"
 #include "../util/xalloc.h"
 #include "agentbox/agentbox.h"
 #include "config.h"
@@ -550,12 +551,10 @@ static void
 child_state(const int src[7])
 {
 	unsigned first = src[6] >= 0 ? 7 : 6;
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 
 	/* the caller's handlers and mask are the caller's: the supervisor starts clean */
-	for (int s = 1; s < NSIG; s++)
-		(void) sigaction(s, &dfl, NULL);
+	proc_reset_signals();
 	sigemptyset(&none);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
 	for (unsigned i = 0; i < first; i++)
@@ -593,15 +592,14 @@ high(int fd)
 static _Noreturn void
 intermediate(const char *path, char *const argv[], char *const envp[], const int src[7], int pid_w)
 {
-	struct sigaction dfl = { .sa_handler = SIG_DFL }, ign = { .sa_handler = SIG_IGN };
+	struct sigaction ign = { .sa_handler = SIG_IGN };
 	static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
 	sigset_t none;
 	long sup;
 	int st, code;
 
 	/* the caller's handlers are not ours; a terminal's ^C is the supervisor's to answer */
-	for (int s = 1; s < NSIG; s++)
-		(void) sigaction(s, &dfl, NULL);
+	proc_reset_signals();
 	for (size_t i = 0; i < ARRAY_SIZE(quiet); i++)
 		(void) sigaction(quiet[i], &ign, NULL);
 	sigemptyset(&none);

@@ -70,8 +70,7 @@ child_exec(const struct ab_spawn *sp, bool in_cgroup, int in_fd, int out_w, int 
 	int fds[AB_FD_FIRST_FREE];
 
 	sigemptyset(&none);
-	for (int s = 1; s < NSIG; s++)
-		(void) signal(s, SIG_DFL);
+	proc_reset_signals();
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
 
 	/* cgroup v1 (and v2 without clone3): join now, before bwrap forks anything. On v1
@@ -265,7 +264,10 @@ stream_close(struct stream_state *st)
 static int
 pump(struct stream_state *st, uint64_t cap, bool truncate)
 {
-	char buf[65536];
+	/* static, not on the stack: a 64 KiB frame is probed page by page (stack-clash
+	 * protection), 16 fresh pages per run even when nothing is printed; here only the bytes
+	 * read are touched. The supervisor has one thread and pump is not reentered. */
+	static char buf[65536];
 	int rounds = 0;
 
 	for (;;) {

@@ -122,3 +122,51 @@ proc_add_stop_signals(sigset_t *set)
 	sigaddset(set, SIGHUP);
 	sigaddset(set, SIGQUIT);
 }
+
+/* The 64-bit mask after "\nNAME:\t" in a /proc/PID/status text, or -1 (an all-ones mask:
+ * reset everything) when it is missing or does not parse. */
+static uint64_t
+status_mask(const char *text, const char *name)
+{
+	const char *p = strstr(text, name);
+	uint64_t m = 0;
+	int digits = 0;
+
+	if (!p)
+		return UINT64_MAX;
+	for (p += strlen(name); *p == '\t' || *p == ' '; p++)
+		;
+	for (; *p && *p != '\n'; p++, digits++) {
+		int v = *p >= '0' && *p <= '9'   ? *p - '0'
+			: *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+						 : -1;
+
+		if (v < 0 || digits >= 16)
+			return UINT64_MAX;
+		m = m << 4 | (uint64_t) v;
+	}
+	return digits ? m : UINT64_MAX;
+}
+
+void
+proc_reset_signals(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	char buf[8192];
+	uint64_t set = UINT64_MAX;
+	ssize_t n = -1;
+	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		(void) close(fd);
+	}
+	/* the whole text in one read (about 1.5 KiB), or no trust in it */
+	if (n > 0 && (size_t) n < sizeof(buf) - 1) {
+		buf[n] = '\0';
+		set = status_mask(buf, "\nSigIgn:") | status_mask(buf, "\nSigCgt:");
+	}
+	for (int s = 1; s < NSIG && s <= 64; s++)
+		if (set & (UINT64_C(1) << (s - 1)))
+			(void) sigaction(s, &dfl, NULL);
+}

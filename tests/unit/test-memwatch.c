@@ -656,10 +656,51 @@ test_filter(void)
 	       "the variant has a cache entry of its own (%s)", b);
 }
 
+static void
+on_signal(int sig)
+{
+	(void) sig;
+}
+
+/* proc_reset_signals: every caught and every ignored signal ends SIG_DFL (what a child between
+ * fork and exec owes the program it runs), in a child of this test so its own stay as they are. */
+static void
+test_reset_signals(void)
+{
+	static const int caught[] = { SIGUSR1, SIGTERM, SIGCHLD, SIGALRM, 40 };
+	static const int ignored[] = { SIGUSR2, SIGPIPE, SIGHUP, 35, 64 };
+	pid_t pid = fork();
+	int ws = 0;
+
+	if (pid == 0) {
+		struct sigaction h = { .sa_handler = on_signal }, ign = { .sa_handler = SIG_IGN };
+		int left = 0;
+
+		for (size_t i = 0; i < ARRAY_SIZE(caught); i++)
+			if (sigaction(caught[i], &h, NULL) < 0)
+				_exit(100);
+		for (size_t i = 0; i < ARRAY_SIZE(ignored); i++)
+			if (sigaction(ignored[i], &ign, NULL) < 0)
+				_exit(101);
+		proc_reset_signals();
+		for (int s = 1; s < NSIG; s++) {
+			struct sigaction now;
+
+			if (sigaction(s, NULL, &now) == 0 && now.sa_handler != SIG_DFL)
+				left++;
+		}
+		_exit(left);
+	}
+	TAP_OK(pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+	       "proc_reset_signals: caught and ignored signals (1-64) all end SIG_DFL (%d left)",
+	       WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+}
+
 int
 main(void)
 {
 	test_parsers();
+	test_reset_signals();
 	test_fake_proc();
 	test_start_and_reading();
 	test_kobj_parsers();
