@@ -126,6 +126,14 @@ def latency(agentbox, rounds, tmp):
     return out
 
 
+def host_busy_s():
+    """Seconds of CPU the whole machine spent busy so far (/proc/stat: all but idle and
+    iowait), kernel threads included: what a run costs the host, not only its own processes."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(agentbox, n, tmp):
     work = os.path.join(tmp, "w-tput")
     runs = os.path.join(tmp, "runs-tput")
@@ -145,6 +153,7 @@ def throughput(agentbox, n, tmp):
     batch = min(20, n)
     for workers in (1, 2):
         spent = {name: 0.0 for name in cmds}
+        busy = {name: 0.0 for name in cmds}
         done = {name: 0 for name in cmds}
         fails = {name: 0 for name in cmds}
         while any(done[name] < n for name in cmds):
@@ -155,19 +164,27 @@ def throughput(agentbox, n, tmp):
                 if k <= 0:
                     continue
                 t = time.perf_counter()
+                b = host_busy_s()
                 with ThreadPoolExecutor(max_workers=workers) as ex:
                     rcs = list(ex.map(lambda _: run_once(argv, work)[1], range(k)))
                 spent[name] += time.perf_counter() - t
+                busy[name] += host_busy_s() - b
                 done[name] += k
                 fails[name] += sum(1 for r in rcs if r)
         for name in cmds:
+            # host CPU per run: with 2 workers on 2 cores the machine is CPU-bound and this,
+            # not the wall time, decides the rate (docs/performance.md, "Third round")
             res.append({"config": name, "workers": workers, "runs": n,
-                        "runs_per_s": round(n / spent[name], 1), "failures": fails[name]})
+                        "runs_per_s": round(n / spent[name], 1), "failures": fails[name],
+                        "host_cpu_ms_per_run": round(busy[name] * 1000 / n, 1)})
     for workers in (1, 2):
         rate = {r["config"]: r["runs_per_s"] for r in res if r["workers"] == workers}
         ab = next(r for r in res if r["workers"] == workers and r["config"].startswith("agentbox"))
         ab["vs_raw_bwrap"] = round(rate["agentbox (defaults)"] / rate["raw bwrap"], 3)
         ab["vs_seed_line"] = round(rate["agentbox (defaults)"] / rate["timeout 60 + raw bwrap"], 3)
+        cpu = {r["config"]: r["host_cpu_ms_per_run"] for r in res if r["workers"] == workers}
+        ab["cpu_vs_seed_line"] = round(cpu["agentbox (defaults)"] /
+                                       max(cpu["timeout 60 + raw bwrap"], 0.1), 3)
     return res
 
 
@@ -228,11 +245,13 @@ def main():
             print(f"| {r['lang']} | {r['script']} | {r['config']}{fail} | {r['median_ms']} | "
                   f"{r['min_ms']}-{r['max_ms']} | {r['ratio']:.2f}x |")
         tput = throughput(a.agentbox, a.throughput_runs, tmp)
-        print("\n| throughput (trivial python) | workers | runs/s | vs the seed line | vs raw bwrap |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print("\n| throughput (trivial python) | workers | runs/s | vs the seed line | vs raw bwrap "
+              "| host CPU ms/run | CPU vs the seed line |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in tput:
             print(f"| {r['config']} | {r['workers']} | {r['runs_per_s']} | "
-                  f"{r.get('vs_seed_line', '')} | {r.get('vs_raw_bwrap', '')} |")
+                  f"{r.get('vs_seed_line', '')} | {r.get('vs_raw_bwrap', '')} | "
+                  f"{r['host_cpu_ms_per_run']} | {r.get('cpu_vs_seed_line', '')} |")
         misc = supervisor_and_kill(a.agentbox, tmp)
         print(f"\nagentbox supervisor peak RSS: {misc['agentbox_max_rss_kib_median']} KiB (median of 10)")
         print(f"deadline to every process dead: median {misc['deadline_to_all_dead_ms_median']} ms, "
