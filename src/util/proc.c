@@ -152,7 +152,7 @@ void
 proc_reset_signals(void)
 {
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	char buf[8192];
+	char buf[4096]; /* the text is about 1.5 KiB; one page of stack */
 	uint64_t set = UINT64_MAX;
 	ssize_t n = -1;
 	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
