@@ -296,14 +296,21 @@ trees_open(struct trees_cache *tc, int cache_dirfd)
 {
 	*tc = (struct trees_cache){ .dirfd = cache_dirfd };
 	if (cache_dirfd >= 0) {
-		char *buf = xmalloc(TREES_CACHE_MAX);
-		ssize_t n = read_small_file_at(cache_dirfd, TREES_CACHE, buf, TREES_CACHE_MAX);
+		/* sized to the file (a few KiB), not to the cap: a 256 KiB buffer is an mmap
+		 * and a munmap per run */
+		cleanup_fd int fd =
+			openat(cache_dirfd, TREES_CACHE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		char *buf = NULL;
+		ssize_t n = fd >= 0 ? read_all_capped(fd, TREES_CACHE_MAX - 3, &buf) : -errno;
 
-		if (n > 0 && (size_t) n < TREES_CACHE_MAX - 2) {
-			buf[n] = '\n'; /* read_small_file_at dropped the last one */
+		while (n > 0 && buf[n - 1] == '\n')
+			n--;
+		if (n > 0) {
+			buf = xrealloc(buf, (size_t) n + 2);
+			buf[n] = '\n'; /* one, whatever the file ended with */
 			buf[n + 1] = '\0';
 			tc->old = buf;
-		} else {
+		} else if (n == 0) {
 			free(buf);
 		}
 	}
