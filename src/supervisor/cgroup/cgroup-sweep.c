@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "../../util/fdutil.h"
 #include "../../util/macro.h"
 #include "../../util/proc.h"
@@ -89,8 +91,13 @@ sweep_dir(enum ab_cg_kind kind, int parent, int procfd)
 	struct strv names = { 0 };
 	DIR *d;
 	struct dirent *de;
+	struct stat st;
 	int fd, removed = 0;
 
+	/* A directory's link count is 2 plus its subdirectories (kernfs, as tmpfs): none, so
+	 * nothing to sweep, and no listing of the parent's thirty-odd control files per run */
+	if (fstat(parent, &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 2)
+		return 0;
 	fd = openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
