@@ -38,6 +38,12 @@ splice_link(char **rest, const char *target, const char *after)
 int
 hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *err)
 {
+	return hostfs_open_at(AT_FDCWD, path, flags, what, err);
+}
+
+int
+hostfs_open_at(int dirfd, const char *path, unsigned flags, const char *what, struct ab_err *err)
+{
 	cleanup_free char *rest = NULL;
 	cleanup_fd int dfd = -1;
 	uid_t me = geteuid();
@@ -47,7 +53,12 @@ hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *e
 	if (!path || !path[0])
 		return ab_err_usage(err, "%s: the path is empty", what),
 		       ab_err_fix(err, "give %s a path", what);
-	dfd = open(path[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (path[0] == '/')
+		dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	else if (dirfd == AT_FDCWD)
+		dfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	else
+		dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
 	if (dfd < 0)
 		return ab_err_set(err, -errno, "%s '%s': %s", what, path, strerror(errno));
 	rest = xstrdup(path);

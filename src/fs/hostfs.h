@@ -32,6 +32,12 @@ enum hostfs_flags {
  * an untrusted symlink). */
 int hostfs_open(const char *path, unsigned flags, const char *what, struct ab_err *err);
 
+/* hostfs_open with a relative `path` starting at dirfd (an fd hostfs_open returned, e.g. for
+ * /etc): the same rules for every component after it, and an absolute symlink target starts
+ * again at /. AT_FDCWD: the cwd. */
+int hostfs_open_at(int dirfd, const char *path, unsigned flags, const char *what,
+		   struct ab_err *err);
+
 /* Like hostfs_open for the parent directory of `path`; *ret_base is the last component
  * (malloc'd; never "", "." or ".."). For files agentbox creates (--report, --collect DIR). */
 int hostfs_open_parent(const char *path, unsigned flags, const char *what, char **ret_base,

