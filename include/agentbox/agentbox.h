@@ -249,6 +249,11 @@ const char *ab_result_stdout(const ab_result *r, size_t *len);
 const char *ab_result_stderr(const ab_result *r, size_t *len);
 const char *ab_result_message(const ab_result *r); /* NULL when none */
 const char *ab_result_fix(const ab_result *r);     /* NULL when none */
+/* The report's warnings[i], and defaults_not_applied[i] (a default protection this host
+ * could not apply; `agentbox doctor` explains it): NULL past the end. Each warning ends in
+ * its fix. */
+const char *ab_result_warning(const ab_result *r, size_t i);
+const char *ab_result_default_not_applied(const ab_result *r, size_t i);
 const char *ab_result_run_dir(const ab_result *r); /* NULL with rm */
 const char *ab_result_workspace(const ab_result *r);
 void ab_result_free(ab_result *r);

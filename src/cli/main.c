@@ -228,17 +228,14 @@ wait_forwarding(ab_run_handle *run, ab_result **ret, ab_error **err)
 /* Is warning w the one of a default this host cannot apply (it begins "default NAME ", NAME
  * in the report's defaults_not_applied)? */
 static bool
-default_warning(const json_t *defaults, const char *w)
+default_warning(const ab_result *res, const char *w)
 {
-	size_t i;
-	json_t *d;
+	const char *name;
 
-	json_array_foreach(defaults, i, d)
-	{
-		const char *name = json_string_value(d);
-		size_t l = name ? strlen(name) : 0;
+	for (size_t i = 0; (name = ab_result_default_not_applied(res, i)); i++) {
+		size_t l = strlen(name);
 
-		if (name && strncmp(w, "default ", 8) == 0 && strncmp(w + 8, name, l) == 0 &&
+		if (strncmp(w, "default ", 8) == 0 && strncmp(w + 8, name, l) == 0 &&
 		    w[8 + l] == ' ')
 			return true;
 	}
@@ -247,33 +244,27 @@ default_warning(const json_t *defaults, const char *w)
 
 /* The report's warnings, or its error line for a run agentbox refused. The defaults this host
  * cannot apply get one short line for all of them (issue 25: not the same essay every run;
- * agentbox doctor explains them, and the report keeps every word). */
+ * agentbox doctor explains them, and the report keeps every word). Through the result's
+ * accessors: the library parsed the report once already. */
 static void
 print_outcome(const ab_result *res)
 {
-	json_t *rep = json_loads(ab_result_json(res), 0, NULL);
-	json_t *defaults = json_object_get(rep, "defaults_not_applied");
-	const char *status = ab_result_status(res);
-	size_t i;
-	json_t *w;
+	const char *status = ab_result_status(res), *w;
 
 	if (status && (strcmp(status, "setup_error") == 0 || strcmp(status, "usage_error") == 0)) {
 		print_error("", ab_result_message(res) ? ab_result_message(res) : "failed",
 			    ab_result_fix(res), strcmp(status, "usage_error") == 0);
-	} else {
-		json_array_foreach(json_object_get(rep, "warnings"), i, w)
-		{
-			if (!default_warning(defaults, json_string_value(w)))
-				fprintf(stderr, "agentbox: warning: %s\n", json_string_value(w));
-		}
-		if (json_array_size(defaults) > 0) {
-			fputs("agentbox: note: defaults this host cannot fully apply:", stderr);
-			json_array_foreach(defaults, i, w)
-				fprintf(stderr, "%s %s", i ? "," : "", json_string_value(w));
-			fputs(" (agentbox doctor explains)\n", stderr);
-		}
+		return;
 	}
-	json_decref(rep);
+	for (size_t i = 0; (w = ab_result_warning(res, i)); i++)
+		if (!default_warning(res, w))
+			fprintf(stderr, "agentbox: warning: %s\n", w);
+	if (ab_result_default_not_applied(res, 0)) {
+		fputs("agentbox: note: defaults this host cannot fully apply:", stderr);
+		for (size_t i = 0; (w = ab_result_default_not_applied(res, i)); i++)
+			fprintf(stderr, "%s %s", i ? "," : "", w);
+		fputs(" (agentbox doctor explains)\n", stderr);
+	}
 }
 
 /* "1G", "512M", "3.5K", "100" bytes as the flags take them. */

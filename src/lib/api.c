@@ -1122,6 +1122,21 @@ ab_result_fix(const ab_result *r)
 }
 
 AB_EXPORT const char *
+ab_result_warning(const ab_result *r, size_t i)
+{
+	return r ? json_string_value(json_array_get(json_object_get(r->json, "warnings"), i))
+		 : NULL;
+}
+
+AB_EXPORT const char *
+ab_result_default_not_applied(const ab_result *r, size_t i)
+{
+	return r ? json_string_value(
+			   json_array_get(json_object_get(r->json, "defaults_not_applied"), i))
+		 : NULL;
+}
+
+AB_EXPORT const char *
 ab_result_run_dir(const ab_result *r)
 {
 	return res_str(r, "run_dir");

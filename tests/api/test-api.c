@@ -147,7 +147,7 @@ main(void)
 		"\"args\":[\"1\",\"2\",\"39\"],\"rm\":true}",
 		"{\"language\":\"node\",\"code\":\"console.log('node ' + (6*7))\",\"rm\":true}",
 		"{\"language\":\"python\",\"code\":\"import sys\\nopen('out.txt','w').write('x')\\n"
-		"sys.exit(3)\",\"rm\":true}",
+		"sys.exit(3)\",\"limits\":{\"memory\":\"100M\"},\"rm\":true}",
 		"{\"language\":\"python\",\"code\":\"import time; time.sleep(30)\","
 		"\"limits\":{\"timeout\":1.5},\"rm\":true}",
 		"{\"language\":\"python\",\"code\":\"import time; print('up', flush=True); "
@@ -254,6 +254,21 @@ main(void)
 	       "the script's own exit code 3 (agentbox would exit 3)");
 	TAP_OK(res[2] && strstr(ab_result_json(res[2]), "\"out.txt\""),
 	       "the report lists the file it wrote");
+	{
+		const char *w = ab_result_warning(res[2], 0), *d;
+		bool listed = true;
+
+		TAP_OK(w && strstr(w, "more than limits.memory 100M") && strstr(w, "(fix: "),
+		       "ab_result_warning: the tmpfs-over-memory warning, with its fix (%s)",
+		       w ? w : "NULL");
+		TAP_OK(!ab_result_warning(res[2], 1) && !ab_result_warning(res[0], 0),
+		       "ab_result_warning: NULL past the end, and for a run without warnings");
+		for (size_t i = 0; (d = ab_result_default_not_applied(res[0], i)); i++)
+			listed = listed && strstr(ab_result_json(res[0]), d);
+		TAP_OK(listed && !ab_result_warning(NULL, 0) &&
+			       !ab_result_default_not_applied(NULL, 0),
+		       "ab_result_default_not_applied: from the report; NULL for no result");
+	}
 	TAP_STREQ(ab_result_status(res[3]), "timeout", "the 1.5 s timeout ended the sleeper");
 	TAP_OK(ab_result_agentbox_exit(res[3]) == 124, "timeout: agentbox exit 124");
 	TAP_STREQ(ab_result_fix(res[3]),
