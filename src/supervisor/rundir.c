@@ -210,17 +210,22 @@ open_mountpoints(struct ab_rundir *rd, struct ab_err *err)
 	r = check_private_dir(fd, where, "the mountpoint directory", err);
 	if (r < 0)
 		return r;
+	/* they exist after the first run: one stat each, a mkdir only when one is missing */
 	for (size_t i = 0; i < sizeof(mp) / sizeof(mp[0]); i++) {
-		int d;
+		struct stat st;
 
-		if (mkdirat(fd, mp[i].name, mp[i].mode) < 0 && errno != EEXIST)
-			return ab_err_set(err, -errno, "create '%s/%s': %s", where, mp[i].name,
-					  strerror(errno));
-		d = openat(fd, mp[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (d < 0)
-			return ab_err_set(err, -errno, "'%s/%s' is not a directory: %s", where,
-					  mp[i].name, strerror(errno));
-		(void) close(d);
+		if (fstatat(fd, mp[i].name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT ||
+			    (mkdirat(fd, mp[i].name, mp[i].mode) < 0 && errno != EEXIST))
+				return ab_err_set(err, -errno, "create '%s/%s': %s", where,
+						  mp[i].name, strerror(errno));
+			if (fstatat(fd, mp[i].name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				return ab_err_set(err, -errno, "'%s/%s': %s", where, mp[i].name,
+						  strerror(errno));
+		}
+		if (!S_ISDIR(st.st_mode))
+			return ab_err_set(err, -ENOTDIR, "'%s/%s' is not a directory: %s", where,
+					  mp[i].name, strerror(ENOTDIR));
 	}
 	rd->mnt_work = xasprintf("%s/work", where);
 	rd->mnt_etc = xasprintf("%s/etc", where);

@@ -113,6 +113,18 @@ is "$(find "$(jr .run_dir)" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '
 is "$(find "$RUNS/.mnt" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ')" "env etc pts ro script shm tmp work " "the runs root has the eight shared mountpoint dirs"
 is "$(find "$RUNS/.mnt" -mindepth 2 | wc -l)" 0 "the shared mountpoints are empty on the host"
 is "$(grep -c " $RUNS/" /proc/self/mountinfo)" 0 "nothing is mounted under the runs root on the host"
+# a mountpoint that is no longer a directory (a symlink planted in its place) is refused
+# before anything is mounted on it, and left as it is
+rmdir "$RUNS/.mnt/tmp"
+ln -s "$WORK" "$RUNS/.mnt/tmp"
+abb 60 "$WORK/hello.py"
+is "$rc" 125 "a symlink in place of RUNS/.mnt/tmp: refused (exit 125)"
+check "... saying it is not a directory" grep -q "\.mnt/tmp' is not a directory" "$WORK/err"
+check "... and the link is left alone" test -L "$RUNS/.mnt/tmp"
+rm "$RUNS/.mnt/tmp"
+abb 60 "$WORK/hello.py"
+is "$rc" 0 "... and once it is gone, the next run makes the directory again"
+check "... which is a directory" test -d "$RUNS/.mnt/tmp" -a ! -L "$RUNS/.mnt/tmp"
 
 # ---- --workspace DIR ------------------------------------------------------------------------
 mkdir -m 0700 "$WORK/ws" "$WORK/ws/sub"

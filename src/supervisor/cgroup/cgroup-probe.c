@@ -89,8 +89,14 @@ static int
 cg_ensure_dir(int parent, const char *name)
 {
 	struct stat st;
-	int r = cg_mkdir(parent, name);
+	int r;
 
+	/* there after the first run: one stat, and a mkdir only when it is missing */
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (errno != ENOENT)
+		return -errno;
+	r = cg_mkdir(parent, name);
 	if (r != -EEXIST)
 		return r;
 	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
