@@ -34,6 +34,11 @@
 /* The hooks' sources, embedded at build time (src/warm/embed.py). */
 extern const char ab_warm_sitecustomize_py[];
 extern const char ab_warm_hook_js[];
+/* sitecustomize.py compiled by the build's /usr/bin/python3, checked against the source by
+ * hash (PEP 552), and its name under __pycache__ ("sitecustomize.cpython-311.pyc") */
+extern const char ab_warm_sitecustomize_py_pyc[];
+extern const size_t ab_warm_sitecustomize_py_pyc_len;
+extern const char ab_warm_sitecustomize_py_pyc_file[];
 
 /* NULL when a parsed spec may run in a warm slot, else why not (static text). */
 const char *warm_refusal(const struct ab_run_opts *o);

@@ -94,6 +94,14 @@ except OSError as e:
     print("fork refused", e.errno, "limited" if n < 20 else "late")
 else:
     print("no limit")' '{"limits": {"pids": 12}}'
+# the Python hook's bytecode in /etc is what this interpreter would load instead of compiling
+# the hook at each slot's start (PEP 552, checked by hash)
+spec py-hookpyc python 'import importlib.util, sys
+d = "/etc/agentbox/warm"
+src = open(d + "/sitecustomize.py", "rb").read()
+pyc = open("%s/__pycache__/sitecustomize.%s.pyc" % (d, sys.implementation.cache_tag), "rb").read()
+print("magic", pyc[:4] == importlib.util.MAGIC_NUMBER, "flags", int.from_bytes(pyc[4:8], "little"),
+      "hash", pyc[8:16] == importlib.util.source_hash(src))'
 spec py-pythonpath python 'import sys, wmod; print(wmod.VALUE, sys.path[:3])' \
     "$(jq -n --arg in "$IN/lib" '{inputs: [$in], env: {PYTHONPATH: "/work/lib", FOO: "bar"}}')"
 
@@ -194,6 +202,8 @@ check "py-probe: a cold run has no trace of the hooks either (no PYTHONPATH, no 
     jqe '.stdout.text | (test("PYTHONPATH|/etc/agentbox|sitecustomize") | not)' "$OUT/py-probe.cold.json"
 check "js-probe: a cold Node run has no preload, no NODE_OPTIONS" \
     jqe '.stdout.text | (test("NODE_OPTIONS|/etc/agentbox|hook.js") | not)' "$OUT/js-probe.cold.json"
+is "$(st '.stdout.text' py-hookpyc)" "magic True flags 3 hash True" \
+    "py-hookpyc: the hook's bytecode matches the sandbox's interpreter and the hook's source"
 check "py-pythonpath: PYTHONPATH as the spec set it, its modules imported from the workspace" \
     jqe '.stdout.text | test("^42 \\[./work., ./work/lib.")' "$OUT/py-pythonpath.warm.json"
 check "js-probe: process.argv, execArgv, require.main as \`node /work/script.js ARGS\`" \
