@@ -771,12 +771,29 @@ ctl_send(struct ab_warm *w, json_t *msg)
 		(void) send(w->ctl_fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* The slot's processes: its cgroup's, which bwrap entered before its exec (one read), else
+ * bwrap's tree from a walk of all of our /proc (a read per process on the host). */
+static size_t
+slot_pids(struct ab_cg *cg, pid_t bwrap, pid_t *out, size_t max)
+{
+	cleanup_free pid_t *listed = NULL;
+	int n = cg ? cg_list_procs(cg, &listed) : -EBADF;
+	size_t k = 0;
+
+	if (n <= 0)
+		return tree_pids(bwrap, out, max);
+	for (int i = 0; i < n && k < max; i++)
+		if (listed[i] != getpid())
+			out[k++] = listed[i];
+	return k;
+}
+
 /* The interpreter's hook is ready: measure what the slot holds and tell the library. */
 static void
-warm_ready(struct ab_warm *w, pid_t bwrap, int64_t t0)
+warm_ready(struct ab_warm *w, struct ab_cg *cg, pid_t bwrap, int64_t t0)
 {
 	pid_t pids[TREE_MAX];
-	size_t n = tree_pids(bwrap, pids, TREE_MAX);
+	size_t n = slot_pids(cg, bwrap, pids, TREE_MAX);
 	json_t *mods = json_array();
 
 	w->state = AB_WARM_READY;
@@ -1009,7 +1026,7 @@ warm_wait(struct ab_spawn *sp, pid_t pid, int sfd, struct stream_state *so, stru
 					for (size_t i = 1; i < f.n; i++)
 						strv_push(&w->modules, f.v[i]);
 					strv_done(&f);
-					warm_ready(w, pid, t0);
+					warm_ready(w, sp->cg, pid, t0);
 					continue;
 				}
 				r = warm_fail(w, tail, tail_len, "%s",

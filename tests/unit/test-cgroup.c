@@ -1012,6 +1012,13 @@ test_v2_create(void)
 	/* counting and killing never touch a pid outside the run */
 	put(P("%s/cgroup.procs", run), "12\n34\n\nabc\n0\n-3\n");
 	TAP_OK(cg_count_procs(&cg) == 2, "v2 count: counts only pids");
+	{
+		cleanup_free pid_t *listed = NULL;
+		int n = cg_list_procs(&cg, &listed);
+
+		TAP_OK(n == 2 && listed[0] == 12 && listed[1] == 34,
+		       "v2 list: the pids cgroup.procs lists, nothing else (%d)", n);
+	}
 	put(P("%s/cgroup.procs", run), "");
 	TAP_OK(cg_count_procs(&cg) == 0, "v2 count: empty is 0");
 	TAP_OK(cg_kill(&cg) == 0, "v2 kill: ok");
@@ -1046,9 +1053,14 @@ test_v2_create(void)
 		       zero.dirfd[0] == -1,
 	       "destroy: zeroed struct is safe (fd 0 untouched)");
 	memset(&zero, 0, sizeof(zero));
-	TAP_OK(cg_attach_self(&zero) == -EBADF && cg_count_procs(&zero) == -EBADF &&
-		       cg_kill(&zero) == 0,
-	       "zeroed struct: attach/count refuse, kill is a no-op");
+	{
+		pid_t *none = NULL;
+
+		TAP_OK(cg_attach_self(&zero) == -EBADF && cg_count_procs(&zero) == -EBADF &&
+			       cg_list_procs(&zero, &none) == -EBADF && !none &&
+			       cg_kill(&zero) == 0,
+		       "zeroed struct: attach/count/list refuse, kill is a no-op");
+	}
 }
 
 static void

@@ -1,4 +1,5 @@
-/* cgroup-kill.c: killing and counting what is in a run cgroup (cg_kill, cg_count_procs).
+/* cgroup-kill.c: killing, counting and listing what is in a run cgroup (cg_kill,
+ * cg_count_procs, cg_list_procs).
  *
  * A pid read from cgroup.procs may exit and be recycled before we signal it, so a pid is
  * signalled only through a pidfd (which pins one process) and only after /proc/PID/cgroup
@@ -186,4 +187,16 @@ cg_count_procs(struct ab_cg *cg)
 		return -EBADF;
 	(void) each_procs(cg, count_most, &c);
 	return c.best;
+}
+
+int
+cg_list_procs(struct ab_cg *cg, pid_t **ret)
+{
+	if (!cg || cg->name[0] == '\0')
+		return -EBADF;
+	/* v1: every member is in each hierarchy where the run has a group */
+	for (int i = 0; i < CG_N; i++)
+		if (cg->dirfd[i] >= 0)
+			return cg_read_procs(cg->dirfd[i], ret);
+	return -EBADF;
 }

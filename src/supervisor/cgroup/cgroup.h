@@ -127,6 +127,10 @@ int cg_kill(struct ab_cg *cg);
 /* Number of processes still in the run cgroup (0 when empty), or -errno. */
 int cg_count_procs(struct ab_cg *cg);
 
+/* The processes in the run cgroup (as cgroup.procs lists them: they may have ended since),
+ * their number, *ret malloc'd; or -errno. */
+int cg_list_procs(struct ab_cg *cg, pid_t **ret);
+
 int cg_read_usage(struct ab_cg *cg, struct ab_cg_usage *ret);
 
 /* Kills what is left, waits (bounded, ~2 s) until empty, removes the directories, closes fds.
