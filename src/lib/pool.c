@@ -3,7 +3,8 @@
  * (src/supervisor/main.c) that built one future run's sandbox and waits with the interpreter
  * started; the pool keeps a number of them per class of specs, hands a run to a ready slot of
  * its class (warm) or starts it as ab_run_start would (cold), and replaces each slot it used
- * once that slot's run has ended (struct pool_refill).
+ * once that slot's run has ended (struct pool_run). It builds no more sandboxes at once than
+ * the caller has CPUs, counting its runs' first moments (pool_busy).
  *
  * Each slot is a run handle (api-private.h) plus a SOCK_SEQPACKET control socket, its fd 6:
  * the slot says {"ready": {...}} or {"failed": {...}}; a claim is {"claim": {}} with the run's
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,10 +42,12 @@
 #define P_PIDFD 3
 #endif
 
-#define POOL_MAX_SLOTS     64    /* slots per class */
-#define POOL_CLAIM_WAIT_MS 2000  /* a ready slot answers a claim at once; past this it is dead */
-#define POOL_BACKOFF_MAX   60000 /* after failures, a class waits at most this long to retry */
-#define POOL_REFILL_MAX_MS 250   /* a used slot's replacement waits for its run at most this long */
+#define POOL_MAX_SLOTS       64    /* slots per class */
+#define POOL_CLAIM_WAIT_MS   2000  /* a ready slot answers a claim at once; past this it is dead */
+#define POOL_BACKOFF_MAX     60000 /* after failures, a class waits at most this long to retry */
+#define POOL_REFILL_MAX_MS   250 /* a used slot's replacement waits for its run at most this long */
+#define POOL_BUSY_MS         250 /* a run started from the pool counts as busy for this long */
+#define POOL_REFILL_GRACE_MS 5   /* after a run's end, its caller's next run goes first */
 
 enum slot_state {
 	SLOT_STARTING,
@@ -81,15 +85,22 @@ struct pool_class {
 	struct pool_class *next;
 };
 
-/* A slot's run going on: its replacement starts when the run ends (the caller's handle's fd,
- * dup'd, reads as ended) or at until_ms, whichever comes first. Building a slot takes a core
- * for tens of ms; on a small machine, doing it while the run is short and under way would
- * slow that run down by as much (bench/warm). */
-struct pool_refill {
-	struct pool_class *cls;
+/* A run started from the pool (warm or cold), followed until it ends (the caller's handle's
+ * fd, dup'd, reads as ended) or until_ms, whichever comes first. Until then:
+ * - refill: it took a slot of cls, whose replacement waits. Building a slot takes a core for
+ *   tens of ms; on a small machine, doing it while the run is short and under way would slow
+ *   that run down by as much (bench/warm).
+ * When any of them ends, no slot starts for POOL_REFILL_GRACE_MS: a caller with runs back to
+ * back starts its next one at once, and that run, not a slot, should get the core.
+ * - until it ends, every one counts as a sandbox at work (pool_busy): with runs back to back
+ *   a slot built beside them found the cores taken, and with 2 runs and 2 slots on 2 cores
+ *   the pool sustained 0.96x what cold runs do (bench/warm, issue 29). */
+struct pool_run {
+	struct pool_class *cls; /* NULL: a run of no class */
+	bool refill;
 	int fd; /* a dup of ab_run_fd of the run: readable once it ended */
 	int64_t until_ms;
-	struct pool_refill *next;
+	struct pool_run *next;
 };
 
 struct ab_pool {
@@ -98,7 +109,9 @@ struct ab_pool {
 	int epfd;            /* every slot's control socket and pidfd */
 	struct pool_class *classes;
 	struct pool_slot *slots;
-	struct pool_refill *refills;
+	struct pool_run *runs;
+	unsigned cpus;         /* the caller's (its affinity): sandboxes built at once, at most */
+	int64_t hold_until_ms; /* a run just ended: no slot starts before (POOL_REFILL_GRACE_MS) */
 	uint64_t unmatched_runs; /* runs of no class (or not for a slot at all): cold */
 };
 
@@ -171,15 +184,32 @@ class_refills(const ab_pool *p, const struct pool_class *c)
 {
 	unsigned n = 0;
 
-	for (const struct pool_refill *f = p->refills; f; f = f->next)
-		n += f->cls == c;
+	for (const struct pool_run *f = p->runs; f; f = f->next)
+		n += f->refill && f->cls == c;
+	return n;
+}
+
+/* Sandboxes at work for the pool: its slots being built and its runs in their first
+ * POOL_BUSY_MS. A slot starts only while this is below the caller's CPUs: a slot built on a
+ * core a run needs costs that run as much, and the context switches of more sandboxes than
+ * cores cost both (bench/warm). A run that goes on longer stops counting, so long runs hold
+ * back no slot for more than that. */
+static unsigned
+pool_busy(const ab_pool *p)
+{
+	unsigned n = 0;
+
+	for (const struct pool_slot *sl = p->slots; sl; sl = sl->next)
+		n += sl->cls && sl->state == SLOT_STARTING;
+	for (const struct pool_run *f = p->runs; f; f = f->next)
+		n++;
 	return n;
 }
 
 static void
-refill_drop(ab_pool *p, struct pool_refill *f)
+run_drop(ab_pool *p, struct pool_run *f)
 {
-	for (struct pool_refill **pp = &p->refills; *pp; pp = &(*pp)->next)
+	for (struct pool_run **pp = &p->runs; *pp; pp = &(*pp)->next)
 		if (*pp == f) {
 			*pp = f->next;
 			break;
@@ -191,36 +221,41 @@ refill_drop(ab_pool *p, struct pool_refill *f)
 	free(f);
 }
 
-/* c's slot was taken by the run h: its replacement waits for the run's end, at most
- * POOL_REFILL_MAX_MS (without an fd to watch: the deadline only). */
+/* The run h started from the pool (of class c, or NULL): followed until it ends, at most
+ * POOL_BUSY_MS (without an fd to watch: the deadline only). refill: it took a slot of c,
+ * whose replacement waits as long. */
 static void
-refill_later(ab_pool *p, struct pool_class *c, const ab_run_handle *h)
+run_follow(ab_pool *p, struct pool_class *c, bool refill, const ab_run_handle *h)
 {
-	struct pool_refill *f = xcalloc(1, sizeof(*f));
+	struct pool_run *f = xcalloc(1, sizeof(*f));
 	struct epoll_event ev = { .events = EPOLLIN };
 
 	f->cls = c;
+	f->refill = refill;
 	f->fd = ab_run_fd(h) >= 0 ? fcntl(ab_run_fd(h), F_DUPFD_CLOEXEC, 3) : -1;
-	f->until_ms = now_ms() + POOL_REFILL_MAX_MS;
+	f->until_ms = now_ms() + (refill ? POOL_REFILL_MAX_MS : POOL_BUSY_MS);
 	ev.data.ptr = f;
 	if (f->fd >= 0)
 		(void) epoll_ctl(p->epfd, EPOLL_CTL_ADD, f->fd, &ev);
-	f->next = p->refills;
-	p->refills = f;
+	f->next = p->runs;
+	p->runs = f;
 }
 
-/* Refills whose run ended or whose time is up are done: their classes may start slots. */
+/* Runs that ended or whose time is up are let go: their classes may start slots, after the
+ * grace of a run that ended. */
 static void
-refills_check(ab_pool *p, int64_t now)
+runs_check(ab_pool *p, int64_t now)
 {
-	struct pool_refill *next;
+	struct pool_run *next;
 
-	for (struct pool_refill *f = p->refills; f; f = next) {
+	for (struct pool_run *f = p->runs; f; f = next) {
 		struct pollfd pfd = { .fd = f->fd, .events = POLLIN };
 
 		next = f->next;
-		if (now >= f->until_ms || (f->fd >= 0 && poll(&pfd, 1, 0) > 0 && pfd.revents))
-			refill_drop(p, f);
+		if (f->fd >= 0 && poll(&pfd, 1, 0) > 0 && pfd.revents)
+			p->hold_until_ms = now + POOL_REFILL_GRACE_MS;
+		if (now >= f->until_ms || pfd.revents)
+			run_drop(p, f);
 	}
 }
 
@@ -347,9 +382,10 @@ pool_reap(ab_pool *p)
 }
 
 /* Everything that can be done without waiting: read the slots, reap ended ones, let idle
- * classes go, start the slots classes lack. Returns ms until it should run again, or -1. */
+ * classes go, and unless !start, start the slots classes lack. Returns ms until it should run
+ * again, or -1. */
 static int
-pool_work(ab_pool *p)
+pool_work_as(ab_pool *p, bool start)
 {
 	int64_t now, next = -1;
 	struct pool_slot *nsl;
@@ -362,10 +398,14 @@ pool_work(ab_pool *p)
 	}
 	pool_reap(p);
 	now = now_ms();
-	refills_check(p, now);
-	for (struct pool_refill *f = p->refills; f; f = f->next)
+	runs_check(p, now);
+	for (struct pool_run *f = p->runs; f; f = f->next)
 		if (next < 0 || f->until_ms - now < next)
 			next = f->until_ms - now;
+	if (start && now < p->hold_until_ms) {
+		start = false; /* a run just ended: its caller's next one goes first */
+		next = next < 0 || p->hold_until_ms - now < next ? p->hold_until_ms - now : next;
+	}
 	for (struct pool_class *c = p->classes; c; c = c->next) {
 		int64_t at;
 
@@ -389,14 +429,20 @@ pool_work(ab_pool *p)
 				next = at;
 			continue;
 		}
-		while (class_count(p, c, -1) + class_refills(p, c) < c->want &&
-		       slot_start(p, c, NULL) == 0)
+		while (start && class_count(p, c, -1) + class_refills(p, c) < c->want &&
+		       pool_busy(p) < p->cpus && slot_start(p, c, NULL) == 0)
 			;
 	}
 	for (struct pool_slot *sl = p->slots; sl; sl = sl->next)
 		if (sl->state == SLOT_DYING && (next < 0 || next > 100))
 			next = 100; /* to reap it */
 	return next < 0 ? -1 : next > INT32_MAX ? INT32_MAX : (int) next;
+}
+
+static int
+pool_work(ab_pool *p)
+{
+	return pool_work_as(p, true);
 }
 
 /* ---- the API ---------------------------------------------------------------------------- */
@@ -422,6 +468,14 @@ ab_pool_new(ab_context *ctx, ab_error **err)
 		ctx = p->own_ctx;
 	}
 	p->ctx = ctx;
+	{
+		cpu_set_t set;
+
+		p->cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned) CPU_COUNT(&set)
+								       : 1;
+		if (p->cpus < 1)
+			p->cpus = 1;
+	}
 	return p;
 }
 
@@ -605,6 +659,7 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 	const json_t *j = api_spec_json(s);
 	cleanup_free char *key = NULL;
 	struct pool_class *c = NULL;
+	ab_run_handle *h;
 	bool eligible;
 	int r;
 
@@ -618,7 +673,8 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 	run_opts_done(&o);
 	if (r < 0)
 		return api_fail_ab(err, &e), NULL;
-	(void) pool_work(p);
+	/* which slots are ready; a slot lacking starts after this run did (pool_busy) */
+	(void) pool_work_as(p, false);
 	if (eligible) {
 		key = warm_class_key(j);
 		for (c = p->classes; c && strcmp(c->key, key) != 0; c = c->next)
@@ -634,8 +690,6 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 			c->retry_at_ms = 0;
 		}
 		for (struct pool_slot *sl = p->slots; sl && !declined; sl = nsl) {
-			ab_run_handle *h;
-
 			nsl = sl->next;
 			if (sl->cls != c || sl->state != SLOT_READY)
 				continue;
@@ -643,16 +697,19 @@ ab_pool_run_start(ab_pool *p, const ab_spec *s, const ab_io *io, ab_error **err)
 			if (h) {
 				c->warm_runs++;
 				c->failures = 0;
-				refill_later(p, c, h);
+				run_follow(p, c, true, h);
 				return h;
 			}
 		}
 		c->cold_runs++;
-		(void) pool_work(p);
 	} else {
 		p->unmatched_runs++;
 	}
-	return ab_run_start(p->ctx, s, io, err);
+	h = ab_run_start(p->ctx, s, io, err);
+	if (h)
+		run_follow(p, c, false, h);
+	(void) pool_work(p);
+	return h;
 }
 
 AB_EXPORT int
@@ -756,8 +813,8 @@ ab_pool_free(ab_pool *p)
 			(void) api_finish_quietly(sl->h);
 		slot_drop(p, sl);
 	}
-	while (p->refills)
-		refill_drop(p, p->refills);
+	while (p->runs)
+		run_drop(p, p->runs);
 	for (struct pool_class *c = p->classes; c; c = nc) {
 		nc = c->next;
 		free(c->key);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -548,6 +549,50 @@ main(void)
 		TAP_OK(is_warm(r1), "and takes the next run");
 		free(r1);
 		ab_spec_free(t2);
+	}
+
+	/* a pool builds no more sandboxes at once than its caller has CPUs (issue 29): made with
+	 * one CPU, a run of its going on holds a new class's slot back until that run ended */
+	{
+		cpu_set_t all, one;
+		ab_spec *t3 = spec("{\"language\":\"python\",\"code\":\"\",\"rm\":true,"
+				   "\"env\":{\"AB_CLASS\":\"3\"}}");
+		ab_spec *nap = spec("{\"language\":\"python\",\"rm\":true,"
+				    "\"code\":\"import time; time.sleep(0.15)\"}");
+		ab_pool *p2 = NULL;
+		ab_run_handle *h = NULL;
+		long during = -1;
+		int cpu = 0;
+
+		CPU_ZERO(&one);
+		if (sched_getaffinity(0, sizeof(all), &all) == 0) {
+			while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &all))
+				cpu++;
+			CPU_SET(cpu, &one);
+			if (sched_setaffinity(0, sizeof(one), &one) == 0) {
+				p2 = ab_pool_new(ctx, &e);
+				(void) sched_setaffinity(0, sizeof(all), &all);
+			}
+		}
+		h = p2 && nap ? ab_pool_run_start(p2, nap, NULL, &e) : NULL;
+		if (h && t3 && ab_pool_add(p2, t3, 1, NULL, &e) == 0) {
+			info = ab_pool_info(p2);
+			during = num(info, "starting") + num(info, "ready");
+			free(info);
+		}
+		TAP_OK(h && during == 0,
+		       "with one CPU, a run going on holds a new class's slot back (%ld slots)",
+		       during);
+		TAP_OK(h && ab_run_wait(h, &res, NULL) == 0 &&
+			       strcmp(ab_result_status(res), "exited") == 0,
+		       "... the run ends");
+		ab_result_free(res);
+		res = NULL;
+		TAP_OK(p2 && ab_pool_wait_ready(p2, 60000, &e) == 0,
+		       "... and then the slot is built (%s)", e ? ab_error_message(e) : "ok");
+		ab_pool_free(p2);
+		ab_spec_free(t3);
+		ab_spec_free(nap);
 	}
 
 	/* the pool full again, so there are slots for ab_pool_free to end */
