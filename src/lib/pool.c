@@ -110,7 +110,8 @@ struct ab_pool {
 	struct pool_class *classes;
 	struct pool_slot *slots;
 	struct pool_run *runs;
-	unsigned cpus;         /* the caller's (its affinity): sandboxes built at once, at most */
+	unsigned cpus; /* sandboxes built at once, at most: the caller's CPUs (affinity), 2 or more
+			*/
 	int64_t hold_until_ms; /* a run just ended: no slot starts before (POOL_REFILL_GRACE_MS) */
 	uint64_t unmatched_runs; /* runs of no class (or not for a slot at all): cold */
 };
@@ -241,10 +242,11 @@ run_follow(ab_pool *p, struct pool_class *c, bool refill, const ab_run_handle *h
 	p->runs = f;
 }
 
-/* Runs that ended or whose time is up are let go: their classes may start slots, after the
- * grace of a run that ended. */
+/* Runs that ended or whose time is up are let go: their classes may start slots. With hold,
+ * after the grace of a run that ended: the caller learns of the end from its tick and may
+ * start its next run at once. Without (a run starting now is that next run), at once. */
 static void
-runs_check(ab_pool *p, int64_t now)
+runs_check(ab_pool *p, int64_t now, bool hold)
 {
 	struct pool_run *next;
 
@@ -252,7 +254,7 @@ runs_check(ab_pool *p, int64_t now)
 		struct pollfd pfd = { .fd = f->fd, .events = POLLIN };
 
 		next = f->next;
-		if (f->fd >= 0 && poll(&pfd, 1, 0) > 0 && pfd.revents)
+		if (f->fd >= 0 && poll(&pfd, 1, 0) > 0 && pfd.revents && hold)
 			p->hold_until_ms = now + POOL_REFILL_GRACE_MS;
 		if (now >= f->until_ms || pfd.revents)
 			run_drop(p, f);
@@ -398,7 +400,7 @@ pool_work_as(ab_pool *p, bool start)
 	}
 	pool_reap(p);
 	now = now_ms();
-	runs_check(p, now);
+	runs_check(p, now, start);
 	for (struct pool_run *f = p->runs; f; f = f->next)
 		if (next < 0 || f->until_ms - now < next)
 			next = f->until_ms - now;
@@ -471,10 +473,12 @@ ab_pool_new(ab_context *ctx, ab_error **err)
 	{
 		cpu_set_t set;
 
+		/* with one CPU, two: a slot built beside one run, as before the budget; a
+		 * caller that never ticks would otherwise see no slot made again */
 		p->cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned) CPU_COUNT(&set)
 								       : 1;
-		if (p->cpus < 1)
-			p->cpus = 1;
+		if (p->cpus < 2)
+			p->cpus = 2;
 	}
 	return p;
 }

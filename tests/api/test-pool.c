@@ -551,16 +551,20 @@ main(void)
 		ab_spec_free(t2);
 	}
 
-	/* a pool builds no more sandboxes at once than its caller has CPUs (issue 29): made with
-	 * one CPU, a run of its going on holds a new class's slot back until that run ended */
+	/* a pool builds no more sandboxes at once than its caller has CPUs, two at least (issue
+	 * 29): made with one CPU, two runs of its going on hold a new class's slot back until they
+	 * ended. Then a caller that runs one thing after another and never ticks still gets its
+	 * used slot replaced, beside its next run. */
 	{
 		cpu_set_t all, one;
 		ab_spec *t3 = spec("{\"language\":\"python\",\"code\":\"\",\"rm\":true,"
 				   "\"env\":{\"AB_CLASS\":\"3\"}}");
 		ab_spec *nap = spec("{\"language\":\"python\",\"rm\":true,"
 				    "\"code\":\"import time; time.sleep(0.15)\"}");
+		const char *c3 = "{\"language\":\"python\",\"code\":\"pass\",\"rm\":true,"
+				 "\"env\":{\"AB_CLASS\":\"3\"}}";
 		ab_pool *p2 = NULL;
-		ab_run_handle *h = NULL;
+		ab_run_handle *h = NULL, *h2 = NULL;
 		long during = -1;
 		int cpu = 0;
 
@@ -575,21 +579,37 @@ main(void)
 			}
 		}
 		h = p2 && nap ? ab_pool_run_start(p2, nap, NULL, &e) : NULL;
-		if (h && t3 && ab_pool_add(p2, t3, 1, NULL, &e) == 0) {
+		h2 = p2 && nap ? ab_pool_run_start(p2, nap, NULL, &e) : NULL;
+		if (h && h2 && t3 && ab_pool_add(p2, t3, 1, NULL, &e) == 0) {
 			info = ab_pool_info(p2);
 			during = num(info, "starting") + num(info, "ready");
 			free(info);
 		}
-		TAP_OK(h && during == 0,
-		       "with one CPU, a run going on holds a new class's slot back (%ld slots)",
+		TAP_OK(h && h2 && during == 0,
+		       "with one CPU, two runs going on hold a new class's slot back (%ld slots)",
 		       during);
-		TAP_OK(h && ab_run_wait(h, &res, NULL) == 0 &&
-			       strcmp(ab_result_status(res), "exited") == 0,
-		       "... the run ends");
-		ab_result_free(res);
-		res = NULL;
+		for (int i = 0; i < 2; i++) {
+			TAP_OK(h && h2 && ab_run_wait(i ? h2 : h, &res, NULL) == 0 &&
+				       strcmp(ab_result_status(res), "exited") == 0,
+			       "... run %d ends", i + 1);
+			ab_result_free(res);
+			res = NULL;
+		}
 		TAP_OK(p2 && ab_pool_wait_ready(p2, 60000, &e) == 0,
 		       "... and then the slot is built (%s)", e ? ab_error_message(e) : "ok");
+		if (p2) {
+			struct timespec t = { .tv_sec = 2, .tv_nsec = 0 };
+			char *w1 = run(p2, c3, NULL), *w2 = run(p2, c3, NULL), *w3;
+
+			nanosleep(&t, NULL); /* no tick: the replacement is made meanwhile */
+			w3 = run(p2, c3, NULL);
+			TAP_OK(is_warm(w1) && w2 && !is_warm(w2) && is_warm(w3),
+			       "runs one after another, never a tick: warm, cold (its slot's "
+			       "replacement built beside it), warm");
+			free(w1);
+			free(w2);
+			free(w3);
+		}
 		ab_pool_free(p2);
 		ab_spec_free(t3);
 		ab_spec_free(nap);
