@@ -218,9 +218,9 @@ int ab_pool_fd(const ab_pool *p);
 /* Housekeeping, never blocking: notes ready and failed slots, reaps ended ones, replaces
  * them (a class whose slots fail to start, or end while ready with no run, waits 1 s,
  * doubling to a minute, before it starts another; no more slots are built at once than the
- * caller has CPUs, counting the pool's runs in their first 250 ms; none in the 5 ms after
- * one of them ended), lets idle classes go. Returns the ms until it wants to be called
- * again, or -1. */
+ * caller has CPUs, two at least, counting the pool's runs in their first 250 ms; none in the
+ * 5 ms after a tick found one of them ended), lets idle classes go. Returns the ms until it
+ * wants to be called again, or -1. */
 int ab_pool_tick(ab_pool *p);
 /* Waits (at most timeout_ms) until every class that is not idle has its slots ready. 0, or
  * -ETIMEDOUT, or -EIO when a class's last slot failed to start (the message says why). */

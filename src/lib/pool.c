@@ -4,7 +4,7 @@
  * started; the pool keeps a number of them per class of specs, hands a run to a ready slot of
  * its class (warm) or starts it as ab_run_start would (cold), and replaces each slot it used
  * once that slot's run has ended (struct pool_run). It builds no more sandboxes at once than
- * the caller has CPUs, counting its runs' first moments (pool_busy).
+ * the caller has CPUs (two at least), counting its runs' first moments (pool_busy).
  *
  * Each slot is a run handle (api-private.h) plus a SOCK_SEQPACKET control socket, its fd 6:
  * the slot says {"ready": {...}} or {"failed": {...}}; a claim is {"claim": {}} with the run's
