@@ -90,11 +90,12 @@ struct pool_class {
  * - refill: it took a slot of cls, whose replacement waits. Building a slot takes a core for
  *   tens of ms; on a small machine, doing it while the run is short and under way would slow
  *   that run down by as much (bench/warm).
- * When any of them ends, no slot starts for POOL_REFILL_GRACE_MS: a caller with runs back to
- * back starts its next one at once, and that run, not a slot, should get the core.
- * - until it ends, every one counts as a sandbox at work (pool_busy): with runs back to back
- *   a slot built beside them found the cores taken, and with 2 runs and 2 slots on 2 cores
- *   the pool sustained 0.96x what cold runs do (bench/warm, issue 29). */
+ * - every one counts as a sandbox at work (pool_busy): with runs back to back a slot built
+ *   beside them found the cores taken, and with 2 runs and 2 slots on 2 cores the pool
+ *   sustained 0.96x what cold runs do (bench/warm, issue 29).
+ * When a tick finds one ended, no slot starts for POOL_REFILL_GRACE_MS (runs_check): a caller
+ * with runs back to back starts its next one at once, and that run, not a slot, should get
+ * the core. */
 struct pool_run {
 	struct pool_class *cls; /* NULL: a run of no class */
 	bool refill;
@@ -110,8 +111,7 @@ struct ab_pool {
 	struct pool_class *classes;
 	struct pool_slot *slots;
 	struct pool_run *runs;
-	unsigned cpus; /* sandboxes built at once, at most: the caller's CPUs (affinity), 2 or more
-			*/
+	unsigned cpus;         /* sandboxes at work at once, at most (pool_busy): 2 or more */
 	int64_t hold_until_ms; /* a run just ended: no slot starts before (POOL_REFILL_GRACE_MS) */
 	uint64_t unmatched_runs; /* runs of no class (or not for a slot at all): cold */
 };
