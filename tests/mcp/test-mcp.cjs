@@ -29,6 +29,9 @@ let keptRun = null;
 // the ASan pass (tests/run-suite sets AB_SANITIZED): the server is several times bigger and
 // slower there, so the budget test's memory and time bounds are checked in the plain build only
 const SAN = process.env.AB_SANITIZED === '1';
+// sleeps this test starts and looks for on the host: the digits of its own pid after the
+// point (the other user's variant may run beside it, with sleeps of its own)
+const TAG = String(process.pid);
 const SAN_WHY = 'under ASan the server is several times bigger and slower; the plain build checks this bound';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -590,12 +593,15 @@ async function warmTests() {
         .map((l) => l.trim().match(/^(\d+)\s+(\d+)\s+(.*)$/)).filter(Boolean);
     const parent = Object.fromEntries(procs.map((m) => [m[1], m[2]]));
     const mine = procs.filter((m) => m[3].startsWith('agentbox-supervisor slot') &&
-        parent[m[2]] === String(transport._process.pid)).length;
-    ok(mine >= 2, 'while it runs, the server has a slot per language', mine);
+        parent[m[2]] === String(transport._process.pid)).map((m) => m[1]);
+    ok(mine.length >= 2, 'while it runs, the server has a slot per language', mine);
     await closed(client, transport);
     await sleep(300);
-    const left = spawnSync('sh', ['-c', 'ps -eo args | grep -c "^[a]gentbox-supervisor slot"'], { encoding: 'utf8' }).stdout.trim();
-    ok(left === '0', 'the server lets its slots go when it exits', { left, log: log.join('').slice(-2000) });
+    // this server's slots only (other tests' slots may run beside this one): each pid gone,
+    // or (reused since) no longer a slot
+    const slotArgs = (pid) => { try { return require('fs').readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' '); } catch (e) { return ''; } };
+    const left = mine.filter((pid) => slotArgs(pid).startsWith('agentbox-supervisor slot'));
+    ok(mine.length >= 2 && left.length === 0, 'the server lets its slots go when it exits', { left, log: log.join('').slice(-2000) });
 }
 
 // issue 25: what an agent meets, through the official SDK and the server's defaults
@@ -831,11 +837,11 @@ async function sessionTests() {
     await closed(c2.client, c2.transport);
 
     // the client's disconnect ends its sessions: no process of theirs survives
-    await cell(sid, 'import subprocess\np = subprocess.Popen(["sleep", "4321.5"])');
-    const before = psCount('[s]leep 4321.5');
+    await cell(sid, `import subprocess\np = subprocess.Popen(["sleep", "4321.${TAG}"])`);
+    const before = psCount(`[s]leep 4321.${TAG}$`);
     await closed(client, transport);
     let after2 = '1';
-    for (let i = 0; i < 50 && after2 !== '0'; i++) { await sleep(200); after2 = psCount('[s]leep 4321.5'); }
+    for (let i = 0; i < 50 && after2 !== '0'; i++) { await sleep(200); after2 = psCount(`[s]leep 4321.${TAG}$`); }
     ok(before === '1' && after2 === '0', 'a client\'s disconnect closes its sessions (their processes are gone)', { before, after: after2, log: log.join('').slice(-800) });
 
     // idle sessions are reaped: gone from sandbox_info, and a later call says why
@@ -885,17 +891,19 @@ async function signalTest() {
     // and a session whose cell left a process behind (issue 27)
     const cs = await s.request(3, 'tools/call', { name: 'create_session', arguments: {} }, 60000);
     const sesId = cs && cs.result && cs.result.structuredContent && cs.result.structuredContent.session_id;
-    const cc = await s.request(4, 'tools/call', { name: 'run_code', arguments: { session_id: sesId || 'none', code: 'import subprocess\np = subprocess.Popen(["sleep", "4322.5"])' } }, 60000);
-    const sesBefore = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[s]leep 4322.5"'], { encoding: 'utf8' }).stdout.trim();
-    s.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: 'import time; time.sleep(60)' } } });
-    await sleep(800);
+    const cc = await s.request(4, 'tools/call', { name: 'run_code', arguments: { session_id: sesId || 'none', code: `import subprocess\np = subprocess.Popen(["sleep", "4322.${TAG}"])` } }, 60000);
+    const sesBefore = spawnSync('sh', ['-c', `ps -eo args | grep -c "[s]leep 4322.${TAG}$"`], { encoding: 'utf8' }).stdout.trim();
+    // a sleep of its own length: other tests' runs may sleep 60 s beside this one
+    s.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: `import subprocess; subprocess.run(["sleep", "4323.${TAG}"])` } } });
+    let runBefore = '0';
+    for (let i = 0; i < 50 && runBefore !== '1'; i++) { await sleep(100); runBefore = spawnSync('sh', ['-c', `ps -eo args | grep -c "^[s]leep 4323.${TAG}$"`], { encoding: 'utf8' }).stdout.trim(); }
     const t0 = Date.now();
     s.proc.kill('SIGTERM');
     const ex = await new Promise((r) => s.proc.on('exit', (code, sig) => r({ code, sig })));
     ok(ex.code === 0 && Date.now() - t0 < 10000, 'SIGTERM: the server cancels its runs and exits 0', ex);
-    const left = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[t]ime.sleep(60)"'], { encoding: 'utf8' }).stdout.trim();
-    ok(left === '0', 'no sandboxed process survives the server', left);
-    const sesLeft = spawnSync('sh', ['-c', 'ps -eo args | grep -c "[s]leep 4322.5"'], { encoding: 'utf8' }).stdout.trim();
+    const left = spawnSync('sh', ['-c', `ps -eo args | grep -c "^[s]leep 4323.${TAG}$"`], { encoding: 'utf8' }).stdout.trim();
+    ok(runBefore === '1' && left === '0', 'no sandboxed process survives the server', { runBefore, left });
+    const sesLeft = spawnSync('sh', ['-c', `ps -eo args | grep -c "[s]leep 4322.${TAG}$"`], { encoding: 'utf8' }).stdout.trim();
     ok(sesId && cc && cc.result && !cc.result.isError && sesBefore === '1' && sesLeft === '0', 'SIGTERM closes the sessions too: no process of theirs survives', { sesId, cc: cc && cc.result, sesBefore, sesLeft });
 }
 
