@@ -356,7 +356,9 @@ async function rawTests() {
 // issue 24: what the server holds for its clients is bounded in bytes. One run slot, busy; 64
 // calls of 15 MiB of code each then: the byte budget (128M here) takes a few, the rest are
 // answered busy at once; the server's memory stays under the budget plus 64 MiB; tools/list is
-// answered within a second all along; a call with more code than a run takes, and one over
+// answered all along, within 5 s (a server that waited on the held run would take its 300 s;
+// one that keeps answering still parses the 15 MiB calls between, up to 1.5 s here with the
+// suite's other tests beside it); a call with more code than a run takes, and one over
 // --max-message, are refused on arrival.
 async function budgetTests() {
     const MiB = 1024 * 1024;
@@ -431,9 +433,9 @@ async function budgetTests() {
         'each call the budget took ran, once the slot was free', taken.map((i) => (s.msgs.find((x) => x.id === 'b' + i) || {}).result));
     clearInterval(sampler);
     if (SAN)
-        skip(`tools/list answered within a second all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, SAN_WHY);
+        skip(`tools/list answered within 5 s all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, SAN_WHY);
     else
-        ok(lat.length > 20 && Math.max(...lat) < 1000, `tools/list answered within a second all along (slowest ${Math.max(...lat)} ms of ${lat.length})`, lat);
+        ok(lat.length > 20 && Math.max(...lat) < 5000, `tools/list answered within 5 s all along, never behind the held run (slowest ${Math.max(...lat)} ms of ${lat.length})`, lat);
     ok(s.nonJson === 0, 'stdout carried nothing but JSON-RPC messages', s.nonJson);
     await s.close();
 }
