@@ -9,6 +9,8 @@
 #                   with the build's binaries (tests/meson.build says which and why)
 #   AB_SERIAL_LOCK  held by every "user" variant run by a caller who is not root: they all run
 #                   as that caller, with the build's binaries, so one at a time
+# AB_ROOT_BUILD=DIR (tests/run-suite: its ASan+UBSan build): a root variant whose AB_SAN_ROOT is
+# 1 (tests/meson.build: all but the nosan ones) runs that build's binaries, sanitizers on.
 set -eu
 who=$1
 test=$2
@@ -19,6 +21,20 @@ root)
     if [ "$(id -u)" -ne 0 ]; then
         echo "1..0 # SKIP $name: the root variant needs root"
         exit 0
+    fi
+    if [ -n "${AB_ROOT_BUILD:-}" ] && [ "${AB_SAN_ROOT:-}" = 1 ]; then
+        AGENTBOX=$AB_ROOT_BUILD/agentbox
+        AGENTBOX_INIT=$AB_ROOT_BUILD/agentbox-init
+        AGENTBOX_NETPROXY=$AB_ROOT_BUILD/agentbox-netproxy
+        AGENTBOX_SUPERVISOR=$AB_ROOT_BUILD/agentbox-supervisor
+        AB_PROBE=$AB_ROOT_BUILD/tests/ab-probe
+        AB_WARM=$AB_ROOT_BUILD/tests/ab-warm
+        AB_SANITIZED=1
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+        export AGENTBOX AGENTBOX_INIT AGENTBOX_NETPROXY AGENTBOX_SUPERVISOR AB_PROBE AB_WARM \
+            AB_SANITIZED ASAN_OPTIONS UBSAN_OPTIONS
+        echo "# $name as root with $AB_ROOT_BUILD's binaries (ASan+UBSan)"
     fi
     if [ -n "${AB_TEST_LOCK:-}" ]; then
         exec flock "$AB_TEST_LOCK" sh "$test"
