@@ -10,7 +10,8 @@
 #   AB_SERIAL_LOCK  held by every "user" variant run by a caller who is not root: they all run
 #                   as that caller, with the build's binaries, so one at a time
 # AB_ROOT_BUILD=DIR (tests/run-suite: its ASan+UBSan build): a root variant whose AB_SAN_ROOT is
-# 1 (tests/meson.build: all but the nosan ones) runs that build's binaries, sanitizers on.
+# 1 (tests/meson.build: all but the nosan ones) runs that build's binaries, with AB_SANITIZED=1
+# (the tests' bounds for a sanitized build) and the ASAN_OPTIONS and UBSAN_OPTIONS it is given.
 set -eu
 who=$1
 test=$2
@@ -30,10 +31,8 @@ root)
         AB_PROBE=$AB_ROOT_BUILD/tests/ab-probe
         AB_WARM=$AB_ROOT_BUILD/tests/ab-warm
         AB_SANITIZED=1
-        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
         export AGENTBOX AGENTBOX_INIT AGENTBOX_NETPROXY AGENTBOX_SUPERVISOR AB_PROBE AB_WARM \
-            AB_SANITIZED ASAN_OPTIONS UBSAN_OPTIONS
+            AB_SANITIZED
         echo "# $name as root with $AB_ROOT_BUILD's binaries (ASan+UBSan)"
     fi
     if [ -n "${AB_TEST_LOCK:-}" ]; then

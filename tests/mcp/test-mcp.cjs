@@ -26,8 +26,9 @@ function skip(desc, why) {
     console.log(`ok ${n} - ${desc} # SKIP ${why}`);
 }
 let keptRun = null;
-// the ASan pass (tests/run-suite sets AB_SANITIZED): the server is several times bigger and
-// slower there, so the budget test's memory and time bounds are checked in the plain build only
+// the ASan+UBSan build's binaries (tests/run-suite's root variants: run-as.sh sets
+// AB_SANITIZED): the server is several times bigger and slower there, so the budget test's
+// memory and time bounds are checked in the plain build only
 const SAN = process.env.AB_SANITIZED === '1';
 // sleeps this test starts and looks for on the host: the digits of its own pid after the
 // point (the other user's variant may run beside it, with sleeps of its own)
