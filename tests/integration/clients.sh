@@ -6,6 +6,17 @@
 # in CI (the OOM tests need root's memory cgroup; as a user they skip, saying why).
 set -eu
 src=${AB_SRCDIR:?AB_SRCDIR is not set}
+# Their temporary directories (pytest's, TMPDIR's) in one of ours, named like the integration
+# tests' (/tmp/agentbox-test.*): escape and isolation, which run beside these, leave those out
+# when they look for anything new in /tmp. 0711 like theirs: the install sandbox's user reads
+# a test's wheels in it. Removed afterwards.
+tmp=$(mktemp -d /tmp/agentbox-test.XXXXXX)
+chmod 711 "$tmp"
+trap 'rm -rf --one-file-system "$tmp"' EXIT
+trap 'exit 1' INT TERM
+TMPDIR=$tmp
+export TMPDIR
+rc=0
 case ${1:-} in
 python)
     # Debian's python3 (the one python3-pytest and python3-matplotlib install into)
@@ -18,11 +29,6 @@ python)
         echo "SKIP: pytest is not installed for $py (apt-get install python3-pytest)"
         exit 77
     fi
-    # pytest's temporary directories in one of ours, removed afterwards
-    tmp=$(mktemp -d /tmp/agentbox-client-python.XXXXXX)
-    trap 'rm -rf --one-file-system "$tmp"' EXIT
-    trap 'exit 1' INT TERM
-    rc=0
     PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -rs -p no:cacheprovider --basetemp "$tmp/pytest" \
         "$src/clients/python/tests" || rc=$?
     exit "$rc"
@@ -33,7 +39,8 @@ node)
         exit 77
     fi
     cd "$src/clients/node"
-    exec node --test test/run.test.mjs test/types.test.mjs test/readme.test.mjs
+    node --test test/run.test.mjs test/types.test.mjs test/readme.test.mjs || rc=$?
+    exit "$rc"
     ;;
 *)
     echo "usage: clients.sh python|node" >&2

@@ -57,8 +57,8 @@ def cache() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def wheels() -> Iterator[str]:
     """A folder of wheels the install sandbox's user can read when the tests run as root
-    (its own directory 0755 in /tmp, the wheel 0644)."""
-    d = tempfile.mkdtemp(prefix="agentbox-client-wheels-", dir="/tmp")
+    (its own directory 0755 in the temporary directory, the wheel 0644)."""
+    d = tempfile.mkdtemp(prefix="agentbox-client-wheels-")
     wheel(d, PKG, "1.0.0", "VALUE = '%s-ok'\n" % PKG)
     os.chmod(d, 0o755)
     for f in os.listdir(d):
