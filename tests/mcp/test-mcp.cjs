@@ -895,18 +895,18 @@ async function signalTest() {
     const cs = await s.request(3, 'tools/call', { name: 'create_session', arguments: {} }, 60000);
     const sesId = cs && cs.result && cs.result.structuredContent && cs.result.structuredContent.session_id;
     const cc = await s.request(4, 'tools/call', { name: 'run_code', arguments: { session_id: sesId || 'none', code: `import subprocess\np = subprocess.Popen(["sleep", "4322.${TAG}"])` } }, 60000);
-    const sesBefore = spawnSync('sh', ['-c', `ps -eo args | grep -c "[s]leep 4322.${TAG}$"`], { encoding: 'utf8' }).stdout.trim();
+    const sesBefore = psCount(`[s]leep 4322.${TAG}$`);
     // a sleep of its own length: other tests' runs may sleep 60 s beside this one
     s.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { language: 'python', code: `import subprocess; subprocess.run(["sleep", "4323.${TAG}"])` } } });
     let runBefore = '0';
-    for (let i = 0; i < 50 && runBefore !== '1'; i++) { await sleep(100); runBefore = spawnSync('sh', ['-c', `ps -eo args | grep -c "^[s]leep 4323.${TAG}$"`], { encoding: 'utf8' }).stdout.trim(); }
+    for (let i = 0; i < 50 && runBefore !== '1'; i++) { await sleep(100); runBefore = psCount(`^[s]leep 4323.${TAG}$`); }
     const t0 = Date.now();
     s.proc.kill('SIGTERM');
     const ex = await new Promise((r) => s.proc.on('exit', (code, sig) => r({ code, sig })));
     ok(ex.code === 0 && Date.now() - t0 < 10000, 'SIGTERM: the server cancels its runs and exits 0', ex);
-    const left = spawnSync('sh', ['-c', `ps -eo args | grep -c "^[s]leep 4323.${TAG}$"`], { encoding: 'utf8' }).stdout.trim();
+    const left = psCount(`^[s]leep 4323.${TAG}$`);
     ok(runBefore === '1' && left === '0', 'no sandboxed process survives the server', { runBefore, left });
-    const sesLeft = spawnSync('sh', ['-c', `ps -eo args | grep -c "[s]leep 4322.${TAG}$"`], { encoding: 'utf8' }).stdout.trim();
+    const sesLeft = psCount(`[s]leep 4322.${TAG}$`);
     ok(sesId && cc && cc.result && !cc.result.isError && sesBefore === '1' && sesLeft === '0', 'SIGTERM closes the sessions too: no process of theirs survives', { sesId, cc: cc && cc.result, sesBefore, sesLeft });
 }
 
