@@ -62,10 +62,11 @@ ab_context *ab_context_new(ab_error **err);
 /* Overrides one setting: "runs_dir", "cache_dir", "bwrap", "init", "netproxy", "supervisor",
  * "home", "path". value NULL restores "unset". "words": "flags" makes reports and errors name
  * the command line's flags (--memory) instead of the spec's keys (limits.memory, the default,
- * also "spec"). "supervisor_fork": "1" starts each supervisor as a fork of the calling
- * process instead of an exec of agentbox-supervisor; only the agentbox program (which carries
- * the supervisor's code and is single-threaded) can: elsewhere -ENOTSUP. Returns 0 or -EINVAL
- * for an unknown key or value. */
+ * also "spec"). "supervisor_inline": "1" runs a run's supervisor in the calling process
+ * instead of an exec of agentbox-supervisor: ab_run_start returns when the run is over (its
+ * ab_run_fd is readable at once) and the process stays in the run's namespaces; only the
+ * agentbox program (which carries the supervisor's code, is single-threaded and exits after
+ * its run) can: elsewhere -ENOTSUP. Returns 0 or -EINVAL for an unknown key or value. */
 int ab_context_set(ab_context *ctx, const char *key, const char *value);
 void ab_context_free(ab_context *ctx);
 

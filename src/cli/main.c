@@ -570,9 +570,10 @@ cmd_run(int argc, char **argv)
 	tty = isatty(STDERR_FILENO);
 	o.progress = tty && o.summary >= 0;
 	ctx = ab_context_new(NULL);
-	/* this process has one thread and nothing to protect: the run's supervisor is a fork
-	 * of it, not an exec (agentbox.h "supervisor_fork") */
-	(void) ab_context_set(ctx, "supervisor_fork", "1");
+	/* this process has one thread and is here only for the run: the run's supervisor runs
+	 * in it, neither forked nor exec'd (agentbox.h "supervisor_inline"); ab_run_start
+	 * returns when the run is over */
+	(void) ab_context_set(ctx, "supervisor_inline", "1");
 	if (!spec) {
 		json_t *j = spec_build(&o);
 

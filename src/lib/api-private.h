@@ -15,12 +15,15 @@
 
 /* One supervisor started by the library: a run, a command, or a warm slot (pool.c). */
 struct ab_run_handle {
-	pid_t pid;       /* the intermediate process (see intermediate()), or in-process the
-			  * supervisor itself */
-	int pidfd;       /* its pidfd: readable once it, and so the supervisor, has ended */
+	pid_t pid;       /* the intermediate process (see intermediate()); 0 for a run whose
+			  * supervisor ran in this process ("supervisor_inline") */
+	int pidfd;       /* its pidfd: readable once it, and so the supervisor, has ended
+			  * (-1 after an inline run, which has ended before the handle exists) */
 	int sup_pidfd;   /* the supervisor's, for signals (-1 once it is gone) */
 	int response_fd; /* memfd the supervisor writes its response into */
 	int watch_w;     /* our end of the watch pipe: closing it tells the supervisor */
+	int inline_exit; /* an inline run's supervisor_main status (ran_inline) */
+	bool ran_inline; /* "supervisor_inline": the run is over, its response written */
 	bool waited;
 };
 

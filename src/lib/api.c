@@ -25,6 +25,7 @@
 #include "../lib/api-private.h"
 #include "../spec/cfg.h"
 #include "../spec/spec.h"
+#include "../util/fdclose.h"
 #include "../util/fdutil.h"
 #include "../util/macro.h"
 #include "../util/path.h"
@@ -138,17 +139,17 @@ ab_error_free(ab_error *e)
 /* ---- context ---------------------------------------------------------------------------- */
 
 /* The supervisor's code (src/supervisor/entry.c), linked into the agentbox program only: a
- * hidden weak reference, NULL in libagentbox.so, so that only the command line can start its
- * supervisors as forks of itself ("supervisor_fork": a single-threaded caller that minds
- * neither SIGCHLD nor a fork of itself; a library caller's supervisors always exec). Saves
- * an exec and the intermediate process per run (issue 29). */
+ * hidden weak reference, NULL in libagentbox.so, so that only the command line can run its
+ * supervisor in its own process ("supervisor_inline": a single-threaded program whose
+ * process is there only for the run; a library caller's supervisors always exec). Saves the
+ * exec, the intermediate process, the fork and a second address space per run (issue 29). */
 extern int supervisor_main(int argc, char **argv) __attribute__((weak, visibility("hidden")));
 
 struct ab_context {
 	struct ab_cfg cfg;
 	struct strv sanitizer_env; /* ASAN_OPTIONS etc., passed on to supervisors */
 	bool flag_words;           /* the command line's: reports name its flags (words.h) */
-	bool inprocess;            /* "supervisor_fork": the command line's runs */
+	bool inline_runs;          /* "supervisor_inline": the command line's runs */
 };
 
 AB_EXPORT ab_context *
@@ -197,12 +198,12 @@ ab_context_set(ab_context *ctx, const char *key, const char *value)
 
 	if (!ctx || !key)
 		return -EINVAL;
-	if (strcmp(key, "supervisor_fork") == 0) {
+	if (strcmp(key, "supervisor_inline") == 0) {
 		if (value && strcmp(value, "1") != 0 && strcmp(value, "0") != 0)
 			return -EINVAL;
 		if (value && strcmp(value, "1") == 0 && !supervisor_main)
 			return -ENOTSUP;
-		ctx->inprocess = value && strcmp(value, "1") == 0;
+		ctx->inline_runs = value && strcmp(value, "1") == 0;
 		return 0;
 	}
 	if (strcmp(key, "words") == 0) {
@@ -543,10 +544,10 @@ sealed_memfd(const char *name, const char *text, size_t len)
 	return steal_fd(&fd);
 }
 
-/* A new supervisor's process state (its child_exec, or the command line's inprocess_child):
- * default handlers, nothing blocked, src[0..6] on fds 0..6 and nothing else open. The sources
- * are all >= 10, so the dup2s onto 0..6 cannot clobber one another. src[6] (a slot's control
- * socket) may be -1: none. Async-signal-safe calls only (the caller may have threads). */
+/* A new supervisor's process state (its child_exec): default handlers, nothing blocked,
+ * src[0..6] on fds 0..6 and nothing else open. The sources are all >= 10, so the dup2s onto
+ * 0..6 cannot clobber one another. src[6] (a slot's control socket) may be -1: none.
+ * Async-signal-safe calls only (the caller may have threads). */
 static void
 child_state(const int src[7])
 {
@@ -628,21 +629,72 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 	_exit(code);
 }
 
-/* The command line's supervisor ("supervisor_fork"), in the child of a single-threaded
- * caller: the same fds and signal state child_exec gives the program, a clean environment
- * (env), then the supervisor's code without an exec. exit(), not _exit(): the caller flushed
- * its stdio before the fork, and a sanitized build checks the supervisor's leaks at exit as
- * the program's. */
-static _Noreturn void
-inprocess_child(char *const argv[], char *const envp[], const int src[7])
+/* Puts back fds 0..6 as saved[] had them (-1: it was closed), and closes saved[]. */
+static void
+fds_put_back(int saved[7])
 {
-	child_state(src);
-	if (clearenv() != 0)
-		_exit(127);
-	for (size_t i = 0; envp[i]; i++)
-		if (putenv(envp[i]) != 0)
-			_exit(127);
-	exit(supervisor_main(2, (char **) argv));
+	for (int i = 0; i < 7; i++) {
+		if (saved[i] >= 0) {
+			(void) dup2(saved[i], i);
+			(void) close(saved[i]);
+			saved[i] = -1;
+		} else {
+			(void) close(i);
+		}
+	}
+}
+
+/* The command line's supervisor ("supervisor_inline"): supervisor_main called in this
+ * process, which has one thread and is there only for this run. The supervisor gets what
+ * child_exec gives agentbox-supervisor: src[] on fds 0..6, nothing else that an exec would
+ * carry (every other fd is marked close-on-exec: its children exec bwrap, busctl and the
+ * proxy, and the caller's inherited fds are not theirs), default handlers, nothing blocked,
+ * and the clean environment envp. What is this process's own comes back after: fds 0..6,
+ * the environment, the working directory, SIGPIPE's handler. What the supervisor leaves is
+ * what it would have left in its own process, gone with this one a moment later: its mount
+ * (and user) namespace, its cgroup, the stop signals and SIGCHLD blocked (a signal now waits
+ * for the report, as it did behind the command line's forwarding). Returns supervisor_main's
+ * status, or -errno when the fds could not be arranged (nothing ran). */
+static int
+inline_supervisor(char *const argv[], char *const envp[], const int src[7])
+{
+	extern char **environ;
+	char **env_was = environ;
+	struct sigaction pipe_was;
+	unsigned first = src[6] >= 0 ? 7 : 6;
+	int saved[7], code = 0;
+	cleanup_fd int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	sigset_t none;
+
+	(void) fflush(NULL); /* nothing of ours is buffered when the supervisor writes */
+	for (int i = 0; i < 7; i++) {
+		saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 10);
+		if (saved[i] < 0 && errno != EBADF)
+			code = -errno;
+	}
+	for (unsigned i = 0; code == 0 && i < first; i++)
+		if (dup2(src[i], (int) i) < 0)
+			code = -errno;
+	if (code < 0) {
+		fds_put_back(saved);
+		return code;
+	}
+	for (unsigned i = first; i < 7; i++)
+		(void) close((int) i);
+	(void) fds_cloexec_from(7);
+	(void) sigaction(SIGPIPE, NULL, &pipe_was);
+	proc_reset_signals();
+	sigemptyset(&none);
+	(void) sigprocmask(SIG_SETMASK, &none, NULL);
+	environ = (char **) envp;
+	code = supervisor_main(2, (char **) argv);
+	environ = env_was;
+	(void) fflush(NULL); /* what the supervisor printed goes where its fds 1 and 2 went */
+	fds_put_back(saved);
+	if (cwd >= 0)
+		(void) !fchdir(cwd);
+	(void) sigaction(SIGPIPE, &pipe_was, NULL);
+	return code;
 }
 
 /* Starts `agentbox-supervisor mode` with the request (config + body). */
@@ -708,22 +760,28 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 		int src[7] = { in, out, errfd, req, resp, watch_r, ctl };
 		char *argv[] = { (char *) "agentbox-supervisor", (char *) mode, NULL };
 
+		if (ctx->inline_runs && strcmp(mode, "run") == 0 && ctl_fd < 0) {
+			/* the command line's run: its supervisor, here and now; the handle
+			 * returned is that of a run already over */
+			int code = inline_supervisor(argv, strv_array(&env), src);
+
+			strv_done(&env);
+			(void) close(pp[0]);
+			(void) close(pp[1]);
+			if (code < 0) {
+				run_free(r);
+				return fail(err, code, 125, NULL, "start a run: %s",
+					    strerror(-code)),
+				       NULL;
+			}
+			r->ran_inline = true;
+			r->inline_exit = code;
+			return r;
+		}
 		ca.flags = CLONE_PIDFD;
 		ca.pidfd = (uint64_t) (uintptr_t) &pidfd;
 		ca.exit_signal = 0; /* no SIGCHLD for the caller; waitpid(-1) never reaps it */
-		if (ctx->inprocess) {
-			/* glibc's fork, not a raw clone: the child runs the whole supervisor
-			 * (its thread's TID and the fork handlers must be its own); SIGCHLD
-			 * is harmless to the command line. Nothing buffered is written twice. */
-			(void) fflush(NULL);
-			mid = fork();
-			if (mid == 0)
-				inprocess_child(argv, strv_array(&env), src);
-			if (mid > 0)
-				pidfd = (int) syscall(SYS_pidfd_open, (pid_t) mid, 0);
-		} else {
-			mid = syscall(SYS_clone3, &ca, sizeof(ca));
-		}
+		mid = syscall(SYS_clone3, &ca, sizeof(ca));
 		if (mid < 0 && errno == ENOSYS) {
 			/* no clone3 (an old kernel, or valgrind): the same with clone(2), exit
 			 * signal 0 in its flags, the pidfd opened after */
@@ -736,9 +794,7 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	}
 	strv_done(&env);
 	(void) close(pp[1]);
-	if (mid > 0 && ctx->inprocess)
-		sup = (int) mid; /* no intermediate: the child is the supervisor */
-	else if (mid >= 0 && read(pp[0], &sup, sizeof(sup)) != (ssize_t) sizeof(sup))
+	if (mid >= 0 && read(pp[0], &sup, sizeof(sup)) != (ssize_t) sizeof(sup))
 		sup = -EIO;
 	(void) close(pp[0]);
 	if (mid < 0 || sup < 0) {
@@ -757,8 +813,7 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	r->pidfd = pidfd;
 	/* the supervisor is the intermediate's child, which reaps it only when it ends: its
 	 * pid cannot be reused while we hold on, so this pidfd names it or nothing */
-	r->sup_pidfd = ctx->inprocess ? fcntl(pidfd, F_DUPFD_CLOEXEC, 3)
-				      : (int) syscall(SYS_pidfd_open, sup, 0);
+	r->sup_pidfd = (int) syscall(SYS_pidfd_open, sup, 0);
 	return r;
 }
 
@@ -796,6 +851,10 @@ finish(ab_run_handle *r, char **ret_text, ab_error **err)
 	text[got] = '\0';
 	if (got == 0) {
 		free(text);
+		if (r->ran_inline)
+			return fail(err, -EIO, 125, "report a bug with the output above",
+				    "the run's supervisor ended without a response (status %d)",
+				    r->inline_exit);
 		if (si.si_code == CLD_EXITED && si.si_status == 127)
 			return fail(err, -ENOENT, 125,
 				    "check that agentbox is installed (meson "
@@ -949,7 +1008,8 @@ ab_run_start(ab_context *ctx, const ab_spec *s, const ab_io *io, ab_error **err)
 AB_EXPORT int
 ab_run_fd(const ab_run_handle *r)
 {
-	return r ? r->pidfd : -1;
+	/* an inline run is over: its response memfd, a regular file, polls readable */
+	return r ? (r->ran_inline ? r->response_fd : r->pidfd) : -1;
 }
 
 AB_EXPORT int
@@ -988,7 +1048,7 @@ ab_run_wait(ab_run_handle *r, ab_result **ret, ab_error **err)
 	if (!r)
 		return fail(err, -EINVAL, 2, "pass the handle ab_run_start returned",
 			    "no run given");
-	if (r->pid <= 0) { /* never started */
+	if (r->pid <= 0 && !r->ran_inline) { /* never started */
 		run_free(r);
 		return -EINVAL;
 	}

@@ -1,9 +1,9 @@
 /* agentbox-supervisor: one process per run (or per prepare / doctor / collect / rm / gc), started
  * by libagentbox (src/lib/api.c): the program agentbox-supervisor (main.c), or, for the command
- * line's runs, a child of the command line that calls supervisor_main without an exec
- * (api-private.h api_context_inprocess). Everything process-wide lives and dies here: the user and
- * mount namespaces, the child subreaper, the signalfd, cgroup membership, the cwd. The caller
- * of the library is never touched.
+ * line's run, the command line's own process, which calls supervisor_main without a fork or an
+ * exec (api.c inline_supervisor, "supervisor_inline") and exits after it. Everything
+ * process-wide lives and dies here: the user and mount namespaces, the child subreaper, the
+ * signalfd, cgroup membership, the cwd. The caller of the library is never touched.
  *
  *   argv:  agentbox-supervisor MODE    MODE: run slot prepare probe collect rm gc
  *   fd 0, 1, 2   the script's stdin default (/dev/null), and where output is relayed

@@ -12,6 +12,10 @@
 
 #define FDS_BRUTE_MAX 65536 /* without close_range and /proc: close() every fd below this */
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
+#endif
+
 /* fallback: close_range() needs Linux 5.9 */
 static bool
 kept(int fd, const int *keep, int nkeep)
@@ -22,19 +26,34 @@ kept(int fd, const int *keep, int nkeep)
 	return false;
 }
 
+enum walk_do {
+	WALK_COUNT,
+	WALK_CLOSE,
+	WALK_CLOEXEC
+};
+
+static void
+walk_one(int fd, enum walk_do what)
+{
+	if (what == WALK_CLOSE)
+		(void) close(fd);
+	else if (what == WALK_CLOEXEC)
+		(void) fcntl(fd, F_SETFD, FD_CLOEXEC); /* the only fd flag there is */
+}
+
 static int
-proc_fds_walk(int first, const int *keep, int nkeep, bool close_them)
+proc_fds_walk(int first, const int *keep, int nkeep, enum walk_do what)
 {
 	int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char buf[4096];
 	int count = 0;
 
 	if (dfd < 0) {
-		if (!close_them)
+		if (what == WALK_COUNT)
 			return -errno;
 		for (int fd = first; fd < FDS_BRUTE_MAX; fd++)
 			if (!kept(fd, keep, nkeep))
-				(void) close(fd);
+				walk_one(fd, what);
 		return 0;
 	}
 	for (;;) {
@@ -52,12 +71,11 @@ proc_fds_walk(int first, const int *keep, int nkeep, bool close_them)
 			    kept((int) fd, keep, nkeep))
 				continue;
 			count++;
-			if (close_them)
-				(void) close((int) fd);
+			walk_one((int) fd, what);
 		}
 	}
 	(void) close(dfd);
-	return close_them ? 0 : count;
+	return what == WALK_COUNT ? count : 0;
 }
 
 static bool
@@ -93,7 +111,7 @@ fds_close_from_keep(int first, const int *keep, int nkeep)
 			continue;
 		}
 		if (!close_range_ok(from, to))
-			return proc_fds_walk(first, sorted, n, true);
+			return proc_fds_walk(first, sorted, n, WALK_CLOSE);
 		if (i < n)
 			from = sorted[i] + 1;
 	}
@@ -115,5 +133,13 @@ fds_close_from(int first)
 int
 fds_count_from(int first)
 {
-	return proc_fds_walk(first, NULL, 0, false);
+	return proc_fds_walk(first, NULL, 0, WALK_COUNT);
+}
+
+int
+fds_cloexec_from(int first)
+{
+	if (syscall(SYS_close_range, (unsigned) first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return 0;
+	return proc_fds_walk(first, NULL, 0, WALK_CLOEXEC);
 }

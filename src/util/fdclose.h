@@ -13,5 +13,9 @@ int fds_close_from_keep(int first, const int *keep, int nkeep);
 /* fds_close_from_except(first, -1). Returns 0. */
 int fds_close_from(int first);
 
+/* Marks every fd >= first close-on-exec (close_range(2)'s CLOSE_RANGE_CLOEXEC, falling back
+ * to the same walks). Returns 0. */
+int fds_cloexec_from(int first);
+
 /* How many fds >= first are open (from /proc/self/fd), or -errno. */
 int fds_count_from(int first);

@@ -170,6 +170,18 @@ main(void)
 	int left = N;
 
 	test_specs();
+	{
+		/* the command line's shortcut (issue 29) is not the library's: a caller's process
+		 * is never a run's supervisor */
+		ab_context *c = ab_context_new(NULL);
+
+		TAP_OK(ab_context_set(c, "supervisor_inline", "1") == -ENOTSUP,
+		       "libagentbox refuses \"supervisor_inline\" (-ENOTSUP)");
+		TAP_OK(ab_context_set(c, "supervisor_inline", "0") == 0 &&
+			       ab_context_set(c, "supervisor_inline", "yes") == -EINVAL,
+		       "... takes \"0\" and refuses a value it does not know");
+		ab_context_free(c);
+	}
 	/* under valgrind (tests/meson.build api-valgrind): the library's own code, specs and
 	 * errors; valgrind cannot follow the processes a run starts (no clone3, no pidfds) */
 	if (getenv("AB_TEST_API_NO_RUNS")) {

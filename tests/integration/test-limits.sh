@@ -945,15 +945,10 @@ EOF
         sleep 0.05
         i=$((i + 1))
     done
-    # the run's cgroup belongs to its supervisor (agentbox run's child: the command line forks
-    # its supervisor; a library caller's is a grandchild, under the intermediate process): the
-    # process that stops the run when agentbox goes; SIGKILLed, it leaves its cgroup behind
-    child_of() {
-        for _p in /proc/[0-9]*; do
-            if [ "$(awk '{ print $4 }' "$_p/stat" 2>/dev/null)" = "$1" ]; then echo "${_p#/proc/}"; fi
-        done | head -n1
-    }
-    suppid=$(child_of "$abpid")
+    # the run's cgroup (run-PID-...) belongs to its supervisor: agentbox run's own process,
+    # which runs its supervisor in itself (a library caller's is a grandchild, under the
+    # intermediate process); SIGKILLed, it leaves its cgroup behind
+    suppid=$abpid
     stale=$(for d in /sys/fs/cgroup/*/agentbox/run-"${suppid:-none}"-*; do [ -d "$d" ] && echo "$d"; done)
     check "kill -9: the sleeping run was up, with its supervisor's cgroup" test -n "$stale"
     [ -n "$suppid" ] && kill -9 "$suppid" 2>/dev/null

@@ -1,4 +1,5 @@
-/* test-fdclose: fds_close_from_except / fds_close_from / fds_count_from (src/util/fdclose.c),
+/* test-fdclose: fds_close_from_except / fds_close_from / fds_count_from / fds_cloexec_from
+ * (src/util/fdclose.c),
  * on each of its paths: close_range(2); the /proc/self/fd walk (a seccomp filter makes
  * close_range fail with ENOSYS, as on Linux < 5.9); the brute-force loop (openat fails too, as
  * without /proc). Each case runs in a forked child that reports over a pipe below `first`. */
@@ -39,13 +40,22 @@ struct report {
 	int setup_ok; /* the fds are in place and the filter (if any) is in force */
 	int count;    /* NATIVE: the fds >= FIRST that fds_count_from sees the setup add; else -1 */
 	int ret;      /* what the call returned */
-	int open[N_CHECKS]; /* after the call: high[i] open?, then BELOW open? */
+	int open[N_CHECKS];    /* after the call: high[i] open?, then BELOW open? */
+	int cloexec[N_CHECKS]; /* the same fds' FD_CLOEXEC (0 for a closed one) */
 };
 
 static bool
 is_open(int fd)
 {
 	return fcntl(fd, F_GETFD) >= 0;
+}
+
+static bool
+is_cloexec(int fd)
+{
+	int f = fcntl(fd, F_GETFD);
+
+	return f >= 0 && (f & FD_CLOEXEC);
 }
 
 /* close_range -> ENOSYS; with brute also openat -> EACCES (no /proc to read). */
@@ -90,15 +100,20 @@ child(enum path p, int keep, int wfd)
 		r.setup_ok = 0;
 	r.ret = keep == -2   ? fds_close_from(FIRST)
 		: keep == -3 ? fds_close_from_keep(FIRST, two, ARRAY_SIZE(two))
+		: keep == -4 ? fds_cloexec_from(FIRST)
 			     : fds_close_from_except(FIRST, keep);
-	for (int i = 0; i < N_HIGH; i++)
+	for (int i = 0; i < N_HIGH; i++) {
 		r.open[i] = is_open(high[i]);
+		r.cloexec[i] = is_cloexec(high[i]);
+	}
 	r.open[N_HIGH] = is_open(BELOW);
+	r.cloexec[N_HIGH] = is_cloexec(BELOW);
 	(void) !write(REPORT, &r, sizeof(r));
 	_exit(0);
 }
 
-/* keep: the fd to keep, -1 none, -2: call fds_close_from() instead, -3: keep both of two[] */
+/* keep: the fd to keep, -1 none, -2: call fds_close_from() instead, -3: keep both of two[],
+ * -4: fds_cloexec_from() (every fd >= first stays open, marked close-on-exec) */
 static void
 check(enum path p, int keep)
 {
@@ -126,6 +141,17 @@ check(enum path p, int keep)
 		TAP_OK(r.count == N_HIGH, "%s, keep %d: fds_count_from counts %d new fds (want %d)",
 		       path_name[p], keep, r.count, N_HIGH);
 	TAP_OK(r.ret == 0, "%s, keep %d: returns 0", path_name[p], keep);
+	if (keep == -4) {
+		for (int i = 0; i < N_HIGH; i++)
+			if (!r.open[i] || !r.cloexec[i])
+				want_ok = false;
+		TAP_OK(want_ok, "%s, cloexec: every fd >= %d open and close-on-exec", path_name[p],
+		       FIRST);
+		TAP_OK(r.open[N_HIGH] && !r.cloexec[N_HIGH],
+		       "%s, cloexec: fd %d below first open, not close-on-exec", path_name[p],
+		       BELOW);
+		return;
+	}
 	for (int i = 0; i < N_HIGH; i++)
 		if (r.open[i] !=
 		    (high[i] == keep || (keep == -3 && (high[i] == two[0] || high[i] == two[1]))))
@@ -139,7 +165,7 @@ check(enum path p, int keep)
 int
 main(void)
 {
-	static const int keeps[] = { -2, -1, 20, 21, 500, 7, -3 };
+	static const int keeps[] = { -2, -1, 20, 21, 500, 7, -3, -4 };
 
 	for (int p = NATIVE; p <= BRUTE; p++)
 		for (size_t k = 0; k < ARRAY_SIZE(keeps); k++)
