@@ -123,10 +123,11 @@ def runs_of(lines, first):
             p = int(re.search(r"pid=(\d+)", rest).group(1))
             if p in tree:
                 ns = int(re.search(r"runtime=(\d+)", rest).group(1))
-                # the supervisor is a fork of the command line: its own column
+                # agentbox run is its run's supervisor (one process): another pid named
+                # agentbox is a child of it before its exec (bwrap's vfork) or a helper
                 who = prog.get(p, comm)
                 if who == "agentbox" and p != cur["root"]:
-                    who = "agentbox (supervisor)"
+                    who = "agentbox's children, before their exec"
                 cur["cpu"][who] += ns / 1e6
     return [r for r in runs if r["done"]]
 
