@@ -544,25 +544,46 @@ sealed_memfd(const char *name, const char *text, size_t len)
 	return steal_fd(&fd);
 }
 
-/* A new supervisor's process state (its child_exec): default handlers, nothing blocked,
- * src[0..6] on fds 0..6 and nothing else open. The sources are all >= 10, so the dup2s onto
- * 0..6 cannot clobber one another. src[6] (a slot's control socket) may be -1: none.
- * Async-signal-safe calls only (the caller may have threads). */
+/* A supervisor starts clean of its caller's signal state: default handlers, nothing blocked.
+ * Async-signal-safe. */
 static void
-child_state(const int src[7])
+signals_clean(void)
 {
-	unsigned first = src[6] >= 0 ? 7 : 6;
 	sigset_t none;
 
-	/* the caller's handlers and mask are the caller's: the supervisor starts clean */
 	proc_reset_signals();
 	sigemptyset(&none);
 	(void) sigprocmask(SIG_SETMASK, &none, NULL);
-	for (unsigned i = 0; i < first; i++)
-		if (dup2(src[i], (int) i) < 0)
-			_exit(127);
-	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
-		for (int fd = (int) first; fd < 65536; fd++)
+}
+
+/* A supervisor's fds: src[0..6] onto fds 0..6. The sources are all >= 10, so the dup2s
+ * cannot clobber one another. src[6] (a slot's control socket) may be -1: none. Returns how
+ * many were placed (6 or 7; the fds from there up are the caller's to close or mark), or
+ * -errno. Async-signal-safe. */
+static int
+supervisor_fds(const int src[7])
+{
+	int first = src[6] >= 0 ? 7 : 6;
+
+	for (int i = 0; i < first; i++)
+		if (dup2(src[i], i) < 0)
+			return -errno;
+	return first;
+}
+
+/* A new supervisor's process state (its child_exec): signals_clean, src[] on fds 0..6 and
+ * nothing else open. Async-signal-safe calls only (the caller may have threads). */
+static void
+child_state(const int src[7])
+{
+	int first;
+
+	signals_clean();
+	first = supervisor_fds(src);
+	if (first < 0)
+		_exit(127);
+	if (syscall(SYS_close_range, (unsigned) first, ~0U, 0) < 0)
+		for (int fd = first; fd < 65536; fd++)
 			(void) close(fd);
 }
 
@@ -595,16 +616,14 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 {
 	struct sigaction ign = { .sa_handler = SIG_IGN };
 	static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
-	sigset_t none;
 	long sup;
 	int st, code;
 
-	/* the caller's handlers are not ours; a terminal's ^C is the supervisor's to answer */
-	proc_reset_signals();
+	/* the caller's handlers are not ours; a terminal's ^C is the supervisor's to answer (a
+	 * new process has no pending signal for the emptied mask to let through first) */
+	signals_clean();
 	for (size_t i = 0; i < ARRAY_SIZE(quiet); i++)
 		(void) sigaction(quiet[i], &ign, NULL);
-	sigemptyset(&none);
-	(void) sigprocmask(SIG_SETMASK, &none, NULL);
 	/* vfork: this process is single-threaded and only waits for the exec; no page tables
 	 * to copy */
 	sup = vfork();
@@ -661,31 +680,26 @@ inline_supervisor(char *const argv[], char *const envp[], const int src[7])
 	extern char **environ;
 	char **env_was = environ;
 	struct sigaction pipe_was;
-	unsigned first = src[6] >= 0 ? 7 : 6;
-	int saved[7], code = 0;
+	int saved[7], first = 0, code;
 	cleanup_fd int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	sigset_t none;
 
 	(void) fflush(NULL); /* nothing of ours is buffered when the supervisor writes */
 	for (int i = 0; i < 7; i++) {
 		saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 10);
 		if (saved[i] < 0 && errno != EBADF)
-			code = -errno;
+			first = -errno;
 	}
-	for (unsigned i = 0; code == 0 && i < first; i++)
-		if (dup2(src[i], (int) i) < 0)
-			code = -errno;
-	if (code < 0) {
+	if (first == 0)
+		first = supervisor_fds(src);
+	if (first < 0) {
 		fds_put_back(saved);
-		return code;
+		return first;
 	}
-	for (unsigned i = first; i < 7; i++)
-		(void) close((int) i);
+	for (int i = first; i < 7; i++)
+		(void) close(i);
 	(void) fds_cloexec_from(7);
 	(void) sigaction(SIGPIPE, NULL, &pipe_was);
-	proc_reset_signals();
-	sigemptyset(&none);
-	(void) sigprocmask(SIG_SETMASK, &none, NULL);
+	signals_clean();
 	environ = (char **) envp;
 	code = supervisor_main(2, (char **) argv);
 	environ = env_was;
@@ -710,7 +724,9 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	  const char *extra_key, const json_t *extra, const ab_io *io, int ctl_fd, int in_fd,
 	  ab_error **err)
 {
-	cleanup_free char *path = find_supervisor(ctx), *text = NULL;
+	/* the command line's run: its supervisor runs in this process (inline_supervisor) */
+	bool inl = ctx->inline_runs && strcmp(mode, "run") == 0 && ctl_fd < 0;
+	cleanup_free char *path = inl ? NULL : find_supervisor(ctx), *text = NULL;
 	cleanup_fd int req = -1, nul = -1, out = -1, errfd = -1, watch_r = -1, in = -1, resp = -1;
 	cleanup_fd int ctl = -1;
 	json_t *request;
@@ -747,7 +763,7 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 	if (ctl_fd >= 0)
 		ctl = fcntl(ctl_fd, F_DUPFD_CLOEXEC, 10);
 	if (req < 0 || resp < 0 || in < 0 || out < 0 || errfd < 0 || watch_r < 0 ||
-	    (ctl_fd >= 0 && ctl < 0) || pipe2(pp, O_CLOEXEC) < 0) {
+	    (ctl_fd >= 0 && ctl < 0) || (!inl && pipe2(pp, O_CLOEXEC) < 0)) {
 		int e = errno;
 
 		run_free(r);
@@ -760,14 +776,11 @@ api_start(ab_context *ctx, const char *mode, const char *body_key, const json_t 
 		int src[7] = { in, out, errfd, req, resp, watch_r, ctl };
 		char *argv[] = { (char *) "agentbox-supervisor", (char *) mode, NULL };
 
-		if (ctx->inline_runs && strcmp(mode, "run") == 0 && ctl_fd < 0) {
-			/* the command line's run: its supervisor, here and now; the handle
-			 * returned is that of a run already over */
+		if (inl) {
+			/* the handle returned is that of a run already over */
 			int code = inline_supervisor(argv, strv_array(&env), src);
 
 			strv_done(&env);
-			(void) close(pp[0]);
-			(void) close(pp[1]);
 			if (code < 0) {
 				run_free(r);
 				return fail(err, code, 125, NULL, "start a run: %s",
