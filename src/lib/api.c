@@ -582,9 +582,7 @@ child_state(const int src[7])
 	first = supervisor_fds(src);
 	if (first < 0)
 		_exit(127);
-	if (syscall(SYS_close_range, (unsigned) first, ~0U, 0) < 0)
-		for (int fd = first; fd < 65536; fd++)
-			(void) close(fd);
+	(void) fds_close_from(first);
 }
 
 /* Between clone3 and execve. */
@@ -636,9 +634,7 @@ intermediate(const char *path, char *const argv[], char *const envp[], const int
 	}
 	/* nothing of the caller's stays open here: a pipe end held by this process would keep
 	 * the caller's readers (and the supervisor's watch pipe) from ever seeing EOF */
-	if (syscall(SYS_close_range, 0U, ~0U, 0) < 0)
-		for (int fd = 0; fd < 65536; fd++)
-			(void) close(fd);
+	(void) fds_close_from(0);
 	if (sup < 0)
 		_exit(127);
 	while (waitpid((pid_t) sup, &st, 0) < 0)
